@@ -1,0 +1,59 @@
+// AlignedBuffer: an owning, 64-byte-aligned byte buffer (cache-line and AVX-512 aligned).
+// Movable, not copyable. Not thread-safe to resize; contents may be shared read-only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace tarmac {
+
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlign = 64;
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t bytes) { Resize(bytes); }
+  ~AlignedBuffer() { std::free(data_); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    if (this != &o) {
+      std::free(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  // Discards contents; new bytes are zeroed.
+  void Resize(size_t bytes) {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = 0;
+    if (bytes == 0) return;
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
+    if (data_ == nullptr) throw std::bad_alloc();
+    std::memset(data_, 0, rounded);
+    size_ = bytes;
+  }
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(data_); }
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(data_); }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace tarmac
