@@ -65,4 +65,17 @@ inline void Q4KScaleMin(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// Packs 6-bit scales sc[0..8) and mins m[0..8) into the 12-byte `scales` field: the exact
+// inverse of Q4KScaleMin. Bytes 0..3 hold sc[0..3] and bytes 4..7 m[0..3] in their low 6 bits;
+// sub-blocks 4..7 keep their low nibbles in bytes 8..11 (scale low, min high) and lend their top
+// two bits to the free top bits of bytes 0..3 (scales) and 4..7 (mins).
+// Preconditions: every sc[j], m[j] < 64.
+inline void PackQ4KScaleMin(const uint8_t* sc, const uint8_t* m, uint8_t* scales) {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    scales[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+}
+
 }  // namespace tarmac
