@@ -15,7 +15,8 @@
 //  - magic "GGUF"; version 2 or 3 (1 is rejected as unsupported; a byte-swapped version means a
 //    big-endian file, rejected by name);
 //  - keys: non-empty, valid UTF-8, unique; bools are 0 or 1 (anything else is rejected);
-//    strings in values must be valid UTF-8 too; arrays nest at most kMaxArrayDepth deep;
+//    string values are kept as bytes (the spec says UTF-8, but vocabularies in the wild hold
+//    byte fragments; the tokenizer judges them); arrays nest at most kMaxArrayDepth deep;
 //  - general.alignment, if present: type uint32, nonzero power of two (default 32);
 //  - tensors: name non-empty, valid UTF-8, at most kMaxTensorNameBytes (63, as ggml's
 //    GGML_MAX_NAME=64 includes the terminator), unique; 1..4 dims; every dim >= 1 (a zero dim

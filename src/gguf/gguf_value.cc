@@ -194,7 +194,7 @@ const std::vector<Value>* Value::AsArray() const {
 nlohmann::json Value::ToJson(size_t max_array_items) const {
   switch (type_) {
     case ValueType::kBool: return *AsBool();
-    case ValueType::kString: return *AsString();
+    case ValueType::kString: return internal::ToValidUtf8(*AsString());
     case ValueType::kFloat32:
     case ValueType::kFloat64: {
       double d = *AsDouble();

@@ -93,7 +93,8 @@ class Value {
 
   // Numbers as JSON numbers, bools, strings, arrays as JSON arrays. Arrays longer than
   // max_array_items are cut to their first max_array_items elements followed by the string
-  // "... (N more)". Non-finite floats become the strings "nan", "inf", "-inf" (JSON has none).
+  // "... (N more)". Non-finite floats become the strings "nan", "inf", "-inf" (JSON has none);
+  // invalid UTF-8 in strings is replaced by U+FFFD so the result can always be dumped.
   nlohmann::json ToJson(size_t max_array_items = std::numeric_limits<size_t>::max()) const;
   // One line for humans: 42, 1.5, true, "text" (escaped, cut at 200 bytes),
   // [1, 2, 3, ... (N more)] with at most max_array_items items shown.
