@@ -1,0 +1,132 @@
+// Row-wise float kernels used inside a forward pass: normalisation, softmax, activations,
+// elementwise arithmetic, reductions, F16/BF16 row conversion and rotary position embedding.
+//
+// Every kernel works on raw float rows (one token row at a time), is single-threaded, never
+// allocates, and dispatches at run time to the best SIMD target Highway compiled for (AVX2,
+// AVX-512, ...). A scalar reference for each lives in kernels/ops_ref.h; tests compare the two.
+//
+// Common rules:
+// - n >= 0 is an element count; n == 0 is a no-op unless the op says otherwise.
+// - "out may alias x" means out == x exactly (in place); partial overlap is never allowed.
+// - Inputs must not contain NaN unless an op says how NaN is handled.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tarmac::kernels {
+
+// ---------------------------------------------------------------- normalisation
+// out[i] = x[i] / sqrt(mean(x²) + eps) * weight[i].
+// x, weight, out: [n] f32. out may alias x. Preconditions: n >= 1, eps >= 0.
+// The sum of squares accumulates in f32 over several vector accumulators, so |x| must stay
+// well below ~1e18 (x² overflows f32 beyond that); activations are many orders smaller.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// ---------------------------------------------------------------- softmax
+// In place: x[i] = exp(x[i] - max) / sum_j exp(x[j] - max).
+// x: [n] f32. -inf entries (masked positions) become exactly 0. A row whose entries are all
+// -inf has no defined distribution; it becomes all zeros (not NaN) so a fully masked row
+// contributes nothing. Preconditions: no NaN, no +inf.
+void Softmax(float* x, int64_t n);
+// Softmax(x · scale) in place, without a separate scaling pass (attention uses
+// scale = 1/sqrt(head_dim)). Preconditions: scale > 0 (and finite), plus those of Softmax.
+void SoftmaxScaled(float* x, int64_t n, float scale);
+
+// ---------------------------------------------------------------- activations
+// out = x · sigmoid(x). x, out: [n] f32; out may alias x.
+void Silu(const float* x, float* out, int64_t n);
+// out = silu(gate) · up (the SwiGLU feed-forward gate). gate, up, out: [n] f32; out may alias
+// gate or up.
+void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
+// GELU, tanh approximation as GGML defines it:
+// 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), computed as x·sigmoid(2·inner) which is the
+// same function without tanh overflow. x, out: [n] f32; out may alias x.
+void Gelu(const float* x, float* out, int64_t n);
+
+// ---------------------------------------------------------------- elementwise
+// a, b, x, y, out: [n] f32. out may alias any input.
+void Add(const float* a, const float* b, float* out, int64_t n);  // out = a + b
+void Mul(const float* a, const float* b, float* out, int64_t n);  // out = a · b
+void Scale(const float* x, float s, float* out, int64_t n);       // out = s · x
+void Axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
+// (Axpy rounds once where the target has FMA, AVX2 and up, else twice.)
+
+// ---------------------------------------------------------------- reductions
+// Accumulate in f32 over several vector accumulators (error grows ~ sqrt-ish, far below n·ε).
+float DotF32(const float* a, const float* b, int64_t n);  // Σ a[i]·b[i]; 0 for n == 0
+float SumF32(const float* x, int64_t n);                  // Σ x[i]; 0 for n == 0
+// Largest element. Preconditions: n >= 1.
+float MaxF32(const float* x, int64_t n);
+// Index of the first element equal to the maximum (greedy sampling picks it; ties go to the
+// lower token id, as a scalar loop with '>' would). Preconditions: n >= 1, no NaN.
+int64_t ArgMax(const float* x, int64_t n);
+
+// ---------------------------------------------------------------- dtype conversion
+// Rows of IEEE binary16 / bfloat16 bit patterns <-> f32, bit-exact against the scalar
+// conversions in tensor/fp16.h: round to nearest even, overflow to ±inf, subnormals kept,
+// NaN stays NaN (F32->F16 gives the canonical quiet NaN sign|0x7e00, F32->BF16 quiets by
+// setting bit 6 and keeps the payload; F16/BF16->F32 keep the payload). Done with integer
+// SIMD so every target (with or without F16C) gives the same bits.
+// in, out: [n]; in and out must not overlap.
+void ConvertF16ToF32(const uint16_t* in, float* out, int64_t n);
+void ConvertF32ToF16(const float* in, uint16_t* out, int64_t n);
+void ConvertBF16ToF32(const uint16_t* in, float* out, int64_t n);
+void ConvertF32ToBF16(const float* in, uint16_t* out, int64_t n);
+
+// ---------------------------------------------------------------- rotary position embedding
+// Both conventions as llama.cpp defines them. For pair i in [0, n_rot/2):
+//   theta_i = pos · freq_scale · freq_base^(-2i/n_rot) / freq_factors[i]   (radians)
+//   (a, b) <- (a·cos θ − b·sin θ, a·sin θ + b·cos θ)
+// kNorm (LLAMA_ROPE_TYPE_NORM, arch `llama`): the pair is (x[2i], x[2i+1]).
+// kNeox (LLAMA_ROPE_TYPE_NEOX, `qwen2`, ...): the pair is (x[i], x[i + n_rot/2]).
+// Dims n_rot..head_dim-1 of each head are left unchanged (partial rotary).
+// freq_factors: [n_rot/2] divisors of each pair's frequency (llama-3 `rope_freqs.weight`), or
+// nullptr for all 1.
+// Precision: angles and their cos/sin are computed in double and rounded once to f32, so
+// they stay accurate at any position (a float pos·theta is already ~0.01 rad off at 128k).
+enum class RopeType { kNorm, kNeox };
+
+// Uncached: computes cos/sin for every pair on each call (n_rot/2 sincos in double per token).
+// This is the reference semantics; use RopeCache in hot paths.
+// x: [n_heads][head_dim] f32, rotated in place. Preconditions: n_heads >= 0, n_rot even,
+// 0 <= n_rot <= head_dim, pos >= 0, freq_base > 0.
+void RopeNorm(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
+              float freq_base, float freq_scale, const float* freq_factors);
+void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
+              float freq_base, float freq_scale, const float* freq_factors);
+
+// cos/sin of every (position, pair) for one model, built once (the model's rope parameters are
+// fixed), then applied with SIMD per token. Memory: max_positions · n_rot · 8 bytes (kNorm) or
+// half that (kNeox), e.g. 64 MiB for 128k positions × n_rot 128 kNorm. Immutable after
+// construction; Apply is thread-safe.
+class RopeCache {
+ public:
+  RopeCache() = default;
+  // freq_factors: [n_rot/2] or nullptr; copied. Preconditions: max_positions >= 1, plus those
+  // of RopeNorm.
+  RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base,
+            float freq_scale, const float* freq_factors);
+
+  // Same result as RopeNorm/RopeNeox(x, ..., pos, <the cache's parameters>) up to f32
+  // rounding of the rotation. x: [n_heads][head_dim] f32 in place.
+  // Preconditions: 0 <= pos < max_positions(), n_rot() <= head_dim.
+  void Apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos) const;
+
+  RopeType type() const { return type_; }
+  int64_t n_rot() const { return n_rot_; }
+  int64_t max_positions() const { return max_positions_; }
+
+ private:
+  RopeType type_ = RopeType::kNorm;
+  int64_t n_rot_ = 0;
+  int64_t max_positions_ = 0;
+  // Per position a row of row_len_ floats. kNorm: cos_ = [c0,c0,c1,c1,...], sin_ =
+  // [-s0,s0,-s1,s1,...] (so a pair swap + FMA rotates interleaved pairs); row_len_ = n_rot.
+  // kNeox: cos_ = [c0..c_{h-1}], sin_ = [s0..s_{h-1}]; row_len_ = n_rot/2.
+  int64_t row_len_ = 0;
+  std::vector<float> cos_;
+  std::vector<float> sin_;
+};
+
+}  // namespace tarmac::kernels
