@@ -1,0 +1,192 @@
+// SIMD MatMul (see matmul.h for the blocking scheme).
+
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/dequant.h"
+#include "kernels/matvec.h"
+#include "tensor/aligned_buffer.h"
+#include "tensor/quant_ref.h"
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tarmac::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// K block: a multiple of every block size (256 covers the K-quants); a packed panel
+// (kKC × NR floats, 32 KiB on AVX-512) stays in L1/L2 while all tokens stream past it.
+constexpr int64_t kKC = 256;
+// Panels per row block: the MR × kKC slice of x (8 KiB) is reused from L1 across them.
+constexpr int64_t kPanels = 4;
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kMR = 8;  // 16 accumulators + 2 weight vectors + broadcast of 32 registers
+#elif HWY_TARGET == HWY_SCALAR
+constexpr int kMR = 4;
+#else
+constexpr int kMR = 6;  // 12 accumulators + 2 weights + broadcast of 16 registers
+#endif
+
+HWY_INLINE int64_t PanelWidth() { return 2 * static_cast<int64_t>(hn::Lanes(DF())); }
+
+int64_t RowsPerTaskT() { return kPanels * PanelWidth(); }
+
+// c[m][0..NR) (+)= sum_k x[m][k] * panel[k][0..NR) for m < M. x rows at stride ldx floats,
+// c rows at stride ldc floats. load_c: accumulate onto c (K blocks after the first).
+template <int M>
+HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
+                            const float* HWY_RESTRICT panel, int64_t kc, float* HWY_RESTRICT c,
+                            int64_t ldc, bool load_c) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  using V = hn::Vec<DF>;
+  V acc0[M], acc1[M];
+  for (int m = 0; m < M; ++m) {
+    acc0[m] = load_c ? hn::LoadU(df, c + m * ldc) : hn::Zero(df);
+    acc1[m] = load_c ? hn::LoadU(df, c + m * ldc + N) : hn::Zero(df);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const V w0 = hn::Load(df, panel + k * 2 * N);
+    const V w1 = hn::Load(df, panel + k * 2 * N + N);
+    for (int m = 0; m < M; ++m) {
+      const V xb = hn::Set(df, x[m * ldx + k]);
+      acc0[m] = hn::MulAdd(xb, w0, acc0[m]);
+      acc1[m] = hn::MulAdd(xb, w1, acc1[m]);
+    }
+  }
+  for (int m = 0; m < M; ++m) {
+    hn::StoreU(acc0[m], df, c + m * ldc);
+    hn::StoreU(acc1[m], df, c + m * ldc + N);
+  }
+}
+
+template <int M>
+void MicroTile(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
+               int64_t valid_cols, bool load_c) {
+  const int64_t NR = PanelWidth();
+  if (valid_cols == NR) return MicroKernel<M>(x, ldx, panel, kc, c, ldc, load_c);
+  // Edge panel (fewer rows than NR): go through a full-width buffer.
+  HWY_ALIGN float tmp[kMR * 2 * hn::MaxLanes(DF())];
+  for (int m = 0; m < M; ++m) {
+    std::memset(tmp + m * NR, 0, NR * sizeof(float));
+    if (load_c) std::memcpy(tmp + m * NR, c + m * ldc, valid_cols * sizeof(float));
+  }
+  MicroKernel<M>(x, ldx, panel, kc, tmp, NR, load_c);
+  for (int m = 0; m < M; ++m) std::memcpy(c + m * ldc, tmp + m * NR, valid_cols * sizeof(float));
+}
+
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                        bool);
+
+template <int... Ms>
+constexpr auto MakeTileTable(std::integer_sequence<int, Ms...>) {
+  return std::array<TileFn, sizeof...(Ms)>{{static_cast<TileFn>(&MicroTile<Ms + 1>)...}};
+}
+
+// Packs rows [r0, r0 + nr) (nr <= NR), columns [k0, k0 + kc) of w into panel[kc][NR],
+// zero-filling missing rows. rowbuf: NR × kc floats of scratch.
+void PackPanel(const MatrixView& w, int64_t r0, int64_t nr, int64_t k0, int64_t kc,
+               float* HWY_RESTRICT rowbuf, float* HWY_RESTRICT panel) {
+  const int64_t NR = PanelWidth();
+  const int64_t off = RowBytes(w.type, k0);
+  for (int64_t i = 0; i < nr; ++i) DequantizeRow(w.type, w.row(r0 + i) + off, rowbuf + i * kc, kc);
+  for (int64_t k = 0; k < kc; ++k) {
+    float* dst = panel + k * NR;
+    for (int64_t i = 0; i < nr; ++i) dst[i] = rowbuf[i * kc + k];
+    for (int64_t i = nr; i < NR; ++i) dst[i] = 0.0f;
+  }
+}
+
+// Computes y[t][r] for all tokens and r in [r0, r1), r1 - r0 <= RowsPerTaskT().
+void MatMulRowsT(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                 int64_t r1) {
+  static constexpr auto kTiles = MakeTileTable(std::make_integer_sequence<int, kMR>());
+  const int64_t NR = PanelWidth();
+  const int64_t K = w.cols;
+  thread_local AlignedBuffer scratch;
+  const size_t need = sizeof(float) * (NR * kKC + kPanels * kKC * NR);
+  if (scratch.size() < need) scratch.Resize(need);
+  float* rowbuf = scratch.as<float>();
+  float* panels = rowbuf + NR * kKC;
+  const int64_t n_panels = (r1 - r0 + NR - 1) / NR;
+  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+    const int64_t kc = std::min(kKC, K - k0);
+    for (int64_t p = 0; p < n_panels; ++p) {
+      const int64_t pr0 = r0 + p * NR;
+      PackPanel(w, pr0, std::min(NR, r1 - pr0), k0, kc, rowbuf, panels + p * kKC * NR);
+    }
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMR) {
+      const int64_t m = std::min<int64_t>(kMR, n_tokens - t0);
+      for (int64_t p = 0; p < n_panels; ++p) {
+        const int64_t pr0 = r0 + p * NR;
+        kTiles[m - 1](x + t0 * K + k0, K, panels + p * kKC * NR, kc, y + t0 * w.rows + pr0, w.rows,
+                      std::min(NR, r1 - pr0), k0 > 0);
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tarmac::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tarmac::kernels {
+HWY_EXPORT(MatMulRowsT);
+HWY_EXPORT(RowsPerTaskT);
+
+void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  TARMAC_CHECK(IsMatVecType(w.type));
+  TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0);
+  TARMAC_CHECK(w.cols >= 0 && w.cols % Traits(w.type).block_size == 0);
+  TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
+  if (n_tokens == 0 || w.rows == 0) return;
+  if (n_tokens == 1) return MatVec(w, x, y, pool);
+  if (w.cols == 0) {
+    std::fill(y, y + n_tokens * w.rows, 0.0f);
+    return;
+  }
+  const int64_t block = HWY_DYNAMIC_DISPATCH(RowsPerTaskT)();
+  const int64_t n_blocks = (w.rows + block - 1) / block;
+  auto run = [&](int64_t b0, int64_t b1, int) {
+    for (int64_t b = b0; b < b1; ++b) {
+      HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, x, n_tokens, y, b * block,
+                                        std::min(w.rows, (b + 1) * block));
+    }
+  };
+  if (pool == nullptr || pool->num_threads() == 1 || n_blocks == 1) {
+    run(0, n_blocks, 0);
+  } else {
+    pool->ParallelFor(n_blocks, 1, run);
+  }
+}
+
+void MatMulRef(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  std::vector<float> wf(w.rows * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) DequantizeRowRef(w.type, w.row(r), &wf[r * w.cols], w.cols);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < w.rows; ++r) {
+      double s = 0;
+      for (int64_t k = 0; k < w.cols; ++k) s += static_cast<double>(wf[r * w.cols + k]) * x[t * w.cols + k];
+      y[t * w.rows + r] = static_cast<float>(s);
+    }
+  }
+}
+
+}  // namespace tarmac::kernels
+#endif  // HWY_ONCE

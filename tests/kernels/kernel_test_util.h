@@ -1,0 +1,130 @@
+// Test helpers for the dot/matvec/matmul kernels: random weight rows of every compute dtype
+// built directly from random blocks (every quant bit pattern, random sane f16 scales), and
+// random activations spanning several orders of magnitude. Not thread-safe (takes an rng).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "tensor/dtype.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
+
+namespace tarmac::kernels::testing {
+
+// Runs fn() once per SIMD target the kernels are compiled for and this CPU supports (AVX-512,
+// AVX2, the portable EMU128 fallback), forcing dynamic dispatch to it; restores the
+// default afterwards. fn receives the target's name for messages.
+template <class Fn>
+void ForEachTarget(const Fn& fn) {
+  const int64_t candidates[] = {HWY_AVX3, HWY_AVX2, HWY_EMU128};
+  const int64_t supported = hwy::SupportedTargets();  // before any mock below
+  for (int64_t t : candidates) {
+    if ((supported & t) == 0) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    fn(hwy::TargetName(t));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+inline const DType kMatVecTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+
+// A random half in +-[lo, hi), rounded to f16.
+inline uint16_t RandomHalf(std::mt19937& rng, float lo, float hi, bool allow_negative) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  float v = u(rng);
+  if (allow_negative && (rng() & 1)) v = -v;
+  return F32ToF16(v);
+}
+
+// Fills one row of n elements of `type` at dst (RowBytes(type, n) bytes).
+inline void FillRandomRow(DType type, int64_t n, std::mt19937& rng, uint8_t* dst) {
+  const int64_t bytes = RowBytes(type, n);
+  for (int64_t i = 0; i < bytes; ++i) dst[i] = static_cast<uint8_t>(rng());
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t nb = n / Traits(type).block_size;
+  switch (type) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = nd(rng);
+        std::memcpy(dst + 4 * i, &v, 4);
+      }
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = F32ToF16(nd(rng));
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = F32ToBF16(nd(rng));
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case DType::kQ8_0: {
+      auto* b = reinterpret_cast<BlockQ8_0*>(dst);
+      for (int64_t i = 0; i < nb; ++i) b[i].d = RandomHalf(rng, 1e-3f, 2e-2f, true);
+      break;
+    }
+    case DType::kQ4_0: {
+      auto* b = reinterpret_cast<BlockQ4_0*>(dst);
+      for (int64_t i = 0; i < nb; ++i) b[i].d = RandomHalf(rng, 1e-3f, 0.3f, true);
+      break;
+    }
+    case DType::kQ4_K: {
+      auto* b = reinterpret_cast<BlockQ4_K*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        b[i].d = RandomHalf(rng, 1e-4f, 5e-3f, false);
+        b[i].dmin = RandomHalf(rng, 1e-4f, 5e-3f, false);
+      }
+      break;
+    }
+    case DType::kQ6_K: {
+      auto* b = reinterpret_cast<BlockQ6_K*>(dst);
+      for (int64_t i = 0; i < nb; ++i) b[i].d = RandomHalf(rng, 1e-5f, 1e-3f, true);
+      break;
+    }
+    case DType::kQ8_K: {
+      auto* b = reinterpret_cast<BlockQ8_K*>(dst);
+      std::uniform_real_distribution<float> u(1e-3f, 1.0f);
+      for (int64_t i = 0; i < nb; ++i) b[i].d = u(rng);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// rows × n matrix with the given row stride (bytes, >= RowBytes); padding bytes are random.
+inline std::vector<uint8_t> RandomMatrix(DType type, int64_t rows, int64_t n, int64_t stride,
+                                         std::mt19937& rng) {
+  std::vector<uint8_t> m(rows * stride + 64);
+  for (auto& v : m) v = static_cast<uint8_t>(rng());
+  for (int64_t r = 0; r < rows; ++r) FillRandomRow(type, n, rng, m.data() + r * stride);
+  return m;
+}
+
+// Activations: normal values times 10^U(-2, 2), so magnitudes span four decades.
+inline std::vector<float> RandomActivations(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> e(-2.0f, 2.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng) * std::pow(10.0f, e(rng));
+  return x;
+}
+
+// Column counts for a type: single and few blocks, odd block counts, and a long row.
+inline std::vector<int64_t> TestCols(DType type) {
+  const int64_t bs = Traits(type).block_size;
+  if (bs == 1) return {1, 2, 7, 16, 33, 255, 257, 600, 4096 + 1};
+  if (bs == 32) return {32, 64, 96, 224, 288, 800, 4096 + 32};
+  return {256, 512, 768, 1280, 4096 + 256};
+}
+
+}  // namespace tarmac::kernels::testing
