@@ -1,11 +1,311 @@
-// `tarmac gguf ...`: inspect, quantize, make-random. Placeholder until implemented.
+// `tarmac gguf ...`: inspect, quantize and make-random.
+//
+// Exit codes (commands.h): 0 ok; 2 bad usage or bad input (missing or malformed file, unknown
+// type or shape); 1 a failure while doing the work (e.g. writing the output). Errors go to
+// stderr as one line starting with "tarmac gguf <command>:"; no partial output file is ever
+// left behind (gguf::Writer writes to a temp file and renames).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "apps/commands.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "gguf/make_random.h"
+#include "gguf/model_presets.h"
+#include "gguf/quantize_file.h"
 
 namespace tarmac::apps {
+namespace {
+
+using gguf::File;
+using gguf::Value;
+using gguf::ValueType;
+
+int Fail(const char* cmd, int code, const std::string& msg) {
+  std::fprintf(stderr, "tarmac gguf %s: %s\n", cmd, msg.c_str());
+  return code;
+}
+
+// Statuses caused by what the user handed us (a file, a flag) are usage errors (2); the rest
+// (I/O while writing, internal) are runtime failures (1).
+int ExitCodeFor(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kDataLoss:
+    case StatusCode::kNotFound:
+    case StatusCode::kUnimplemented:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+std::optional<DType> ParseWeightType(const std::string& name) {
+  auto t = DTypeFromName(name);
+  if (!t || !gguf::IsWeightTargetType(*t)) return std::nullopt;
+  return t;
+}
+
+std::string HumanBytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / double(uint64_t{1} << 30));
+  if (b >= (uint64_t{1} << 20)) return fmt::format("{:.2f} MiB", b / double(1 << 20));
+  if (b >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+std::string TypeName(const Value& v) {
+  if (!v.is_array()) return gguf::ValueTypeName(v.type());
+  return fmt::format("array[{}]", gguf::ValueTypeName(*v.array_type()));
+}
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? " x " : "") + std::to_string(dims[i]);
+  return s;
+}
+
+struct TypeTotals {
+  int64_t tensors = 0;
+  int64_t parameters = 0;
+  uint64_t bytes = 0;
+};
+
+std::map<std::string, TypeTotals> TotalsByType(const File& f) {
+  std::map<std::string, TypeTotals> by;
+  for (const auto& t : f.tensors()) {
+    auto& tt = by[std::string(DTypeName(t.type))];
+    ++tt.tensors;
+    tt.parameters += t.num_elements();
+    tt.bytes += t.nbytes;
+  }
+  return by;
+}
+
+nlohmann::json InspectJson(const File& f, size_t max_array) {
+  nlohmann::json j;
+  j["path"] = f.path();
+  j["version"] = f.version();
+  j["alignment"] = f.alignment();
+  j["data_offset"] = f.data_offset();
+  j["file_size"] = f.bytes().size();
+  nlohmann::json md = nlohmann::json::object();
+  for (const auto& kv : f.metadata()) {
+    nlohmann::json e;
+    e["type"] = gguf::ValueTypeName(kv.value.type());
+    if (kv.value.is_array()) {
+      e["element_type"] = gguf::ValueTypeName(*kv.value.array_type());
+      e["length"] = kv.value.AsArray()->size();
+    }
+    e["value"] = kv.value.ToJson(max_array);
+    md[kv.key] = std::move(e);
+  }
+  j["metadata"] = std::move(md);
+  nlohmann::json ts = nlohmann::json::array();
+  for (const auto& t : f.tensors()) {
+    ts.push_back({{"name", t.name},
+                  {"type", DTypeName(t.type)},
+                  {"dims", t.dims},
+                  {"elements", t.num_elements()},
+                  {"bytes", t.nbytes},
+                  {"offset", t.offset}});
+  }
+  j["tensors"] = std::move(ts);
+  nlohmann::json by = nlohmann::json::object();
+  for (const auto& [name, tt] : TotalsByType(f)) {
+    by[name] = {{"tensors", tt.tensors}, {"parameters", tt.parameters}, {"bytes", tt.bytes}};
+  }
+  j["totals"] = {{"tensors", f.tensors().size()},
+                 {"parameters", f.parameter_count()},
+                 {"bytes", f.tensor_bytes()},
+                 {"by_type", std::move(by)}};
+  return j;
+}
+
+void InspectText(const File& f) {
+  std::printf("%s: GGUF v%u, alignment %llu, data at offset %llu, %s\n", f.path().c_str(),
+              f.version(), static_cast<unsigned long long>(f.alignment()),
+              static_cast<unsigned long long>(f.data_offset()),
+              HumanBytes(f.bytes().size()).c_str());
+  std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
+  size_t key_w = 0;
+  for (const auto& kv : f.metadata()) key_w = std::max(key_w, kv.key.size());
+  for (const auto& kv : f.metadata()) {
+    std::string type = TypeName(kv.value);
+    if (kv.value.is_array()) type += fmt::format(" ({})", kv.value.AsArray()->size());
+    std::printf("  %-*s  %-22s %s\n", static_cast<int>(key_w), kv.key.c_str(), type.c_str(),
+                kv.value.ToString(8).c_str());
+  }
+  std::printf("\ntensors (%zu):\n", f.tensors().size());
+  size_t name_w = 4;
+  for (const auto& t : f.tensors()) name_w = std::max(name_w, t.name.size());
+  std::printf("  %-*s  %-6s  %-20s %12s %12s\n", static_cast<int>(name_w), "name", "type", "dims",
+              "bytes", "offset");
+  for (const auto& t : f.tensors()) {
+    std::printf("  %-*s  %-6s  %-20s %12llu %12llu\n", static_cast<int>(name_w), t.name.c_str(),
+                std::string(DTypeName(t.type)).c_str(), DimsString(t.dims).c_str(),
+                static_cast<unsigned long long>(t.nbytes),
+                static_cast<unsigned long long>(t.offset));
+  }
+  std::printf("\ntotals: %zu tensors, %lld parameters, %s of tensor data\n", f.tensors().size(),
+              static_cast<long long>(f.parameter_count()), HumanBytes(f.tensor_bytes()).c_str());
+  for (const auto& [name, tt] : TotalsByType(f)) {
+    std::printf("  %-6s %5lld tensors %14lld parameters %12s\n", name.c_str(),
+                static_cast<long long>(tt.tensors), static_cast<long long>(tt.parameters),
+                HumanBytes(tt.bytes).c_str());
+  }
+}
+
+void RegisterInspect(CLI::App* parent, RunFn* run) {
+  auto* cmd = parent->add_subcommand("inspect", "print a GGUF file's header, metadata and tensors");
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto max_array = std::make_shared<size_t>(1024);
+  cmd->add_option("FILE", *path, "GGUF file")->required();
+  cmd->add_flag("--json", *json, "print JSON instead of text");
+  cmd->add_option("--max-array", *max_array,
+                  "JSON: show at most this many items of each metadata array (0: all)")
+      ->capture_default_str();
+  cmd->callback([=] {
+    *run = [=] {
+      if (!std::filesystem::exists(*path)) return Fail("inspect", 2, *path + ": no such file");
+      auto f = File::Open(*path);
+      if (!f.ok()) return Fail("inspect", ExitCodeFor(f.status()), f.status().message());
+      if (*json) {
+        const size_t cap = *max_array == 0 ? std::numeric_limits<size_t>::max() : *max_array;
+        std::printf("%s\n", InspectJson(*f, cap).dump(2).c_str());
+      } else {
+        InspectText(*f);
+      }
+      return 0;
+    };
+  });
+}
+
+int ThreadsOrDefault(int n) { return n > 0 ? n : ThreadPool::DefaultThreads(); }
+
+void RegisterQuantize(CLI::App* parent, RunFn* run) {
+  auto* cmd = parent->add_subcommand("quantize", "convert a GGUF model's weights to another type");
+  auto in = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto type = std::make_shared<std::string>();
+  auto threads = std::make_shared<int>(0);
+  cmd->add_option("IN", *in, "input GGUF file")->required();
+  cmd->add_option("OUT", *out, "output GGUF file")->required();
+  cmd->add_option("--type", *type, "q8_0|q4_0|q4_k|q6_k (also f32|f16|bf16)")->required();
+  cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
+  cmd->callback([=] {
+    *run = [=]() -> int {
+      auto t = ParseWeightType(*type);
+      if (!t) {
+        return Fail("quantize", 2,
+                    fmt::format("unknown --type '{}' (use q8_0, q4_0, q4_k, q6_k, f32, f16, bf16)",
+                                *type));
+      }
+      if (!std::filesystem::exists(*in)) return Fail("quantize", 2, *in + ": no such file");
+      ThreadPool pool(ThreadsOrDefault(*threads));
+      gguf::QuantizeOptions opts;
+      opts.on_tensor = [](const gguf::TensorReport& r, size_t i, size_t n) {
+        std::fprintf(stderr, "[%4zu/%zu] %-32s %-5s -> %-5s %-16s%s%s\n", i + 1, n,
+                     r.name.c_str(), std::string(DTypeName(r.from)).c_str(),
+                     std::string(DTypeName(r.to)).c_str(), DimsString(r.dims).c_str(),
+                     r.note.empty() ? "" : "  fallback: ", r.note.c_str());
+      };
+      const auto start = std::chrono::steady_clock::now();
+      auto res = gguf::QuantizeFile(*in, *out, *t, opts, &pool);
+      if (!res.ok()) return Fail("quantize", ExitCodeFor(res.status()), res.status().message());
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr,
+                   "quantized %s (%s of tensors) -> %s (%s, %s) in %.2f s with %d threads; "
+                   "%d tensor(s) fell back to another type\n",
+                   in->c_str(), HumanBytes(res->bytes_in).c_str(), out->c_str(),
+                   HumanBytes(res->bytes_out).c_str(), std::string(DTypeName(*t)).c_str(), secs,
+                   pool.num_threads(), res->fallbacks);
+      return 0;
+    };
+  });
+}
+
+void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
+  auto* cmd = parent->add_subcommand(
+      "make-random", "write a llama-architecture GGUF with random weights and a BPE vocabulary");
+  auto out = std::make_shared<std::string>();
+  auto shape = std::make_shared<std::string>();
+  auto type = std::make_shared<std::string>("f16");
+  auto seed = std::make_shared<uint64_t>(0);
+  auto threads = std::make_shared<int>(0);
+  auto list = std::make_shared<bool>(false);
+  cmd->add_option("OUT", *out, "output GGUF file");
+  cmd->add_option("--shape", *shape,
+                  "preset name (see --list-shapes) or dim=..,layers=..,heads=..,kv_heads=..,"
+                  "ffn=..,vocab=..[,ctx=..,rope_base=..,eps=..,tied=0|1]");
+  cmd->add_option("--type", *type, "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k")->capture_default_str();
+  cmd->add_option("--seed", *seed, "RNG seed")->capture_default_str();
+  cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
+  cmd->add_flag("--list-shapes", *list, "list the preset shapes and exit");
+  cmd->callback([=] {
+    *run = [=]() -> int {
+      if (*list) {
+        for (const auto& p : gguf::ModelPresets()) {
+          std::printf("%-16s %6.1fM params  %s\n", p.name.c_str(), p.ParameterCount() / 1e6,
+                      p.ToString().c_str());
+        }
+        return 0;
+      }
+      if (shape->empty()) return Fail("make-random", 2, "--shape is required");
+      if (out->empty()) return Fail("make-random", 2, "OUT (the output file) is required");
+      auto t = ParseWeightType(*type);
+      if (!t) {
+        return Fail("make-random", 2,
+                    fmt::format("unknown --type '{}' (use f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)",
+                                *type));
+      }
+      auto s = gguf::ParseShape(*shape);
+      if (!s.ok()) return Fail("make-random", 2, s.status().message());
+      ThreadPool pool(ThreadsOrDefault(*threads));
+      gguf::MakeRandomOptions opts;
+      opts.seed = *seed;
+      // On a terminal one line rewritten in place; in a log one line per tensor.
+      const bool tty = ::isatty(STDERR_FILENO) != 0;
+      opts.on_tensor = [tty](const std::string& name, DType dt, size_t i, size_t n) {
+        std::fprintf(stderr, "%s[%4zu/%zu] %-32s %-5s%s", tty ? "\r" : "", i + 1, n,
+                     name.c_str(), std::string(DTypeName(dt)).c_str(),
+                     !tty || i + 1 == n ? "\n" : "");
+      };
+      const auto start = std::chrono::steady_clock::now();
+      auto res = gguf::MakeRandomModel(*s, *t, *out, opts, &pool);
+      if (!res.ok()) return Fail("make-random", ExitCodeFor(res.status()), res.status().message());
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      for (const auto& note : res->notes) std::fprintf(stderr, "fallback: %s\n", note.c_str());
+      std::fprintf(stderr, "wrote %s: %s (%s), %zu tensors, %lld parameters, %s, in %.2f s\n",
+                   out->c_str(), s->name.c_str(), s->ToString().c_str(), res->tensors,
+                   static_cast<long long>(res->parameters), HumanBytes(res->tensor_bytes).c_str(),
+                   secs);
+      return 0;
+    };
+  });
+}
+
+}  // namespace
 
 void RegisterGguf(CLI::App& app, RunFn* run) {
   auto* cmd = app.add_subcommand("gguf", "inspect, quantize and create GGUF files");
   cmd->require_subcommand(1);
+  RegisterInspect(cmd, run);
+  RegisterQuantize(cmd, run);
+  RegisterMakeRandom(cmd, run);
 }
 
 }  // namespace tarmac::apps

@@ -1,0 +1,64 @@
+// Random-weight llama-architecture GGUF models of any shape, for benchmarks, load tests and
+// compatibility checks with other GGUF readers (llama.cpp loads what this writes).
+//
+// The file mirrors what llama.cpp's converter writes for a llama model with a GPT-2 style
+// byte-level BPE tokenizer: general.* and llama.* hyper-parameter keys, tokenizer.ggml.* with
+// model "gpt2" / pre "gpt-2", and tensors token_embd, output_norm, output (absent when tied),
+// blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.
+// Weights are zero-mean with standard deviation 0.02 (an Irwin-Hall sum of 4 uniforms: cheap,
+// bounded at +-3.5 sigma), norms are 1. Every row has its own RNG stream derived from
+// (seed, tensor name, row), so the output is bit-identical for any thread count. Tensors are
+// generated and quantized while being written (one tensor in memory at a time).
+//
+// Thread-safety: reentrant; the ThreadPool is used by the calling thread only during the call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/model_presets.h"
+#include "tensor/dtype.h"
+
+namespace tarmac::gguf {
+
+// A byte-level BPE vocabulary of exactly `size` tokens (size >= 257): ids 0..255 are the 256
+// bytes in GPT-2's byte-to-unicode spelling (so no token holds a literal space: ' ' is "Ġ"),
+// then merged tokens "Ġa".."zz", "Ġaa".. built one character at a time, each with the merge
+// "<prefix> <last char>" whose both sides are earlier tokens, and last "<|endoftext|>"
+// (control, used as bos and eos).
+struct ByteLevelVocab {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> token_types;  // 1 normal, 3 control (llama.cpp's token type values)
+  std::vector<std::string> merges;   // size - 257 merges in rank order
+  int32_t eos_id = 0;
+};
+// Preconditions: 257 <= size <= 2^22.
+ByteLevelVocab MakeByteLevelVocab(int64_t size);
+
+// GPT-2's byte-to-unicode spelling of byte b, as UTF-8.
+std::string ByteToUnicode(uint8_t b);
+
+struct MakeRandomOptions {
+  uint64_t seed = 0;
+  // Called after each tensor is generated and written, with its name, type, index, count.
+  std::function<void(const std::string& name, DType type, size_t index, size_t count)> on_tensor;
+};
+
+struct MakeRandomSummary {
+  size_t tensors = 0;
+  int64_t parameters = 0;
+  uint64_t tensor_bytes = 0;
+  std::vector<std::string> notes;  // type fallbacks (see PlanTensorType)
+};
+
+// Writes the model to `out` atomically (no partial file on error). InvalidArgument for an
+// invalid shape or a type outside IsWeightTargetType.
+Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape, DType type,
+                                          const std::string& out, const MakeRandomOptions& options,
+                                          ThreadPool* pool);
+
+}  // namespace tarmac::gguf

@@ -1,0 +1,166 @@
+#include "gguf/model_presets.h"
+
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tarmac::gguf {
+
+namespace {
+
+ModelShape Preset(std::string name, int64_t dim, int64_t layers, int64_t heads, int64_t kv_heads,
+                  int64_t ffn, int64_t vocab, int64_t context, double rope_base, bool tied) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.dim = dim, s.layers = layers, s.heads = heads, s.kv_heads = kv_heads, s.ffn = ffn;
+  s.vocab = vocab, s.context = context, s.rope_base = rope_base, s.tied = tied;
+  return s;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+Result<int64_t> ParseInt(std::string_view key, std::string_view v) {
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size()) {
+    return InvalidArgument("shape: {}='{}' is not an integer", key, v);
+  }
+  return out;
+}
+
+Result<double> ParseDouble(std::string_view key, std::string_view v) {
+  double out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(out)) {
+    return InvalidArgument("shape: {}='{}' is not a finite number", key, v);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t ModelShape::ParameterCount() const {
+  const int64_t per_layer = 2 * dim                       // attn_norm, ffn_norm
+                            + 2 * dim * dim               // attn_q, attn_output
+                            + 2 * dim * kv_dim()          // attn_k, attn_v
+                            + 3 * dim * ffn;              // ffn_gate, ffn_up, ffn_down
+  return vocab * dim * (tied ? 1 : 2) + dim + layers * per_layer;
+}
+
+Status ModelShape::Validate() const {
+  // Bounds keep every tensor dimension and the whole model far from overflow and well inside
+  // what GGUF readers accept, while admitting every real model shape.
+  struct Field {
+    const char* name;
+    int64_t value;
+    int64_t max;
+  };
+  const Field fields[] = {{"dim", dim, 1 << 16},         {"layers", layers, 1024},
+                          {"heads", heads, 1024},        {"kv_heads", kv_heads, 1024},
+                          {"ffn", ffn, 1 << 18},         {"vocab", vocab, 1 << 22},
+                          {"ctx", context, 1 << 24}};
+  for (const Field& f : fields) {
+    if (f.value < 1 || f.value > f.max) {
+      return InvalidArgument("shape: {}={} out of range [1, {}]", f.name, f.value, f.max);
+    }
+  }
+  if (dim % heads != 0) return InvalidArgument("shape: heads={} does not divide dim={}", heads, dim);
+  if (head_dim() % 2 != 0) {
+    return InvalidArgument("shape: head_dim = dim/heads = {} must be even (RoPE rotates pairs)",
+                           head_dim());
+  }
+  if (heads % kv_heads != 0) {
+    return InvalidArgument("shape: kv_heads={} does not divide heads={}", kv_heads, heads);
+  }
+  if (vocab < 257) {
+    return InvalidArgument("shape: vocab={} too small: the byte-level vocabulary needs 256 byte "
+                           "tokens plus <|endoftext|>", vocab);
+  }
+  if (!(rope_base > 0)) return InvalidArgument("shape: rope_base={} must be > 0", rope_base);
+  if (!(rms_eps > 0 && rms_eps < 1)) return InvalidArgument("shape: eps={} must be in (0, 1)", rms_eps);
+  return Status::Ok();
+}
+
+std::string ModelShape::ToString() const {
+  return fmt::format("dim={},layers={},heads={},kv_heads={},ffn={},vocab={},ctx={},rope_base={:g},"
+                     "eps={:g},tied={}",
+                     dim, layers, heads, kv_heads, ffn, vocab, context, rope_base, rms_eps,
+                     tied ? 1 : 0);
+}
+
+const std::vector<ModelShape>& ModelPresets() {
+  // name, dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, tied
+  static const std::vector<ModelShape> kPresets = {
+      Preset("smollm-135m", 576, 30, 9, 3, 1536, 49152, 2048, 10000.0, true),
+      Preset("llama-160m", 768, 12, 12, 12, 3072, 32000, 2048, 10000.0, false),
+      Preset("tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0, false),
+      Preset("llama-3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0, true),
+  };
+  return kPresets;
+}
+
+Result<ModelShape> ParseShape(std::string_view spec) {
+  spec = Trim(spec);
+  if (spec.empty()) return InvalidArgument("shape: empty (give a preset name or dim=..,layers=..)");
+  if (spec.find('=') == std::string_view::npos) {
+    for (const ModelShape& p : ModelPresets()) {
+      if (p.name == spec) return p;
+    }
+    std::string names;
+    for (const ModelShape& p : ModelPresets()) names += (names.empty() ? "" : ", ") + p.name;
+    return InvalidArgument("shape: unknown preset '{}' (known: {}; or give dim=..,layers=..,"
+                           "heads=..,kv_heads=..,ffn=..,vocab=..)", spec, names);
+  }
+  ModelShape s;
+  s.name = "custom";
+  bool seen_kv = false;
+  bool seen[6] = {};
+  const char* required[6] = {"dim", "layers", "heads", "ffn", "vocab", "kv_heads"};
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    std::string_view item = Trim(spec.substr(0, comma));
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument("shape: '{}' is not key=value", item);
+    }
+    const std::string_view key = Trim(item.substr(0, eq)), val = Trim(item.substr(eq + 1));
+    int64_t* int_field = nullptr;
+    int idx = -1;
+    if (key == "dim") int_field = &s.dim, idx = 0;
+    else if (key == "layers") int_field = &s.layers, idx = 1;
+    else if (key == "heads") int_field = &s.heads, idx = 2;
+    else if (key == "ffn") int_field = &s.ffn, idx = 3;
+    else if (key == "vocab") int_field = &s.vocab, idx = 4;
+    else if (key == "kv_heads") int_field = &s.kv_heads, idx = 5, seen_kv = true;
+    else if (key == "ctx") int_field = &s.context;
+    if (int_field != nullptr) {
+      TARMAC_ASSIGN_OR_RETURN(*int_field, ParseInt(key, val));
+      if (idx >= 0) seen[idx] = true;
+    } else if (key == "rope_base") {
+      TARMAC_ASSIGN_OR_RETURN(s.rope_base, ParseDouble(key, val));
+    } else if (key == "eps") {
+      TARMAC_ASSIGN_OR_RETURN(s.rms_eps, ParseDouble(key, val));
+    } else if (key == "tied") {
+      if (val != "0" && val != "1") return InvalidArgument("shape: tied='{}' must be 0 or 1", val);
+      s.tied = val == "1";
+    } else {
+      return InvalidArgument("shape: unknown key '{}' (known: dim, layers, heads, kv_heads, ffn, "
+                             "vocab, ctx, rope_base, eps, tied)", key);
+    }
+  }
+  if (!seen_kv) s.kv_heads = s.heads, seen[5] = true;
+  for (int i = 0; i < 6; ++i) {
+    if (!seen[i]) return InvalidArgument("shape: missing {}=", required[i]);
+  }
+  TARMAC_RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+}  // namespace tarmac::gguf
