@@ -1,0 +1,202 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+
+#include "base/check.h"
+#include "kernels/attention.h"
+#include "kernels/dequant.h"
+#include "kernels/matmul.h"
+#include "kernels/matvec.h"
+
+namespace tarmac::model {
+namespace {
+
+// How far ahead the rope cache is built: the trained context, at least 4096 positions.
+int64_t RopePositions(const ModelConfig& c) { return std::max<int64_t>(c.n_ctx_train, 4096); }
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Open(path));
+  TARMAC_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(m->file_));
+  TARMAC_RETURN_IF_ERROR(m->Init());
+  return m;
+}
+
+Status LlamaModel::Init() {
+  const ModelConfig& c = config_;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols,
+                    MatrixView* out) -> Status {
+    const gguf::TensorInfo* t = file_.FindTensor(name);
+    if (t == nullptr) return InvalidArgument("tensor {} is missing", name);
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
+      return InvalidArgument("tensor {} must be [{}, {}] (ne0, ne1)", name, cols, rows);
+    if (!kernels::IsMatVecType(t->type))
+      return Unimplemented("tensor {} has dtype {}, which tarmac cannot compute with", name,
+                           DTypeName(t->type));
+    *out = MatrixView::Dense(t->type, t->data, rows, cols);
+    weight_bytes_ += static_cast<int64_t>(t->nbytes);
+    return Status::Ok();
+  };
+  auto vector = [&](const std::string& name, int64_t n, bool required,
+                    const float** out) -> Status {
+    const gguf::TensorInfo* t = file_.FindTensor(name);
+    if (t == nullptr) {
+      if (required) return InvalidArgument("tensor {} is missing", name);
+      *out = nullptr;
+      return Status::Ok();
+    }
+    if (t->dims.size() != 1 || t->dims[0] != n)
+      return InvalidArgument("tensor {} must be [{}]", name, n);
+    weight_bytes_ += static_cast<int64_t>(t->nbytes);
+    if (t->type == DType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
+      *out = reinterpret_cast<const float*>(t->data);
+      return Status::Ok();
+    }
+    if (t->type != DType::kF32 && t->type != DType::kF16 && t->type != DType::kBF16)
+      return Unimplemented("1-D tensor {} has dtype {} (f32, f16, bf16 expected)", name,
+                           DTypeName(t->type));
+    auto& buf = owned_f32_.emplace_back(n);
+    kernels::DequantizeRow(t->type, t->data, buf.data(), n);
+    *out = buf.data();
+    return Status::Ok();
+  };
+
+  TARMAC_RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.n_embd, &tok_embd_));
+  if (file_.FindTensor("output.weight") != nullptr) {
+    TARMAC_RETURN_IF_ERROR(matrix("output.weight", c.n_vocab, c.n_embd, &output_));
+  } else {
+    output_ = tok_embd_;  // tied embeddings
+  }
+  TARMAC_RETURN_IF_ERROR(vector("output_norm.weight", c.n_embd, true, &output_norm_));
+  layers_.resize(c.n_layer);
+  for (int32_t i = 0; i < c.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& L = layers_[i];
+    TARMAC_RETURN_IF_ERROR(vector(p + "attn_norm.weight", c.n_embd, true, &L.attn_norm));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &L.wq));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &L.wk));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &L.wv));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), &L.wo));
+    TARMAC_RETURN_IF_ERROR(vector(p + "attn_q.bias", c.q_dim(), c.qkv_bias, &L.bq));
+    TARMAC_RETURN_IF_ERROR(vector(p + "attn_k.bias", c.kv_dim(), c.qkv_bias, &L.bk));
+    TARMAC_RETURN_IF_ERROR(vector(p + "attn_v.bias", c.kv_dim(), c.qkv_bias, &L.bv));
+    TARMAC_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", c.n_embd, true, &L.ffn_norm));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &L.w_gate));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &L.w_up));
+    TARMAC_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &L.w_down));
+  }
+  // Llama-3 style rope scaling stores per-pair frequency divisors.
+  const float* freq_factors = nullptr;
+  TARMAC_RETURN_IF_ERROR(vector("rope_freqs.weight", c.n_rot / 2, false, &freq_factors));
+  rope_ = kernels::RopeCache(c.neox_rope ? kernels::RopeType::kNeox : kernels::RopeType::kNorm,
+                             c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
+                             freq_factors);
+  return Status::Ok();
+}
+
+void LlamaModel::EnsureScratch(int32_t n) {
+  if (n <= scratch_tokens_) return;
+  const ModelConfig& c = config_;
+  x_.resize(static_cast<size_t>(n) * c.n_embd);
+  xn_.resize(static_cast<size_t>(n) * c.n_embd);
+  q_.resize(static_cast<size_t>(n) * c.q_dim());
+  k_.resize(static_cast<size_t>(n) * c.kv_dim());
+  v_.resize(static_cast<size_t>(n) * c.kv_dim());
+  attn_.resize(static_cast<size_t>(n) * c.q_dim());
+  gate_.resize(static_cast<size_t>(n) * c.n_ff);
+  up_.resize(static_cast<size_t>(n) * c.n_ff);
+  logits_in_.resize(static_cast<size_t>(n) * c.n_embd);
+  scratch_tokens_ = n;
+}
+
+void LlamaModel::Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
+                         ThreadPool* pool) const {
+  if (n_tokens == 1) {
+    kernels::MatVec(w, x, y, pool);
+  } else {
+    kernels::MatMul(w, x, n_tokens, y, pool);
+  }
+}
+
+void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,
+                         std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  const int32_t n = batch.n_tokens();
+  TARMAC_CHECK(batch.positions.size() == static_cast<size_t>(n) &&
+               batch.seq.size() == static_cast<size_t>(n) &&
+               batch.slots.size() == static_cast<size_t>(n));
+  TARMAC_CHECK(cache->shape().head_dim == c.head_dim && cache->shape().n_kv_heads == c.n_head_kv &&
+               cache->shape().n_layers == c.n_layer);
+  EnsureScratch(std::max(n, 1));
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), FF = c.n_ff;
+
+  for (int32_t t = 0; t < n; ++t) {
+    TARMAC_CHECK(batch.tokens[t] >= 0 && batch.tokens[t] < c.n_vocab);
+    TARMAC_CHECK(batch.positions[t] >= 0 && batch.positions[t] < rope_.max_positions());
+    kernels::DequantizeRow(tok_embd_.type, tok_embd_.row(batch.tokens[t]), &x_[t * E], E);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const KvShape& ks = cache->shape();
+
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = layers_[il];
+    for (int32_t t = 0; t < n; ++t)
+      kernels::RmsNorm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
+    Project(L.wq, xn_.data(), n, q_.data(), pool);
+    Project(L.wk, xn_.data(), n, k_.data(), pool);
+    Project(L.wv, xn_.data(), n, v_.data(), pool);
+    for (int32_t t = 0; t < n; ++t) {
+      if (L.bq != nullptr) kernels::Add(&q_[t * QD], L.bq, &q_[t * QD], QD);
+      if (L.bk != nullptr) kernels::Add(&k_[t * KD], L.bk, &k_[t * KD], KD);
+      if (L.bv != nullptr) kernels::Add(&v_[t * KD], L.bv, &v_[t * KD], KD);
+      rope_.Apply(&q_[t * QD], c.n_head, c.head_dim, batch.positions[t]);
+      rope_.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.positions[t]);
+      cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
+    }
+    kernels::PagedKvView view;
+    view.k = cache->k(il, 0, 0);
+    view.v = cache->v(il, 0, 0);
+    view.n_kv_heads = ks.n_kv_heads;
+    view.block_size = ks.block_size;
+    view.head_dim = ks.head_dim;
+    // Work items: (token, kv head group); each writes a disjoint slice of attn_.
+    const int32_t n_kv = c.n_head_kv, group = c.n_head / c.n_head_kv;
+    auto attend = [&](int64_t b, int64_t e, int) {
+      for (int64_t item = b; item < e; ++item) {
+        const int32_t t = static_cast<int32_t>(item / n_kv);
+        const int32_t g = static_cast<int32_t>(item % n_kv);
+        const auto& table = batch.block_tables[batch.seq[t]];
+        kernels::PagedAttention(&q_[t * QD], c.n_head, g * group, (g + 1) * group, view,
+                                table.data(), batch.positions[t] + 1, scale, &attn_[t * QD]);
+      }
+    };
+    if (pool != nullptr) {
+      pool->ParallelFor(static_cast<int64_t>(n) * n_kv, 1, attend);
+    } else {
+      attend(0, static_cast<int64_t>(n) * n_kv, 0);
+    }
+    Project(L.wo, attn_.data(), n, xn_.data(), pool);
+    for (int32_t t = 0; t < n; ++t) {
+      kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+      kernels::RmsNorm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
+    }
+    Project(L.w_gate, xn_.data(), n, gate_.data(), pool);
+    Project(L.w_up, xn_.data(), n, up_.data(), pool);
+    for (int32_t t = 0; t < n; ++t) kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
+    Project(L.w_down, gate_.data(), n, xn_.data(), pool);
+    for (int32_t t = 0; t < n; ++t) kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+  }
+
+  const int32_t n_out = static_cast<int32_t>(batch.logits_for.size());
+  for (int32_t i = 0; i < n_out; ++i) {
+    const int32_t t = batch.logits_for[i];
+    TARMAC_CHECK(t >= 0 && t < n);
+    kernels::RmsNorm(&x_[t * E], output_norm_, E, c.rms_eps, &logits_in_[i * E]);
+  }
+  logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
+  if (n_out > 0) Project(output_, logits_in_.data(), n_out, logits->data(), pool);
+}
+
+}  // namespace tarmac::model

@@ -1,0 +1,77 @@
+// LlamaModel: weights and forward pass of a llama-family decoder (llama, qwen2) on the CPU.
+//
+// Owns: the mapped GGUF file (weights are used in place, never copied), the rope cache, and
+// scratch activations sized by the largest batch seen (grown, never shrunk: no allocation per
+// token once warm). Does not own the KV cache (the engine owns blocks; Forward writes the
+// batch's K/V into it).
+//
+// Forward mutates the scratch buffers and the KV slots named by the batch: one caller at a
+// time. The thread pool is borrowed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "kernels/ops.h"
+#include "model/kv_cache.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+#include "tensor/view.h"
+
+namespace tarmac::model {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  MatrixView wq, wk, wv, wo;         // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  const float* bq = nullptr;         // [q_dim] (qwen2) or nullptr
+  const float* bk = nullptr;         // [kv_dim]
+  const float* bv = nullptr;         // [kv_dim]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  MatrixView w_gate, w_up, w_down;   // [n_ff x n_embd] x2, [n_embd x n_ff]
+};
+
+class LlamaModel {
+ public:
+  // Opens and validates the file: every tensor present with the expected shape and a dtype
+  // the kernels support; errors name the tensor.
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::File& file() const { return file_; }
+
+  // Runs the batch; writes K/V of every token into `cache` at its slot, and the logits of the
+  // tokens in batch.logits_for to logits ([logits_for.size()][n_vocab], resized).
+  // Preconditions: slots and block tables valid for cache; positions < rope capacity.
+  void Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,
+               std::vector<float>* logits);
+
+  // Total bytes of weights (what a decode step reads).
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  LlamaModel() = default;
+  Status Init();
+  void EnsureScratch(int32_t n_tokens);
+  void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
+               ThreadPool* pool) const;
+
+  gguf::File file_;
+  ModelConfig config_;
+  MatrixView tok_embd_;          // [n_vocab x n_embd]
+  MatrixView output_;            // [n_vocab x n_embd] (tok_embd_ when tied)
+  const float* output_norm_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  std::vector<std::vector<float>> owned_f32_;  // 1-D tensors stored as f16 in the file
+  kernels::RopeCache rope_;
+  int64_t weight_bytes_ = 0;
+
+  // Scratch, [n_tokens][dim] row-major each.
+  int32_t scratch_tokens_ = 0;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_;
+};
+
+}  // namespace tarmac::model
