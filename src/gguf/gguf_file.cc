@@ -26,7 +26,6 @@ using internal::Printable;
 namespace {
 
 // Smallest possible encodings, used to reject absurd counts before allocating.
-constexpr uint64_t kHeaderBytes = 24;
 constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;             // key len, 1-byte key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;  // name, n_dims, 1 dim, type, off
 

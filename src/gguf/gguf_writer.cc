@@ -92,8 +92,8 @@ Status Writer::CheckTensor(const std::string& name, const std::vector<int64_t>& 
   if (!internal::IsValidUtf8(name))
     return InvalidArgument("gguf writer: tensor '{}': name is not valid UTF-8",
                            internal::Printable(name));
-  for (const auto& t : tensors_)
-    if (t.name == name) return InvalidArgument("gguf writer: duplicate tensor '{}'", name);
+  if (tensor_names_.count(name))
+    return InvalidArgument("gguf writer: duplicate tensor '{}'", name);
   if (dims.empty() || dims.size() > static_cast<size_t>(kMaxDims))
     return InvalidArgument("gguf writer: tensor '{}': {} dims, must be 1..{}", name,
                            dims.size(), kMaxDims);
@@ -123,6 +123,7 @@ Status Writer::AddTensor(std::string name, std::vector<int64_t> dims, DType type
   if (data.size() != nbytes)
     return InvalidArgument("gguf writer: tensor '{}': {} data bytes given, {} {} elements need {}",
                            name, data.size(), DTypeName(type), fmt::join(dims, "x"), nbytes);
+  tensor_names_.insert(name);
   tensors_.push_back(PendingTensor{std::move(name), std::move(dims), type, nbytes, data, {}});
   return Status::Ok();
 }
@@ -131,6 +132,7 @@ Status Writer::AddTensor(std::string name, std::vector<int64_t> dims, DType type
   uint64_t nbytes = 0;
   TARMAC_RETURN_IF_ERROR(CheckTensor(name, dims, type, &nbytes));
   if (!fill) return InvalidArgument("gguf writer: tensor '{}': empty fill function", name);
+  tensor_names_.insert(name);
   tensors_.push_back(
       PendingTensor{std::move(name), std::move(dims), type, nbytes, {}, std::move(fill)});
   return Status::Ok();

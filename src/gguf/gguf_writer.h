@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -77,6 +78,7 @@ class Writer {
 
   std::vector<KeyValue> metadata_;
   std::vector<PendingTensor> tensors_;
+  std::unordered_set<std::string> tensor_names_;
 };
 
 }  // namespace tarmac::gguf
