@@ -6,12 +6,14 @@
 // of one vector rather than masked loads: Highway 1.0.3 emulates MaskedLoad on SSE4/AVX2 for
 // some lane types with a full-width load, which would read past the row.
 
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/ops.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// foreach_target must come before highway.h.
+// Must follow foreach_target.h, which re-includes this file once per target.
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+// clang-format on
 
 #include <cmath>
 #include <cstring>
@@ -65,8 +67,7 @@ HWY_INLINE void MapBinary(const float* a, const float* b, float* out, int64_t n,
   }
   if (i < un) {
     const size_t rem = un - i;
-    StoreTail(d, f(d, LoadTail(d, a + i, rem, 0.0f), LoadTail(d, b + i, rem, 0.0f)), out + i,
-              rem);
+    StoreTail(d, f(d, LoadTail(d, a + i, rem, 0.0f), LoadTail(d, b + i, rem, 0.0f)), out + i, rem);
   }
 }
 
@@ -123,9 +124,8 @@ void RmsNormImpl(const float* x, const float* weight, int64_t n, float eps, floa
   // One scalar in double: free, and keeps the scale's own rounding to a single step.
   const float inv =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(ss) / static_cast<double>(n) + eps));
-  MapBinary(x, weight, out, n, [inv](DF d, VF v, VF w) {
-    return hn::Mul(hn::Mul(v, hn::Set(d, inv)), w);
-  });
+  MapBinary(x, weight, out, n,
+            [inv](DF d, VF v, VF w) { return hn::Mul(hn::Mul(v, hn::Set(d, inv)), w); });
 }
 
 // exp(x·scale − max·scale) written back into x, returning the sum. Padding lanes of the tail

@@ -97,16 +97,16 @@ void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_
               float freq_base, float freq_scale, const float* freq_factors);
 
 // cos/sin of every (position, pair) for one model, built once (the model's rope parameters are
-// fixed), then applied with SIMD per token. Memory: max_positions · n_rot · 8 bytes (kNorm) or
-// half that (kNeox), e.g. 64 MiB for 128k positions × n_rot 128 kNorm. Immutable after
-// construction; Apply is thread-safe.
+// fixed), then applied with SIMD per token. Memory: max_positions · n_rot · 4 bytes, e.g.
+// 64 MiB for 128k positions × n_rot 128, so size max_positions to the context actually served.
+// Immutable after construction; Apply is thread-safe.
 class RopeCache {
  public:
   RopeCache() = default;
-  // freq_factors: [n_rot/2] or nullptr; copied. Preconditions: max_positions >= 1, plus those
-  // of RopeNorm.
-  RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base,
-            float freq_scale, const float* freq_factors);
+  // freq_factors: [n_rot/2] or nullptr; read only here, not kept. Preconditions: max_positions >=
+  // 1, plus those of RopeNorm.
+  RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base, float freq_scale,
+            const float* freq_factors);
 
   // Same result as RopeNorm/RopeNeox(x, ..., pos, <the cache's parameters>) up to f32
   // rounding of the rotation. x: [n_heads][head_dim] f32 in place.
@@ -121,12 +121,9 @@ class RopeCache {
   RopeType type_ = RopeType::kNorm;
   int64_t n_rot_ = 0;
   int64_t max_positions_ = 0;
-  // Per position a row of row_len_ floats. kNorm: cos_ = [c0,c0,c1,c1,...], sin_ =
-  // [-s0,s0,-s1,s1,...] (so a pair swap + FMA rotates interleaved pairs); row_len_ = n_rot.
-  // kNeox: cos_ = [c0..c_{h-1}], sin_ = [s0..s_{h-1}]; row_len_ = n_rot/2.
-  int64_t row_len_ = 0;
-  std::vector<float> cos_;
-  std::vector<float> sin_;
+  // [max_positions][n_rot] f32, a row per position laid out like the pairs it rotates:
+  // kNorm [c0,s0,c1,s1,...] (interleaved like x), kNeox [c0..c_{h-1}, s0..s_{h-1}] (h = n_rot/2).
+  std::vector<float> table_;
 };
 
 }  // namespace tarmac::kernels

@@ -4,11 +4,13 @@
 // F16C truncates instead of rounding. The integer form is bit-exact on every target and still
 // runs far above memory bandwidth (a handful of ALU ops per vector).
 
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/ops_convert.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// foreach_target must come before highway.h.
+// Must follow foreach_target.h, which re-includes this file once per target.
 #include "hwy/highway.h"
+// clang-format on
 
 #include <cstring>
 
@@ -84,8 +86,8 @@ HWY_INLINE V16 FloatToBf16(VF f) {
   const DI di;
   const D16 d16;
   const auto u = hn::BitCast(du, f);
-  const auto is_nan = hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))),
-                             hn::Set(di, 0x7f800000));
+  const auto is_nan =
+      hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))), hn::Set(di, 0x7f800000));
   const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
   const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)));
   const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));

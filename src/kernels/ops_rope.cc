@@ -1,11 +1,13 @@
 // Rotary position embedding (see ops.h): the uncached scalar reference (RopeNorm/RopeNeox), the
 // cos/sin cache, and its Highway Apply.
 
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/ops_rope.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// foreach_target must come before highway.h.
+// Must follow foreach_target.h, which re-includes this file once per target.
 #include "hwy/highway.h"
+// clang-format on
 
 #include <cmath>
 #include <cstring>
@@ -23,51 +25,55 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
-// Interleaved pairs: cs = [c0,c0,c1,c1,...], ss = [-s0,s0,-s1,s1,...], so
-// x·cs + swap_pairs(x)·ss = (a·c − b·s, b·c + a·s) for every pair (a, b).
-void RopeNormApplyImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                       const float* cs, const float* ss) {
+// Interleaved pairs (a, b) = (x[2i], x[2i+1]) with the cache row t = [c0,s0,c1,s1,...]:
+// x·dup_even(t) + sign·swap_pairs(x)·dup_odd(t) = (a·c − b·s, b·c + a·s), sign = (−, +, ...).
+void RopeNormApplyImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* t) {
+  const size_t nr = static_cast<size_t>(n_rot);
+#if HWY_TARGET != HWY_SCALAR  // one lane: no pairs to shuffle, the scalar loop below runs
   const DF d;
   const size_t N = hn::Lanes(d);
-  const size_t nr = static_cast<size_t>(n_rot);
+  // -0.0 in even lanes: XOR flips the sign of the b·s product there.
+  const VF neg_even = hn::OddEven(hn::Zero(d), hn::Set(d, -0.0f));
+  auto rotate = [&](VF v, VF cs) {
+    const VF s = hn::Xor(hn::DupOdd(cs), neg_even);
+    return hn::MulAdd(v, hn::DupEven(cs), hn::Mul(hn::Reverse2(d, v), s));
+  };
+#endif
   for (int64_t h = 0; h < n_heads; ++h) {
     float* p = x + h * head_dim;
     size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
     if (N >= 2) {  // pairs never straddle vectors: N and i are even
       for (; i + N <= nr; i += N) {
-        const VF v = hn::LoadU(d, p + i);
-        const VF r = hn::MulAdd(v, hn::LoadU(d, cs + i), hn::Mul(hn::Reverse2(d, v), hn::LoadU(d, ss + i)));
-        hn::StoreU(r, d, p + i);
+        hn::StoreU(rotate(hn::LoadU(d, p + i), hn::LoadU(d, t + i)), d, p + i);
       }
       if (i < nr) {  // nr - i is even, so whole pairs land in the buffer
         HWY_ALIGN float bx[kMaxLanes] = {};
-        HWY_ALIGN float bc[kMaxLanes] = {};
-        HWY_ALIGN float bs[kMaxLanes] = {};
+        HWY_ALIGN float bt[kMaxLanes] = {};
         const size_t rem = nr - i;
         std::memcpy(bx, p + i, rem * sizeof(float));
-        std::memcpy(bc, cs + i, rem * sizeof(float));
-        std::memcpy(bs, ss + i, rem * sizeof(float));
-        const VF v = hn::Load(d, bx);
-        hn::Store(hn::MulAdd(v, hn::Load(d, bc), hn::Mul(hn::Reverse2(d, v), hn::Load(d, bs))), d,
-                  bx);
+        std::memcpy(bt, t + i, rem * sizeof(float));
+        hn::Store(rotate(hn::Load(d, bx), hn::Load(d, bt)), d, bx);
         std::memcpy(p + i, bx, rem * sizeof(float));
         i = nr;
       }
     }
+#endif
     for (; i < nr; i += 2) {  // single-lane targets only
-      const float a = p[i], b = p[i + 1];
-      p[i] = a * cs[i] + b * ss[i];
-      p[i + 1] = b * cs[i + 1] + a * ss[i + 1];
+      const float a = p[i], b = p[i + 1], c = t[i], sn = t[i + 1];
+      p[i] = a * c - b * sn;
+      p[i + 1] = b * c + a * sn;
     }
   }
 }
 
-// Split halves: a = x[i], b = x[i + half], c/s contiguous per pair.
-void RopeNeoxApplyImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                       const float* c, const float* s) {
+// Split halves: a = x[i], b = x[i + half]; cache row t = [c0..c_{half-1}, s0..s_{half-1}].
+void RopeNeoxApplyImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* t) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const size_t half = static_cast<size_t>(n_rot / 2);
+  const float* c = t;
+  const float* s = t + half;
   auto rotate = [&](VF a, VF b, VF cv, VF sv, VF* ra, VF* rb) {
     *ra = hn::MulSub(a, cv, hn::Mul(b, sv));
     *rb = hn::MulAdd(a, sv, hn::Mul(b, cv));
@@ -166,24 +172,19 @@ RopeCache::RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float 
   CheckRopeArgs(0, n_rot, n_rot, freq_base);
   TARMAC_CHECK(max_positions >= 1);
   const int64_t pairs = n_rot / 2;
-  row_len_ = type == RopeType::kNorm ? n_rot : pairs;
-  cos_.resize(static_cast<size_t>(max_positions * row_len_));
-  sin_.resize(cos_.size());
+  table_.resize(static_cast<size_t>(max_positions * n_rot));
   for (int64_t pos = 0; pos < max_positions; ++pos) {
-    float* c = cos_.data() + pos * row_len_;
-    float* s = sin_.data() + pos * row_len_;
+    float* t = table_.data() + pos * n_rot;
     for (int64_t i = 0; i < pairs; ++i) {
       const double theta = RopeAngle(i, n_rot, pos, freq_base, freq_scale, freq_factors);
       const float cf = static_cast<float>(std::cos(theta));
       const float sf = static_cast<float>(std::sin(theta));
       if (type == RopeType::kNorm) {
-        c[2 * i] = cf;
-        c[2 * i + 1] = cf;
-        s[2 * i] = -sf;
-        s[2 * i + 1] = sf;
+        t[2 * i] = cf;
+        t[2 * i + 1] = sf;
       } else {
-        c[i] = cf;
-        s[i] = sf;
+        t[i] = cf;
+        t[pairs + i] = sf;
       }
     }
   }
@@ -195,12 +196,11 @@ HWY_EXPORT(RopeNeoxApplyImpl);
 void RopeCache::Apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos) const {
   TARMAC_CHECK(pos >= 0 && pos < max_positions_);  // else reads outside the cache
   TARMAC_DCHECK(n_heads >= 0 && n_rot_ <= head_dim);
-  const float* c = cos_.data() + pos * row_len_;
-  const float* s = sin_.data() + pos * row_len_;
+  const float* t = table_.data() + pos * n_rot_;
   if (type_ == RopeType::kNorm) {
-    HWY_DYNAMIC_DISPATCH(RopeNormApplyImpl)(x, n_heads, head_dim, n_rot_, c, s);
+    HWY_DYNAMIC_DISPATCH(RopeNormApplyImpl)(x, n_heads, head_dim, n_rot_, t);
   } else {
-    HWY_DYNAMIC_DISPATCH(RopeNeoxApplyImpl)(x, n_heads, head_dim, n_rot_, c, s);
+    HWY_DYNAMIC_DISPATCH(RopeNeoxApplyImpl)(x, n_heads, head_dim, n_rot_, t);
   }
 }
 

@@ -18,6 +18,8 @@
 
 #include "kernels/ops.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -28,10 +30,7 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "hwy/targets.h"
-
 #include "kernels/ops_ref.h"
 #include "tensor/fp16.h"
 
@@ -73,7 +72,9 @@ struct ErrorStats {
   const char* name;
   double max_rel = 0.0;  // max |got − want| / |want| over entries with |want| > 1e-30
   double max_abs = 0.0;
-  ~ErrorStats() { std::printf("[ %s ] max rel err %.3g, max abs err %.3g\n", name, max_rel, max_abs); }
+  ~ErrorStats() {
+    std::printf("[ %s ] max rel err %.3g, max abs err %.3g\n", name, max_rel, max_abs);
+  }
   void Check(float got, double want, double rtol, double atol, const char* what, int64_t n,
              int64_t i) {
     const double err = std::fabs(static_cast<double>(got) - want);
@@ -124,7 +125,7 @@ void CheckSoftmax(float scale, ErrorStats& st) {
     for (int64_t n : kSizes) {
       auto x = Random(n, mag, 3 + n);
       for (int64_t i = 0; i < n; i += 5) x[i] = -kInf;  // masked positions
-      if (n > 1) x[n - 1] = -kInf;                       // masked tail lane
+      if (n > 1) x[n - 1] = -kInf;                      // masked tail lane
       auto want = x, got = x;
       if (scale == 1.0f) {
         ref::Softmax(want.data(), n);
@@ -250,8 +251,8 @@ TEST_P(OpsTest, ReductionsMatchReference) {
         abs_dot += std::fabs(static_cast<double>(a[i]) * b[i]);
         abs_sum += std::fabs(a[i]);
       }
-      dot.Check(DotF32(a.data(), b.data(), n), ref::Dot(a.data(), b.data(), n), 0.0,
-                1e-6 * abs_dot, "dot", n, 0);
+      dot.Check(DotF32(a.data(), b.data(), n), ref::Dot(a.data(), b.data(), n), 0.0, 1e-6 * abs_dot,
+                "dot", n, 0);
       sum.Check(SumF32(a.data(), n), ref::Sum(a.data(), n), 0.0, 1e-6 * abs_sum, "sum", n, 0);
       ASSERT_EQ(MaxF32(a.data(), n), ref::Max(a.data(), n));
       ASSERT_EQ(ArgMax(a.data(), n), ref::ArgMax(a.data(), n));
@@ -304,7 +305,9 @@ std::vector<float> NarrowingInputs(bool bf16) {
   }
   if (!bf16) {  // midpoints between halves, in f32: exact averages of neighbours
     for (uint32_t h = 0; h < 0x7c00; ++h) {
-      const double mid = (static_cast<double>(F16ToF32(static_cast<uint16_t>(h))) + F16ToF32(static_cast<uint16_t>(h + 1))) / 2;
+      const double mid = (static_cast<double>(F16ToF32(static_cast<uint16_t>(h))) +
+                          F16ToF32(static_cast<uint16_t>(h + 1))) /
+                         2;
       const float m = static_cast<float>(mid);
       for (int d = -1; d <= 1; ++d) {
         in.push_back(std::bit_cast<float>(Bits(m) + d));
@@ -354,13 +357,12 @@ using RopeFn = void (*)(float*, int64_t, int64_t, int64_t, int64_t, float, float
 
 TEST_P(OpsTest, RopeCacheMatchesUncached) {
   ErrorStats st{"RopeCache"};
-  const float factors[64] = {1.0f, 1.0f, 2.5f, 8.0f, 1.0f, 3.0f, 1.5f, 40.0f, 1.0f, 2.0f,
-                             1.0f, 1.0f, 4.0f, 7.0f, 1.0f, 1.0f, 2.0f, 1.0f, 1.0f, 6.0f,
-                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,
-                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,
-                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,
-                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,
-                             1.0f, 1.0f, 1.0f, 1.0f};
+  const float factors[64] = {1.0f, 1.0f, 2.5f, 8.0f, 1.0f, 3.0f, 1.5f, 40.0f, 1.0f, 2.0f, 1.0f,
+                             1.0f, 4.0f, 7.0f, 1.0f, 1.0f, 2.0f, 1.0f, 1.0f,  6.0f, 1.0f, 1.0f,
+                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,  1.0f, 1.0f, 1.0f,
+                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,  1.0f, 1.0f, 1.0f,
+                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,  1.0f, 1.0f, 1.0f,
+                             1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,  1.0f};
   const int64_t n_heads = 3;
   for (RopeType type : {RopeType::kNorm, RopeType::kNeox}) {
     const RopeFn fn = type == RopeType::kNorm ? RopeNorm : RopeNeox;
