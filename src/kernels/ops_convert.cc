@@ -1,8 +1,13 @@
-// Highway F16/BF16 <-> F32 row conversion (see ops.h). Integer SIMD rather than F16C
-// (vcvtph2ps/vcvtps2ph): the hardware quiets signalling NaNs and keeps NaN payloads in ways the
-// scalar reference (tensor/fp16.h) does not, and Highway 1.0.3's emulation on targets without
-// F16C truncates instead of rounding. The integer form is bit-exact on every target and still
-// runs far above memory bandwidth (a handful of ALU ops per vector).
+// Highway F16/BF16 <-> F32 row conversion (see ops.h).
+//
+// F16: on x86 targets with F16C (AVX2, AVX-512) the hardware converts (vcvtph2ps, and vcvtps2ph
+// with round-to-nearest-even), which matches the scalar reference (tensor/fp16.h) bit for bit
+// except on NaN: the hardware quiets signalling NaNs and keeps payloads where the reference does
+// not. So a vector holding any NaN (rare: a NaN in the KV cache is already a bug upstream) takes
+// an integer-SIMD path that reproduces the reference exactly. Targets without F16C always use
+// the integer path (Highway 1.0.3's own emulation there truncates instead of rounding).
+// BF16: integer SIMD everywhere (a shift one way; round-to-nearest-even on the bits the other).
+// AVX512-BF16's vcvtneps2bf16 is not used: it flushes subnormals, the reference keeps them.
 
 // clang-format off
 #undef HWY_TARGET_INCLUDE
@@ -75,6 +80,33 @@ HWY_INLINE V16 FloatToHalf(VF f) {
   return hn::DemoteTo(d16, hn::BitCast(di, hn::Or(r, sign)));
 }
 
+#undef TARMAC_OPS_HW_F16  // re-included once per target
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+#define TARMAC_OPS_HW_F16 1
+#else
+#define TARMAC_OPS_HW_F16 0
+#endif
+
+HWY_INLINE VF HalfToFloatFast(V16 h16) {
+#if TARMAC_OPS_HW_F16
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const VF f = hn::PromoteTo(df, hn::BitCast(df16, h16));
+  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(f)))) return f;
+#endif
+  return HalfToFloat(h16);
+}
+
+HWY_INLINE V16 FloatToHalfFast(VF f) {
+#if TARMAC_OPS_HW_F16
+  const DF df;
+  const D16 d16;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(f)))) return hn::BitCast(d16, hn::DemoteTo(df16, f));
+#endif
+  return FloatToHalf(f);
+}
+
 HWY_INLINE VF Bf16ToFloat(V16 h16) {
   const DF df;
   const DU du;
@@ -129,8 +161,10 @@ HWY_INLINE void Narrow(const float* HWY_RESTRICT in, uint16_t* HWY_RESTRICT out,
   }
 }
 
-void F16ToF32Impl(const uint16_t* in, float* out, int64_t n) { Widen(in, out, n, HalfToFloat); }
-void F32ToF16Impl(const float* in, uint16_t* out, int64_t n) { Narrow(in, out, n, FloatToHalf); }
+void F16ToF32Impl(const uint16_t* in, float* out, int64_t n) { Widen(in, out, n, HalfToFloatFast); }
+void F32ToF16Impl(const float* in, uint16_t* out, int64_t n) {
+  Narrow(in, out, n, FloatToHalfFast);
+}
 void BF16ToF32Impl(const uint16_t* in, float* out, int64_t n) { Widen(in, out, n, Bf16ToFloat); }
 void F32ToBF16Impl(const float* in, uint16_t* out, int64_t n) { Narrow(in, out, n, FloatToBf16); }
 

@@ -121,7 +121,7 @@ TEST_P(OpsTest, RmsNormKnownValues) {
 // ------------------------------------------------------------------ Softmax
 
 void CheckSoftmax(float scale, ErrorStats& st) {
-  for (float mag : {1.0f, 30.0f, 1e4f}) {  // 1e4: exp(x) alone would overflow
+  for (float mag : {1e-39f, 1.0f, 30.0f, 1e4f}) {  // 1e-39: subnormal; 1e4: exp(x) overflows
     for (int64_t n : kSizes) {
       auto x = Random(n, mag, 3 + n);
       for (int64_t i = 0; i < n; i += 5) x[i] = -kInf;  // masked positions
@@ -178,7 +178,7 @@ TEST_P(OpsTest, SoftmaxEdgeCases) {
 
 TEST_P(OpsTest, ActivationsMatchReference) {
   ErrorStats silu{"Silu"}, swiglu{"SwiGlu"}, gelu{"Gelu"};
-  for (float mag : {1.0f, 20.0f, 100.0f, 1e30f}) {  // ±100: exp(100) overflows f32
+  for (float mag : {1e-39f, 1.0f, 20.0f, 100.0f, 1e30f}) {  // ±100: exp(100) overflows f32
     for (int64_t n : kSizes) {
       const auto x = Random(n, mag, 5 + n);
       const auto up = Random(n, 3.0f, 6 + n);
@@ -242,7 +242,7 @@ TEST_P(OpsTest, ElementwiseAreExact) {
 
 TEST_P(OpsTest, ReductionsMatchReference) {
   ErrorStats dot{"DotF32"}, sum{"SumF32"};
-  for (float mag : {1e-3f, 1.0f, 1e4f}) {
+  for (float mag : {1e-39f, 1e-3f, 1.0f, 1e4f}) {
     for (int64_t n : kSizes) {
       const auto a = Random(n, mag, 9 + n);
       const auto b = Random(n, 1.0f, 10 + n);
