@@ -40,8 +40,8 @@ void Silu(const float* x, float* out, int64_t n);
 // gate or up.
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
 // GELU, tanh approximation as GGML defines it:
-// 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), computed as x·sigmoid(2·inner) which is the
-// same function without tanh overflow. x, out: [n] f32; out may alias x.
+// 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), computed as x·sigmoid(2·inner): the same
+// function, without the cancellation of 1 + tanh for large negative x. x, out: [n] f32; out may alias x.
 void Gelu(const float* x, float* out, int64_t n);
 
 // ---------------------------------------------------------------- elementwise
@@ -53,7 +53,8 @@ void Axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
 // (Axpy rounds once where the target has FMA, AVX2 and up, else twice.)
 
 // ---------------------------------------------------------------- reductions
-// Accumulate in f32 over several vector accumulators (error grows ~ sqrt-ish, far below n·ε).
+// Accumulate in f32 over several vector accumulators, so the error stays far below a serial
+// sum's n·ε (tests measure ≤ 4e-6·Σ|terms| at n = 4097).
 float DotF32(const float* a, const float* b, int64_t n);  // Σ a[i]·b[i]; 0 for n == 0
 float SumF32(const float* x, int64_t n);                  // Σ x[i]; 0 for n == 0
 // Largest element. Preconditions: n >= 1.
@@ -66,8 +67,9 @@ int64_t ArgMax(const float* x, int64_t n);
 // Rows of IEEE binary16 / bfloat16 bit patterns <-> f32, bit-exact against the scalar
 // conversions in tensor/fp16.h: round to nearest even, overflow to ±inf, subnormals kept,
 // NaN stays NaN (F32->F16 gives the canonical quiet NaN sign|0x7e00, F32->BF16 quiets by
-// setting bit 6 and keeps the payload; F16/BF16->F32 keep the payload). Done with integer
-// SIMD so every target (with or without F16C) gives the same bits.
+// setting bit 6 and keeps the payload; F16/BF16->F32 keep the payload). F16 uses the F16C
+// instructions where the target has them and integer SIMD elsewhere (and for NaN), so every
+// target gives the same bits.
 // in, out: [n]; in and out must not overlap.
 void ConvertF16ToF32(const uint16_t* in, float* out, int64_t n);
 void ConvertF32ToF16(const float* in, uint16_t* out, int64_t n);
