@@ -1,0 +1,206 @@
+// Runs the real `tarmac gguf ...` binary: inspect (text and JSON), quantize, make-random, and
+// the exit code 2 + no output file contract for bad input.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf_file.h"
+
+extern char** environ;
+
+namespace tarmac {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTarmac = TARMAC_BINARY_DIR "/bin/tarmac";
+const std::string kModel = TARMAC_SOURCE_DIR "/models/wp-11m-f16.gguf";
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+class GgufCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tarmac-gguf-cli-itest-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // posix_spawn with stdout/stderr redirected to files: no shell, so no quoting issues.
+  RunResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), kTarmac);
+    const std::string out = Path("stdout.txt"), err = Path("stderr.txt");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    RunResult r;
+    const int rc = posix_spawn(&pid, kTarmac.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    EXPECT_EQ(rc, 0) << "cannot start " << kTarmac;
+    if (rc != 0) return r;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(GgufCliTest, InspectText) {
+  RunResult r = Run({"gguf", "inspect", kModel});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GGUF v3"), std::string::npos);
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos);
+  EXPECT_NE(r.out.find("\"llama\""), std::string::npos);
+  // Long arrays are abbreviated, with their length.
+  EXPECT_NE(r.out.find("array[string] (2048)"), std::string::npos);
+  EXPECT_NE(r.out.find("(2040 more)"), std::string::npos);
+  EXPECT_NE(r.out.find("blk.5.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("57 tensors"), std::string::npos);
+  EXPECT_NE(r.out.find("1024 x 384"), std::string::npos);
+}
+
+TEST_F(GgufCliTest, InspectJson) {
+  RunResult r = Run({"gguf", "inspect", "--json", "--max-array", "100", kModel});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  auto f = gguf::File::Open(kModel);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["alignment"], 32);
+  EXPECT_EQ(j["metadata"]["general.architecture"]["value"], "llama");
+  EXPECT_EQ(j["metadata"]["llama.embedding_length"]["value"], 384);
+  const auto& toks = j["metadata"]["tokenizer.ggml.tokens"];
+  EXPECT_EQ(toks["type"], "array");
+  EXPECT_EQ(toks["element_type"], "string");
+  EXPECT_EQ(toks["length"], 2048);
+  EXPECT_EQ(toks["value"].size(), 101u);  // 100 items + "... (1948 more)"
+  ASSERT_EQ(j["tensors"].size(), f->tensors().size());
+  for (size_t i = 0; i < f->tensors().size(); ++i) {
+    const auto& t = f->tensors()[i];
+    const auto& jt = j["tensors"][i];
+    EXPECT_EQ(jt["name"], t.name);
+    EXPECT_EQ(jt["dims"].get<std::vector<int64_t>>(), t.dims);
+    EXPECT_EQ(jt["type"], std::string(DTypeName(t.type)));
+    EXPECT_EQ(jt["bytes"], t.nbytes);
+    EXPECT_EQ(jt["offset"], t.offset);
+  }
+  EXPECT_EQ(j["totals"]["tensors"], 57);
+  EXPECT_EQ(j["totals"]["parameters"], f->parameter_count());
+  EXPECT_EQ(j["totals"]["by_type"]["f16"]["tensors"], 44);
+  EXPECT_EQ(j["totals"]["by_type"]["f32"]["tensors"], 13);
+}
+
+TEST_F(GgufCliTest, QuantizeThenInspect) {
+  const std::string out = Path("wp-q4_0.gguf");
+  RunResult r = Run({"gguf", "quantize", kModel, out, "--type", "q4_0", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[  57/57]"), std::string::npos) << r.err;  // progress
+  EXPECT_NE(r.err.find("quantized"), std::string::npos) << r.err;  // summary
+  RunResult i = Run({"gguf", "inspect", "--json", out});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const auto j = nlohmann::json::parse(i.out);
+  EXPECT_EQ(j["metadata"]["general.file_type"]["value"], 2);
+  EXPECT_EQ(j["metadata"]["general.quantization_version"]["value"], 2);
+  EXPECT_EQ(j["totals"]["by_type"]["q4_0"]["tensors"], 44);
+  EXPECT_EQ(j["metadata"]["general.name"]["value"], "War and Peace 11M");
+}
+
+TEST_F(GgufCliTest, QuantizeReportsKQuantFallbacks) {
+  RunResult r = Run({"gguf", "quantize", kModel, Path("q6.gguf"), "--type", "q6_k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("fallback: row length 384 is not a multiple of 256"), std::string::npos);
+  EXPECT_NE(r.err.find("38 tensor(s) fell back"), std::string::npos) << r.err;
+}
+
+TEST_F(GgufCliTest, MakeRandomThenInspect) {
+  const std::string out = Path("rand.gguf");
+  RunResult r = Run({"gguf", "make-random", "--shape",
+                     "dim=256,layers=2,heads=4,kv_heads=2,ffn=512,vocab=600,tied=1", "--type",
+                     "q4_k", "--seed", "7", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RunResult i = Run({"gguf", "inspect", "--json", out});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const auto j = nlohmann::json::parse(i.out);
+  EXPECT_EQ(j["metadata"]["llama.block_count"]["value"], 2);
+  EXPECT_EQ(j["metadata"]["general.file_type"]["value"], 14);
+  EXPECT_EQ(j["totals"]["tensors"], 2 + 2 * 9);  // tied: no output.weight
+  EXPECT_EQ(j["totals"]["by_type"]["q4_K"]["tensors"], 1 + 2 * 7);
+
+  RunResult list = Run({"gguf", "make-random", "--list-shapes"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  for (const char* name : {"smollm-135m", "tinyllama-1.1b", "llama-3.2-1b"}) {
+    EXPECT_NE(list.out.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(GgufCliTest, BadInputExitsTwoAndWritesNothing) {
+  const std::string out = Path("out.gguf");
+  const std::string garbage = Path("garbage.gguf");
+  std::ofstream(garbage) << "this is not a gguf file";
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{"gguf", "inspect", Path("missing.gguf")}, "no such file"},
+      {{"gguf", "inspect", garbage}, "not a GGUF file"},
+      {{"gguf", "quantize", Path("missing.gguf"), out, "--type", "q8_0"}, "no such file"},
+      {{"gguf", "quantize", kModel, out, "--type", "q5_1"}, "unknown --type 'q5_1'"},
+      {{"gguf", "quantize", garbage, out, "--type", "q8_0"}, "not a GGUF file"},
+      {{"gguf", "make-random", "--shape", "gpt-17", "--type", "f16", out}, "unknown preset"},
+      {{"gguf", "make-random", "--shape", "dim=64,layers=2", "--type", "f16", out},
+       "missing heads"},
+      {{"gguf", "make-random", "--shape", "smollm-135m", "--type", "int3", out},
+       "unknown --type 'int3'"},
+      {{"gguf", "make-random", "--type", "f16", out}, "--shape is required"},
+      {{"gguf", "quantize", kModel}, "OUT"},  // CLI11 usage error
+  };
+  for (const Case& c : cases) {
+    RunResult r = Run(c.args);
+    std::string cmd;
+    for (const auto& a : c.args) cmd += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(out)) << cmd;
+  }
+  // Only the garbage file is in the directory: no temp files left behind either.
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) n += e.path() != garbage;
+  EXPECT_EQ(n, 0u);
+}
+
+}  // namespace
+}  // namespace tarmac
