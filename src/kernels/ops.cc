@@ -26,6 +26,9 @@ HWY_BEFORE_NAMESPACE();
 namespace tarmac::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+// Internal linkage: other kernel files compile helpers into the same per-target namespaces,
+// and an equally named inline helper there would silently violate the ODR.
+namespace {
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -228,6 +231,7 @@ int64_t ArgMaxImpl(const float* x, int64_t n) {
   return 0;  // only reachable with NaN input (precondition violated)
 }
 
+}  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace tarmac::kernels
 HWY_AFTER_NAMESPACE();

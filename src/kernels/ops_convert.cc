@@ -26,6 +26,9 @@ HWY_BEFORE_NAMESPACE();
 namespace tarmac::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+// Internal linkage: other kernel files compile helpers into the same per-target namespaces,
+// and an equally named inline helper there would silently violate the ODR.
+namespace {
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -168,6 +171,7 @@ void F32ToF16Impl(const float* in, uint16_t* out, int64_t n) {
 void BF16ToF32Impl(const uint16_t* in, float* out, int64_t n) { Widen(in, out, n, Bf16ToFloat); }
 void F32ToBF16Impl(const float* in, uint16_t* out, int64_t n) { Narrow(in, out, n, FloatToBf16); }
 
+}  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace tarmac::kernels
 HWY_AFTER_NAMESPACE();

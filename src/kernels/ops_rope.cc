@@ -20,6 +20,9 @@ HWY_BEFORE_NAMESPACE();
 namespace tarmac::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+// Internal linkage: other kernel files compile helpers into the same per-target namespaces,
+// and an equally named inline helper there would silently violate the ODR.
+namespace {
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -108,6 +111,7 @@ void RopeNeoxApplyImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t n_ro
   }
 }
 
+}  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace tarmac::kernels
 HWY_AFTER_NAMESPACE();
