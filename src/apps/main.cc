@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tarmac::apps::RunFn run;
   tarmac::apps::RegisterServe(app, &run);
   tarmac::apps::RegisterGguf(app, &run);
+  tarmac::apps::RegisterGenerate(app, &run);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,66 @@
+#include "apps/model_loading.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+
+#include "tokenizer/vocab_gguf.h"
+
+namespace tarmac::apps {
+namespace {
+
+// Touches one byte per page of every tensor; shows a percentage when stderr is a terminal.
+void FaultInWeights(const gguf::File& f, bool show_progress) {
+  const uint64_t total = f.tensor_bytes();
+  uint64_t done = 0;
+  int last_pct = -1;
+  volatile uint8_t sink = 0;
+  for (const auto& t : f.tensors()) {
+    for (uint64_t off = 0; off < t.nbytes; off += 4096) sink = sink + t.data[off];
+    done += t.nbytes;
+    const int pct = total ? static_cast<int>(100 * done / total) : 100;
+    if (show_progress && pct != last_pct) {
+      std::fprintf(stderr, "\rloading weights: %3d%%", pct);
+      last_pct = pct;
+    }
+  }
+  if (show_progress) std::fprintf(stderr, "\r                      \r");
+}
+
+}  // namespace
+
+Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet) {
+  LoadedModel out;
+  auto model = model::LlamaModel::Load(path);
+  if (!model.ok()) return Status(model.status().code(), path + ": " + model.status().message());
+  out.model = std::move(model).value();
+  const gguf::File& f = out.model->file();
+  auto vocab = tok::LoadVocab(f);
+  if (!vocab.ok()) return Status(vocab.status().code(), path + ": " + vocab.status().message());
+  auto tokenizer = tok::Tokenizer::Create(std::move(vocab).value());
+  if (!tokenizer.ok()) return Status(tokenizer.status().code(), path + ": " + tokenizer.status().message());
+  out.tokenizer = std::move(tokenizer).value();
+  if (out.tokenizer->n_vocab() != out.model->config().n_vocab) {
+    return InvalidArgument("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path,
+                           out.tokenizer->n_vocab(), out.model->config().n_vocab);
+  }
+  FaultInWeights(f, !quiet && isatty(STDERR_FILENO));
+  if (!quiet) {
+    const model::ModelConfig& c = out.model->config();
+    std::map<std::string, int> dtypes;
+    for (const auto& t : f.tensors()) dtypes[std::string(DTypeName(t.type))]++;
+    std::string dt;
+    for (const auto& [name, n] : dtypes) dt += (dt.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+    std::fprintf(stderr,
+                 "loaded %s: arch %s, %.1fM params, %d layers, dim %d, heads %d/%d (head dim %d), "
+                 "ffn %d, vocab %d, context %d, weights %.1f MiB [%s]\n",
+                 c.name.empty() ? path.c_str() : c.name.c_str(), c.arch_name.c_str(),
+                 f.parameter_count() / 1e6, c.n_layer, c.n_embd, c.n_head, c.n_head_kv,
+                 c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train,
+                 out.model->weight_bytes() / (1024.0 * 1024.0), dt.c_str());
+  }
+  return out;
+}
+
+}  // namespace tarmac::apps

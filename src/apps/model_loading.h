@@ -1,0 +1,23 @@
+// Shared by the model-running subcommands: load a model and its tokenizer, print what was
+// loaded, and fault the mapped weights in (with progress on a terminal) so the first token is
+// not charged for disk reads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tarmac::apps {
+
+struct LoadedModel {
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+};
+
+// Errors name the file and what is wrong with it. quiet: no summary line.
+Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet = false);
+
+}  // namespace tarmac::apps
