@@ -11,7 +11,8 @@
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_ref.h"
 
-// SSSE3/SSE4 are skipped to halve compile time; such machines get the EMU128 fallback.
+// SSSE3/SSE4 are skipped to halve compile time; such machines get the portable baseline
+// (HWY_SCALAR with this Highway build).
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
 #endif

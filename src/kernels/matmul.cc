@@ -14,7 +14,7 @@
 #include "tensor/aligned_buffer.h"
 #include "tensor/quant_ref.h"
 
-#ifndef HWY_DISABLED_TARGETS
+#ifndef HWY_DISABLED_TARGETS  // see dequant.cc
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
 #endif
 #undef HWY_TARGET_INCLUDE

@@ -6,13 +6,16 @@
 #include "kernels/matvec.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/check.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_ref.h"
 
-#ifndef HWY_DISABLED_TARGETS
+#ifndef HWY_DISABLED_TARGETS  // see dequant.cc
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
 #endif
 #undef HWY_TARGET_INCLUDE
@@ -80,148 +83,368 @@ float DotBF16(const uint16_t* w, const float* x, int64_t n) {
       [&](int64_t i) { return BF16ToF32(w[i]); });
 }
 
-// q·x of one Q8_0 block as a vector of partial sums.
-HWY_INLINE hn::Vec<DF> BlockQ8_0Dot(const BlockQ8_0& b, const float* x) {
+// ---------------------------------------------------------------------------------------
+// Quantized weights: x is pre-quantized to int16 (ActQ16 below) so each 32-element block is
+// an integer dot product by widening multiply-add of i16 pairs (vpmaddwd), converted to f32
+// and scaled once per block or group. Block offsets (Q4_0's -8, Q6_K's -32) are exact
+// integer corrections through the per-group sums of the quantized x; Q4_K's mins go through
+// the same sums in float.
+
+// x quantized per 32-element block j: x[k] ≈ dx[j] · q[k], |q| <= 32767. With S32[j] / S16[g]
+// the (exact) sums of q over block j / 16-element group g: dxs32[j] = dx[j]·S32[j],
+// dx16[g] = dx[g / 2], dxs16[g] = dx16[g]·S16[g]. Arrays of n/32 or n/16 floats.
+struct ActQ16 {
+  const int16_t* q;
+  const float* dx;
+  const float* dxs32;
+  const float* dx16;
+  const float* dxs16;
+};
+
+#if HWY_TARGET != HWY_SCALAR
+using DI16 = hn::Repartition<int16_t, DF>;  // 2N lanes of i16
+using DI32 = hn::RebindToSigned<DF>;        // N lanes of i32
+
+// f16 scale -> f32 on the integer ports (the vector ports are the bottleneck here); exact
+// for normal halves, the rare zero/subnormal/Inf/NaN take the general conversion.
+HWY_INLINE float ScaleToF32(uint16_t h) {
+  const uint32_t e = h & 0x7c00u;
+  if (HWY_UNLIKELY(e == 0 || e == 0x7c00u)) return HalfToF32(h);
+  const uint32_t bits = ((h & 0x8000u) << 16) | (((h & 0x7fffu) + 0x1c000u) << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// sum += pairwise products of a and b (i16 -> i32, lane i covers elements 2i, 2i+1).
+HWY_INLINE hn::Vec<DI32> MulPairs(hn::Vec<DI16> a, hn::Vec<DI16> b, hn::Vec<DI32> sum) {
+  const DI32 di32;
+  auto odd = hn::Zero(di32);
+  const auto even = hn::ReorderWidenMulAccumulate(di32, a, b, sum, odd);
+  return hn::RearrangeToOddPlusEven(even, odd);
+}
+
+HWY_INLINE hn::Vec<DI16> WidenU8(const uint8_t* p) {
+  return hn::PromoteTo(DI16(), hn::LoadU(hn::Rebind<uint8_t, DI16>(), p));
+}
+
+// Scales are converted a chunk of blocks at a time with vector ops, off the hot loop.
+constexpr int64_t kScaleChunk = 64;
+
+// bits[i] = the u16 at src + i·stride bytes, i < n. Kept as plain 16-bit loads and stores
+// (load/store ports): the compiler's vectorization of this gather (pinsrw chains) would
+// compete for the vector ports the dot products need; the empty asm prevents it.
+HWY_INLINE void CopyScaleBits(const uint16_t* src, size_t stride, uint16_t* bits, int64_t n) {
+  const auto* p = reinterpret_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(&bits[i], p + i * stride, 2);
+    asm volatile("" ::: "memory");
+  }
+}
+
+// out[i] = f32(bits[i]) · dx[i] for i < n (n <= kScaleChunk); returns sum_i f32(bits[i]) ·
+// corr_w[i] (0 if corr_w is null).
+HWY_INLINE float BlockScales(const uint16_t* HWY_RESTRICT bits, const float* HWY_RESTRICT dx,
+                             const float* HWY_RESTRICT corr_w, float* HWY_RESTRICT out,
+                             int64_t n) {
+  float corr = 0;
+  int64_t i = 0;
+#if TARMAC_HWY_HARDWARE_F16
   const DF df;
-  const hn::Rebind<int8_t, DF> d8;
-  const hn::RebindToSigned<DF> di;
-  const size_t N = hn::Lanes(df);
-  auto s = hn::Zero(df);
-  for (size_t j = 0; j < kQK8_0; j += N) {
-    const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b.qs + j)));
-    s = hn::MulAdd(q, hn::LoadU(df, x + j), s);
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t N = hn::Lanes(df);
+  auto cv = hn::Zero(df);
+  for (; i + N <= n; i += N) {
+    const auto h = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(bits + i)));
+    hn::StoreU(hn::Mul(h, hn::LoadU(df, dx + i)), df, out + i);
+    if (corr_w != nullptr) cv = hn::MulAdd(h, hn::LoadU(df, corr_w + i), cv);
+  }
+  corr = hn::GetLane(hn::SumOfLanes(df, cv));
+#endif
+  for (; i < n; ++i) {
+    const float h = HalfToF32(bits[i]);
+    out[i] = h * dx[i];
+    if (corr_w != nullptr) corr += h * corr_w[i];
+  }
+  return corr;
+}
+
+// Integer q·x of one Q8_0 block (signed quants).
+HWY_INLINE hn::Vec<DI32> BlockQ8_0DotI(const BlockQ8_0& b, const int16_t* xq) {
+  const DI16 d16;
+  const hn::Rebind<int8_t, DI16> d8;
+  const size_t L = hn::Lanes(d16);
+  auto s = hn::Zero(DI32());
+  for (size_t j = 0; j < kQK8_0; j += L) {
+    s = MulPairs(hn::PromoteTo(d16, hn::LoadU(d8, b.qs + j)), hn::LoadU(d16, xq + j), s);
   }
   return s;
 }
 
-float DotQ8_0(const BlockQ8_0* b, const float* x, int64_t nb) {
+float DotQ8_0(const BlockQ8_0* b, const ActQ16& x, int64_t nb) {
   const DF df;
   auto a0 = hn::Zero(df), a1 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    a0 = hn::MulAdd(hn::Set(df, HalfToF32(b[i].d)), BlockQ8_0Dot(b[i], x + i * kQK8_0), a0);
-    a1 = hn::MulAdd(hn::Set(df, HalfToF32(b[i + 1].d)),
-                    BlockQ8_0Dot(b[i + 1], x + (i + 1) * kQK8_0), a1);
+  HWY_ALIGN uint16_t bits[kScaleChunk];
+  HWY_ALIGN float sc[kScaleChunk];
+  for (int64_t c0 = 0; c0 < nb; c0 += kScaleChunk) {
+    const int64_t cn = std::min(kScaleChunk, nb - c0);
+    const BlockQ8_0* cb = b + c0;
+    CopyScaleBits(&cb[0].d, sizeof(cb[0]), bits, cn);
+    BlockScales(bits, x.dx + c0, nullptr, sc, cn);
+    const int16_t* xq = x.q + c0 * kQK8_0;
+    int64_t i = 0;
+    for (; i + 2 <= cn; i += 2) {
+      a0 = hn::MulAdd(hn::ConvertTo(df, BlockQ8_0DotI(cb[i], xq + i * kQK8_0)), hn::Set(df, sc[i]), a0);
+      a1 = hn::MulAdd(hn::ConvertTo(df, BlockQ8_0DotI(cb[i + 1], xq + (i + 1) * kQK8_0)),
+                      hn::Set(df, sc[i + 1]), a1);
+    }
+    if (i < cn) {
+      a0 = hn::MulAdd(hn::ConvertTo(df, BlockQ8_0DotI(cb[i], xq + i * kQK8_0)), hn::Set(df, sc[i]), a0);
+    }
   }
-  if (i < nb) a0 = hn::MulAdd(hn::Set(df, HalfToF32(b[i].d)), BlockQ8_0Dot(b[i], x + i * kQK8_0), a0);
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1)));
 }
 
-// q·x of one Q4_0 block with the unsigned nibbles (the -8 is applied by the caller).
-HWY_INLINE hn::Vec<DF> BlockQ4_0Dot(const BlockQ4_0& b, const float* x) {
-  const DF df;
-  const hn::Rebind<uint8_t, DF> du8;
-  const hn::RebindToSigned<DF> di;
-  const size_t N = hn::Lanes(df);
-  auto s0 = hn::Zero(df), s1 = hn::Zero(df);
-  for (size_t j = 0; j < kQK4_0 / 2; j += N) {
-    const auto q = hn::PromoteTo(di, hn::LoadU(du8, b.qs + j));
-    s0 = hn::MulAdd(hn::ConvertTo(df, hn::And(q, hn::Set(di, 15))), hn::LoadU(df, x + j), s0);
-    s1 = hn::MulAdd(hn::ConvertTo(df, hn::ShiftRight<4>(q)), hn::LoadU(df, x + 16 + j), s1);
+// Integer q·x of one Q4_0 block with the unsigned nibbles 0..15 (caller applies the -8).
+HWY_INLINE hn::Vec<DI32> BlockQ4_0DotI(const BlockQ4_0& b, const int16_t* xq) {
+  const DI16 d16;
+  const size_t L = hn::Lanes(d16);
+  const auto k15 = hn::Set(d16, 15);
+  if constexpr (hn::MaxLanes(DI16()) >= 32) {
+    // One vector holds the whole block: low nibbles (elements 0..15) in the lower half.
+    const hn::Half<DI16> dh;
+    const auto v = hn::PromoteTo(dh, hn::LoadU(hn::Rebind<uint8_t, decltype(dh)>(), b.qs));
+    const auto w = hn::Combine(d16, hn::ShiftRight<4>(v), hn::And(v, hn::Set(dh, 15)));
+    (void)k15;
+    (void)L;
+    return MulPairs(w, hn::LoadU(d16, xq), hn::Zero(DI32()));
+  } else {
+    auto s = hn::Zero(DI32());
+    for (size_t j = 0; j < kQK4_0 / 2; j += L) {
+      const auto v = WidenU8(b.qs + j);
+      s = MulPairs(hn::And(v, k15), hn::LoadU(d16, xq + j), s);
+      s = MulPairs(hn::ShiftRight<4>(v), hn::LoadU(d16, xq + 16 + j), s);
+    }
+    return s;
   }
-  return hn::Add(s0, s1);
 }
 
-// xs32[b] = sum of x over block b of 32.
-float DotQ4_0(const BlockQ4_0* b, const float* x, const float* xs32, int64_t nb) {
+float DotQ4_0(const BlockQ4_0* b, const ActQ16& x, int64_t nb) {
   const DF df;
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df);
-  float corr0 = 0, corr1 = 0;
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const float d0 = HalfToF32(b[i].d), d1 = HalfToF32(b[i + 1].d);
-    a0 = hn::MulAdd(hn::Set(df, d0), BlockQ4_0Dot(b[i], x + i * kQK4_0), a0);
-    a1 = hn::MulAdd(hn::Set(df, d1), BlockQ4_0Dot(b[i + 1], x + (i + 1) * kQK4_0), a1);
-    corr0 += d0 * xs32[i];
-    corr1 += d1 * xs32[i + 1];
-  }
-  if (i < nb) {
-    const float d0 = HalfToF32(b[i].d);
-    a0 = hn::MulAdd(hn::Set(df, d0), BlockQ4_0Dot(b[i], x + i * kQK4_0), a0);
-    corr0 += d0 * xs32[i];
-  }
-  return hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1))) - 8.0f * (corr0 + corr1);
-}
-
-float DotQ4_K(const BlockQ4_K* b, const float* x, const float* xs32, int64_t nb) {
-  const DF df;
-  const hn::Rebind<uint8_t, DF> du8;
-  const hn::RebindToSigned<DF> di;
-  const size_t N = hn::Lanes(df);
-  const auto k15 = hn::Set(di, 15);
   auto a0 = hn::Zero(df), a1 = hn::Zero(df);
   float corr = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    const float d = HalfToF32(b[i].d), dmin = HalfToF32(b[i].dmin);
-    const float* xb = x + i * kQK_K;
-    const float* sb = xs32 + i * 8;
-    for (int pair = 0; pair < 4; ++pair) {
-      uint8_t sc0, m0, sc1, m1;
-      Q4KScaleMin(2 * pair, b[i].scales, &sc0, &m0);
-      Q4KScaleMin(2 * pair + 1, b[i].scales, &sc1, &m1);
-      const uint8_t* q = b[i].qs + 32 * pair;
-      auto s0 = hn::Zero(df), s1 = hn::Zero(df);
-      for (size_t l = 0; l < 32; l += N) {
-        const auto v = hn::PromoteTo(di, hn::LoadU(du8, q + l));
-        s0 = hn::MulAdd(hn::ConvertTo(df, hn::And(v, k15)), hn::LoadU(df, xb + 64 * pair + l), s0);
-        s1 = hn::MulAdd(hn::ConvertTo(df, hn::ShiftRight<4>(v)),
-                        hn::LoadU(df, xb + 64 * pair + 32 + l), s1);
-      }
-      a0 = hn::MulAdd(hn::Set(df, d * sc0), s0, a0);
-      a1 = hn::MulAdd(hn::Set(df, d * sc1), s1, a1);
-      corr += dmin * (m0 * sb[2 * pair] + m1 * sb[2 * pair + 1]);
+  HWY_ALIGN uint16_t bits[kScaleChunk];
+  HWY_ALIGN float sc[kScaleChunk];
+  for (int64_t c0 = 0; c0 < nb; c0 += kScaleChunk) {
+    const int64_t cn = std::min(kScaleChunk, nb - c0);
+    const BlockQ4_0* cb = b + c0;
+    CopyScaleBits(&cb[0].d, sizeof(cb[0]), bits, cn);
+    corr += BlockScales(bits, x.dx + c0, x.dxs32 + c0, sc, cn);
+    const int16_t* xq = x.q + c0 * kQK4_0;
+    int64_t i = 0;
+    for (; i + 2 <= cn; i += 2) {
+      a0 = hn::MulAdd(hn::ConvertTo(df, BlockQ4_0DotI(cb[i], xq + i * kQK4_0)), hn::Set(df, sc[i]), a0);
+      a1 = hn::MulAdd(hn::ConvertTo(df, BlockQ4_0DotI(cb[i + 1], xq + (i + 1) * kQK4_0)),
+                      hn::Set(df, sc[i + 1]), a1);
+    }
+    if (i < cn) {
+      a0 = hn::MulAdd(hn::ConvertTo(df, BlockQ4_0DotI(cb[i], xq + i * kQK4_0)), hn::Set(df, sc[i]), a0);
     }
   }
-  return hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1))) - corr;
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1))) - 8.0f * corr;
 }
 
-// xs16[g] = sum of x over group g of 16 (one Q6_K scale each).
-float DotQ6_K(const BlockQ6_K* b, const float* x, const float* xs16, int64_t nb) {
+// Unpacks the eight 6-bit scales and mins of a Q4_K block at once, on 32-bit words:
+// out[0..8) = scales, out[8..16) = mins (same values as Q4KScaleMin).
+HWY_INLINE void Q4KScalesMins(const uint8_t* s, uint8_t* out) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_lo = a & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t m_lo = b & 0x3f3f3f3fu;
+  const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+  std::memcpy(out, &sc_lo, 4);
+  std::memcpy(out + 4, &sc_hi, 4);
+  std::memcpy(out + 8, &m_lo, 4);
+  std::memcpy(out + 12, &m_hi, 4);
+}
+
+float DotQ4_K(const BlockQ4_K* b, const ActQ16& x, int64_t nb) {
   const DF df;
-  const hn::Rebind<uint8_t, DF> du8;
-  const hn::RebindToSigned<DF> di;
-  const size_t N = hn::Lanes(df);
-  const auto k15 = hn::Set(di, 15), k48 = hn::Set(di, 48);
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-  float corr = 0;
+  const DI16 d16;
+  const size_t L = hn::Lanes(d16);
+  const auto k15 = hn::Set(d16, 15);
+  const hn::CappedTag<float, 8> d8f;
+  const hn::Rebind<int32_t, decltype(d8f)> d8i;
+  const hn::Rebind<uint8_t, decltype(d8f)> d8u;
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df);
+  auto corr = hn::Zero(d8f);
+  HWY_ALIGN uint8_t sm[16];
+  HWY_ALIGN float sc[8];
   for (int64_t i = 0; i < nb; ++i) {
-    const float d = HalfToF32(b[i].d);
+    const float d = ScaleToF32(b[i].d), dmin = ScaleToF32(b[i].dmin);
+    Q4KScalesMins(b[i].scales, sm);
+    // sc[j] = d · scale_j · dx_j; mins: corr += dmin · min_j · dx_j · S32_j.
+    for (size_t j = 0; j < 8; j += hn::Lanes(d8f)) {
+      const auto scf = hn::ConvertTo(d8f, hn::PromoteTo(d8i, hn::LoadU(d8u, sm + j)));
+      const auto mf = hn::ConvertTo(d8f, hn::PromoteTo(d8i, hn::LoadU(d8u, sm + 8 + j)));
+      hn::Store(hn::Mul(hn::Mul(scf, hn::Set(d8f, d)), hn::LoadU(d8f, x.dx + 8 * i + j)), d8f,
+                sc + j);
+      corr = hn::MulAdd(hn::Mul(mf, hn::Set(d8f, dmin)), hn::LoadU(d8f, x.dxs32 + 8 * i + j), corr);
+    }
+    const int16_t* xq = x.q + i * kQK_K;
+    for (int pair = 0; pair < 4; ++pair) {
+      const uint8_t* q = b[i].qs + 32 * pair;
+      auto s0 = hn::Zero(DI32()), s1 = hn::Zero(DI32());
+      for (size_t l = 0; l < 32; l += L) {
+        const auto v = WidenU8(q + l);
+        s0 = MulPairs(hn::And(v, k15), hn::LoadU(d16, xq + 64 * pair + l), s0);
+        s1 = MulPairs(hn::ShiftRight<4>(v), hn::LoadU(d16, xq + 64 * pair + 32 + l), s1);
+      }
+      a0 = hn::MulAdd(hn::ConvertTo(df, s0), hn::Set(df, sc[2 * pair]), a0);
+      a1 = hn::MulAdd(hn::ConvertTo(df, s1), hn::Set(df, sc[2 * pair + 1]), a1);
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1))) -
+         hn::GetLane(hn::SumOfLanes(d8f, corr));
+}
+
+float DotQ6_K(const BlockQ6_K* b, const ActQ16& x, int64_t nb) {
+  const DF df;
+  const DI16 d16;
+  constexpr size_t kL = hn::MaxLanes(DI16());
+  const size_t L = hn::Lanes(d16);
+  const auto k15 = hn::Set(d16, 15), k48 = hn::Set(d16, 48);
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  const hn::CappedTag<float, 16> d16f;
+  const hn::Rebind<int32_t, decltype(d16f)> d16i;
+  const hn::Rebind<int8_t, decltype(d16f)> d16s8;
+  auto corr = hn::Zero(d16f);
+  HWY_ALIGN float gscale[16];  // d · sc[g] · dx of the group's 32-block
+  for (int64_t i = 0; i < nb; ++i) {
+    const auto d = hn::Set(d16f, ScaleToF32(b[i].d));
+    for (size_t g = 0; g < 16; g += hn::Lanes(d16f)) {
+      const auto scf = hn::Mul(hn::ConvertTo(d16f, hn::PromoteTo(d16i, hn::LoadU(d16s8, b[i].scales + g))), d);
+      hn::Store(hn::Mul(scf, hn::LoadU(d16f, x.dx16 + 16 * i + g)), d16f, gscale + g);
+      corr = hn::MulAdd(scf, hn::LoadU(d16f, x.dxs16 + 16 * i + g), corr);
+    }
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = b[i].ql + 64 * half;
       const uint8_t* qh = b[i].qh + 32 * half;
-      const int8_t* sc = b[i].scales + 8 * half;
-      const float* xb = x + i * kQK_K + 128 * half;
-      const float* gs = xs16 + i * 16 + 8 * half;
-      // Group g (16 elements, scale sc[g]) covers out[16g .. 16g+16); out[32k + l] is
-      // quant k of position l below, so its group is 2k + l/16.
-      for (int g = 0; g < 8; ++g) corr += (d * sc[g]) * gs[g];
-      for (size_t l = 0; l < 32; l += N) {
-        const size_t is = l / 16;  // N divides 16: a chunk never straddles two groups
-        const auto a = hn::PromoteTo(di, hn::LoadU(du8, ql + l));
-        const auto c = hn::PromoteTo(di, hn::LoadU(du8, ql + 32 + l));
-        const auto h = hn::PromoteTo(di, hn::LoadU(du8, qh + l));
+      const float* gsc = gscale + 8 * half;
+      const int16_t* xq = x.q + i * kQK_K + 128 * half;
+      // out[32k + l] (k = 0..3) is quant k of position l; its group is 2k + l/16.
+      for (size_t l = 0; l < 32; l += L) {
+        const auto a = WidenU8(ql + l);
+        const auto c = WidenU8(ql + 32 + l);
+        const auto h = WidenU8(qh + l);
         const auto q1 = hn::Or(hn::And(a, k15), hn::And(hn::ShiftLeft<4>(h), k48));
         const auto q2 = hn::Or(hn::And(c, k15), hn::And(hn::ShiftLeft<2>(h), k48));
         const auto q3 = hn::Or(hn::ShiftRight<4>(a), hn::And(h, k48));
         const auto q4 = hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), k48));
-        a0 = hn::MulAdd(hn::Mul(hn::ConvertTo(df, q1), hn::Set(df, d * sc[is])),
-                        hn::LoadU(df, xb + l), a0);
-        a1 = hn::MulAdd(hn::Mul(hn::ConvertTo(df, q2), hn::Set(df, d * sc[is + 2])),
-                        hn::LoadU(df, xb + 32 + l), a1);
-        a2 = hn::MulAdd(hn::Mul(hn::ConvertTo(df, q3), hn::Set(df, d * sc[is + 4])),
-                        hn::LoadU(df, xb + 64 + l), a2);
-        a3 = hn::MulAdd(hn::Mul(hn::ConvertTo(df, q4), hn::Set(df, d * sc[is + 6])),
-                        hn::LoadU(df, xb + 96 + l), a3);
+        const DI32 d32;
+        const auto z = hn::Zero(d32);
+        const auto p1 = hn::ConvertTo(df, MulPairs(q1, hn::LoadU(d16, xq + l), z));
+        const auto p2 = hn::ConvertTo(df, MulPairs(q2, hn::LoadU(d16, xq + 32 + l), z));
+        const auto p3 = hn::ConvertTo(df, MulPairs(q3, hn::LoadU(d16, xq + 64 + l), z));
+        const auto p4 = hn::ConvertTo(df, MulPairs(q4, hn::LoadU(d16, xq + 96 + l), z));
+        const size_t g = l / 16;
+        if constexpr (kL >= 32) {
+          // i32 lanes 0..7 hold group g, lanes 8..15 group g+1.
+          const hn::Half<DF> dfh;
+          auto scale2 = [&](size_t k) {
+            return hn::Combine(df, hn::Set(dfh, gsc[2 * k + 1]), hn::Set(dfh, gsc[2 * k]));
+          };
+          a0 = hn::MulAdd(p1, scale2(0), a0);
+          a1 = hn::MulAdd(p2, scale2(1), a1);
+          a2 = hn::MulAdd(p3, scale2(2), a2);
+          a3 = hn::MulAdd(p4, scale2(3), a3);
+        } else {
+          a0 = hn::MulAdd(p1, hn::Set(df, gsc[g]), a0);
+          a1 = hn::MulAdd(p2, hn::Set(df, gsc[g + 2]), a1);
+          a2 = hn::MulAdd(p3, hn::Set(df, gsc[g + 4]), a2);
+          a3 = hn::MulAdd(p4, hn::Set(df, gsc[g + 6]), a3);
+        }
       }
     }
   }
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)))) -
-         32.0f * corr;
+         32.0f * hn::GetLane(hn::SumOfLanes(d16f, corr));
+}
+
+#else   // HWY_TARGET == HWY_SCALAR: one lane, no pair ops; plain scalar code.
+
+// Dequantizes the row block by block (exact, reference decode) and dots it with the
+// dequantized activations dx·q, in f32.
+float DotQuantScalar(DType type, const void* row, const ActQ16& x, int64_t n) {
+  const int64_t bs = Traits(type).block_size, bytes = Traits(type).type_size;
+  float w[kQK_K];
+  float s = 0;
+  for (int64_t b = 0; b < n / bs; ++b) {
+    DequantizeRowRef(type, static_cast<const uint8_t*>(row) + b * bytes, w, bs);
+    for (int64_t k = 0; k < bs; ++k) s += w[k] * (x.dx[(b * bs + k) / 32] * x.q[b * bs + k]);
+  }
+  return s;
+}
+float DotQ8_0(const BlockQ8_0* b, const ActQ16& x, int64_t nb) {
+  return DotQuantScalar(DType::kQ8_0, b, x, nb * kQK8_0);
+}
+float DotQ4_0(const BlockQ4_0* b, const ActQ16& x, int64_t nb) {
+  return DotQuantScalar(DType::kQ4_0, b, x, nb * kQK4_0);
+}
+float DotQ4_K(const BlockQ4_K* b, const ActQ16& x, int64_t nb) {
+  return DotQuantScalar(DType::kQ4_K, b, x, nb * kQK_K);
+}
+float DotQ6_K(const BlockQ6_K* b, const ActQ16& x, int64_t nb) {
+  return DotQuantScalar(DType::kQ6_K, b, x, nb * kQK_K);
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// Quantizes x (n a multiple of 32) into q and the per-block arrays of ActQ16, stored at aux:
+// dx[n/32], dxs32[n/32], dx16[n/16], dxs16[n/16]. Rounds to nearest even.
+void QuantizeActT(const float* x, int64_t n, int16_t* q, float* aux) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int16_t, DF> d16;
+  const size_t N = hn::Lanes(df);
+  float* dx = aux;
+  float* dxs32 = dx + n / 32;
+  float* dx16 = dxs32 + n / 32;
+  float* dxs16 = dx16 + n / 16;
+  for (int64_t j = 0; j < n / 32; ++j) {
+    const float* xb = x + 32 * j;
+    auto vmax = hn::Zero(df);
+    for (size_t k = 0; k < 32; k += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + k)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float d = amax / 32767.0f;
+    const auto inv = hn::Set(df, amax > 0 ? 32767.0f / amax : 0.0f);
+    int32_t sums[2];
+    for (int g = 0; g < 2; ++g) {
+      auto sum = hn::Zero(di);
+      for (size_t k = 16 * g; k < 16 * g + 16; k += N) {
+        const auto v = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), inv)),
+                                       hn::Set(di, -32767)),
+                               hn::Set(di, 32767));
+        hn::StoreU(hn::DemoteTo(d16, v), d16, q + 32 * j + k);
+        sum = hn::Add(sum, v);
+      }
+      sums[g] = hn::GetLane(hn::SumOfLanes(di, sum));
+    }
+    dx[j] = d;
+    dxs32[j] = d * static_cast<float>(sums[0] + sums[1]);
+    dx16[2 * j] = dx16[2 * j + 1] = d;
+    dxs16[2 * j] = d * static_cast<float>(sums[0]);
+    dxs16[2 * j + 1] = d * static_cast<float>(sums[1]);
+  }
 }
 
 // y[r] = dot(row r, x) for r in [r0, r1). xs16/xs32: group sums of x.
+// y[r] = dot(row r, x) for r in [r0, r1); xq: x quantized (quantized weight types only).
 void DotRowsT(DType type, const uint8_t* w, int64_t stride, int64_t n, const float* x,
-              const float* xs16, const float* xs32, float* y, int64_t r0, int64_t r1) {
+              const int16_t* xq, const float* aux, float* y, int64_t r0, int64_t r1) {
+  const ActQ16 act{xq, aux, aux + n / 32, aux + n / 16, aux + n / 16 + n / 16};
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w + r * stride;
     float v = 0;
@@ -230,16 +453,16 @@ void DotRowsT(DType type, const uint8_t* w, int64_t stride, int64_t n, const flo
       case DType::kF16: v = DotF16(reinterpret_cast<const uint16_t*>(row), x, n); break;
       case DType::kBF16: v = DotBF16(reinterpret_cast<const uint16_t*>(row), x, n); break;
       case DType::kQ8_0:
-        v = DotQ8_0(reinterpret_cast<const BlockQ8_0*>(row), x, n / kQK8_0);
+        v = DotQ8_0(reinterpret_cast<const BlockQ8_0*>(row), act, n / kQK8_0);
         break;
       case DType::kQ4_0:
-        v = DotQ4_0(reinterpret_cast<const BlockQ4_0*>(row), x, xs32, n / kQK4_0);
+        v = DotQ4_0(reinterpret_cast<const BlockQ4_0*>(row), act, n / kQK4_0);
         break;
       case DType::kQ4_K:
-        v = DotQ4_K(reinterpret_cast<const BlockQ4_K*>(row), x, xs32, n / kQK_K);
+        v = DotQ4_K(reinterpret_cast<const BlockQ4_K*>(row), act, n / kQK_K);
         break;
       case DType::kQ6_K:
-        v = DotQ6_K(reinterpret_cast<const BlockQ6_K*>(row), x, xs16, n / kQK_K);
+        v = DotQ6_K(reinterpret_cast<const BlockQ6_K*>(row), act, n / kQK_K);
         break;
       default: TARMAC_CHECK(false);
     }
@@ -254,6 +477,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tarmac::kernels {
 HWY_EXPORT(DotRowsT);
+HWY_EXPORT(QuantizeActT);
 
 bool IsMatVecType(DType type) {
   switch (type) {
@@ -272,22 +496,24 @@ bool IsMatVecType(DType type) {
 
 namespace {
 
-// Sums of x over groups of 16 and 32 (only for the types that fold offsets through them).
-struct XSums {
-  std::vector<float> s16, s32;
-  XSums(DType type, const float* x, int64_t n) {
-    if (type != DType::kQ4_0 && type != DType::kQ4_K && type != DType::kQ6_K) return;
-    s16.resize(n / 16);
-    for (int64_t g = 0; g < n / 16; ++g) {
-      float s = 0;
-      for (int j = 0; j < 16; ++j) s += x[16 * g + j];
-      s16[g] = s;
+// x quantized to int16 per 32-element block, for the quantized weight types (see ActQ16).
+struct ActBuffers {
+  std::vector<int16_t> q;
+  std::vector<float> aux;
+  ActBuffers(DType type, const float* x, int64_t n) {
+    if (type != DType::kQ8_0 && type != DType::kQ4_0 && type != DType::kQ4_K &&
+        type != DType::kQ6_K) {
+      return;
     }
-    s32.resize(n / 32);
-    for (int64_t g = 0; g < n / 32; ++g) s32[g] = s16[2 * g] + s16[2 * g + 1];
+    q.resize(n);
+    aux.resize(n / 32 * 2 + n / 16 * 2);
+    HWY_DYNAMIC_DISPATCH(QuantizeActT)(x, n, q.data(), aux.data());
   }
 };
 
+}  // namespace
+
+namespace {
 void CheckShape(DType type, int64_t n) {
   TARMAC_CHECK(IsMatVecType(type));
   TARMAC_CHECK(n >= 0 && n % Traits(type).block_size == 0);
@@ -298,10 +524,10 @@ void CheckShape(DType type, int64_t n) {
 float Dot(DType type, const void* row, const float* x, int64_t n) {
   CheckShape(type, n);
   if (n == 0) return 0.0f;
-  const XSums xs(type, x, n);
+  const ActBuffers act(type, x, n);
   float y;
-  HWY_DYNAMIC_DISPATCH(DotRowsT)(type, static_cast<const uint8_t*>(row), 0, n, x, xs.s16.data(),
-                                 xs.s32.data(), &y, 0, 1);
+  HWY_DYNAMIC_DISPATCH(DotRowsT)(type, static_cast<const uint8_t*>(row), 0, n, x, act.q.data(),
+                                 act.aux.data(), &y, 0, 1);
   return y;
 }
 
@@ -314,11 +540,11 @@ void MatVec(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
     std::fill(y, y + w.rows, 0.0f);
     return;
   }
-  const XSums xs(w.type, x, w.cols);
+  const ActBuffers act(w.type, x, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   auto run = [&](int64_t r0, int64_t r1, int) {
-    HWY_DYNAMIC_DISPATCH(DotRowsT)(w.type, base, w.row_stride, w.cols, x, xs.s16.data(),
-                                   xs.s32.data(), y, r0, r1);
+    HWY_DYNAMIC_DISPATCH(DotRowsT)(w.type, base, w.row_stride, w.cols, x, act.q.data(),
+                                   act.aux.data(), y, r0, r1);
   };
   const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || w.rows < 2) {

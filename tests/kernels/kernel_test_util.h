@@ -3,6 +3,7 @@
 // random activations spanning several orders of magnitude. Not thread-safe (takes an rng).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,11 +18,11 @@
 namespace tarmac::kernels::testing {
 
 // Runs fn() once per SIMD target the kernels are compiled for and this CPU supports (AVX-512,
-// AVX2, the portable EMU128 fallback), forcing dynamic dispatch to it; restores the
+// AVX2, the portable EMU128/SCALAR baseline), forcing dynamic dispatch to it; restores the
 // default afterwards. fn receives the target's name for messages.
 template <class Fn>
 void ForEachTarget(const Fn& fn) {
-  const int64_t candidates[] = {HWY_AVX3, HWY_AVX2, HWY_EMU128};
+  const int64_t candidates[] = {HWY_AVX3, HWY_AVX2, HWY_EMU128, HWY_SCALAR};
   const int64_t supported = hwy::SupportedTargets();  // before any mock below
   for (int64_t t : candidates) {
     if ((supported & t) == 0) continue;
@@ -125,6 +126,28 @@ inline std::vector<int64_t> TestCols(DType type) {
   if (bs == 1) return {1, 2, 7, 16, 33, 255, 257, 600, 4096 + 1};
   if (bs == 32) return {32, 64, 96, 224, 288, 800, 4096 + 32};
   return {256, 512, 768, 1280, 4096 + 256};
+}
+
+// Error bound of MatVec/Dot against the double reference for one row (see matvec_test.cc for
+// the derivation): f32 accumulation (1e-4 relative to sum |w x|) plus, for quantized weight
+// types, the int16 activation quantization (half a step of max_b|x|/32767 per element).
+// w: the row dequantized with DequantizeRowRef; n elements.
+inline double MatVecTolerance(DType type, const float* w, const float* x, int64_t n) {
+  double abs_dot = 0, quant = 0;
+  for (int64_t k = 0; k < n; ++k) abs_dot += std::fabs(static_cast<double>(w[k]) * x[k]);
+  const bool quantized = type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K ||
+                         type == DType::kQ6_K;
+  if (quantized) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+      double amax = 0, wsum = 0;
+      for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+        amax = std::max(amax, static_cast<double>(std::fabs(x[k])));
+        wsum += std::fabs(w[k]);
+      }
+      quant += amax / 65534.0 * wsum;
+    }
+  }
+  return 1e-4 * abs_dot + 1.05 * quant + 1e-30;
 }
 
 }  // namespace tarmac::kernels::testing
