@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -213,7 +214,10 @@ Result<std::vector<uint8_t>> Writer::WriteToBuffer() const {
 }
 
 Status Writer::Write(const std::string& path) const {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  // pid + counter: concurrent writes of the same path from one or several processes never
+  // share a temp file (the last rename wins, each result is a whole file).
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("gguf writer: cannot create {}: {}", tmp, std::strerror(errno));
   Status st = Emit([&](std::span<const uint8_t> chunk) -> Status {

@@ -6,7 +6,7 @@
 // a large model never sits in memory twice. Tensor data offsets are multiples of the alignment
 // (general.alignment, default 32); padding bytes are zero.
 //
-// Write() writes to "<path>.tmp.<pid>" in the same directory, fsyncs, then renames onto path,
+// Write() writes to "<path>.tmp.<pid>.<n>" in the same directory, fsyncs, then renames onto path,
 // so a failed write (I/O error, a fill callback returning an error) never leaves a partial file
 // at `path` (the temp file is removed).
 //
