@@ -14,5 +14,6 @@ using RunFn = std::function<int()>;
 void RegisterServe(CLI::App& app, RunFn* run);
 void RegisterGguf(CLI::App& app, RunFn* run);
 void RegisterGenerate(CLI::App& app, RunFn* run);  // generate, tokenize, perplexity
+void RegisterBench(CLI::App& app, RunFn* run);
 
 }  // namespace tarmac::apps

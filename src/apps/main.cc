@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tarmac::apps::RegisterServe(app, &run);
   tarmac::apps::RegisterGguf(app, &run);
   tarmac::apps::RegisterGenerate(app, &run);
+  tarmac::apps::RegisterBench(app, &run);
 
   try {
     app.parse(argc, argv);

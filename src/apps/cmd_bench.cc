@@ -1,0 +1,107 @@
+// `tarmac bench model`: prefill and batch-1 decode speed of one model, measured the way
+// bench/llamacpp/bench_llamacpp.mjs measures llama.cpp (same synthetic prompt ids, greedy
+// decode), so bench/compare_llamacpp.sh can put the two side by side.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/model_loading.h"
+#include "base/clock.h"
+#include "model/sequence_runner.h"
+#include "sampling/sampler.h"
+
+namespace tarmac::apps {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int threads = 1;
+  int prompt_tokens = 512;
+  int decode = 128;
+  int reps = 3;
+  bool json = false;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int RunBenchModel(const BenchArgs& a) {
+  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/a.json);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "tarmac bench: %s\n", loaded.status().message().c_str());
+    return 2;
+  }
+  model::LlamaModel& m = *loaded->model;
+  const int32_t n_vocab = m.config().n_vocab;
+  const int ctx = a.prompt_tokens + a.decode + 16;
+  // Same generator as the llama.cpp script: ids spread over the vocabulary, no tokenizer.
+  std::vector<int32_t> prompt;
+  int64_t s = 12345;
+  const int64_t span = std::max<int64_t>(1, std::min<int64_t>(n_vocab, 2000) - 256);
+  for (int i = 0; i < a.prompt_tokens; ++i) {
+    s = (s * 1103515245 + 12345) % 2147483648LL;
+    prompt.push_back(static_cast<int32_t>(std::min<int64_t>(n_vocab - 1, 256 + s % span)));
+  }
+  ThreadPool pool(a.threads);
+  model::SequenceRunner runner(&m, ctx, &pool);
+  std::vector<double> prefill, decode;
+  std::vector<float> logits;
+  for (int r = 0; r < a.reps; ++r) {
+    runner.Reset();
+    int64_t t0 = NowNanos();
+    if (Status st = runner.Append(prompt, false, &logits); !st.ok()) {
+      std::fprintf(stderr, "tarmac bench: %s\n", st.message().c_str());
+      return 1;
+    }
+    prefill.push_back(a.prompt_tokens / ((NowNanos() - t0) * 1e-9));
+    // Decode from a one-token start, greedy, as the llama.cpp script does.
+    runner.Reset();
+    int32_t tok[1] = {prompt[0]};
+    (void)runner.Append(tok, false, &logits);
+    t0 = NowNanos();
+    for (int i = 0; i < a.decode; ++i) {
+      tok[0] = sampling::ArgMax(logits);
+      (void)runner.Append(tok, false, &logits);
+    }
+    decode.push_back(a.decode / ((NowNanos() - t0) * 1e-9));
+  }
+  const double pf = Median(prefill), dc = Median(decode);
+  if (a.json) {
+    nlohmann::json j = {{"file", a.model},          {"threads", a.threads},
+                        {"prefill_tokens", a.prompt_tokens}, {"prefill_tok_s", pf},
+                        {"decode_tokens", a.decode}, {"decode_tok_s", dc},
+                        {"weight_bytes", m.weight_bytes()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("prefill %d tokens: %.1f tok/s; decode %d tokens: %.1f tok/s (%.2f GB/s of "
+                "weights); threads %d, median of %d\n",
+                a.prompt_tokens, pf, a.decode, dc, dc * m.weight_bytes() / 1e9, a.threads, a.reps);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, RunFn* run) {
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = bench->add_subcommand("model", "prefill and batch-1 decode speed of one model");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--decode", a->decode, "decode steps")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--reps", a->reps, "repetitions (median reported)")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--json", a->json, "one JSON line");
+  cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
+}
+
+}  // namespace tarmac::apps
