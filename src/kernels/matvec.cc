@@ -128,6 +128,18 @@ HWY_INLINE hn::Vec<DI16> WidenU8(const uint8_t* p) {
   return hn::PromoteTo(DI16(), hn::LoadU(hn::Rebind<uint8_t, DI16>(), p));
 }
 
+// Software prefetch of [p, p + bytes) into L1/L2, one hint per cache line. The decode loops
+// are heavy enough that the out-of-order window alone keeps too few misses in flight; asking
+// ~1-2 KiB ahead lets the row stream at DRAM speed. Harmless past the end of the matrix.
+HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+}
+
+// How far ahead of the current block the row is prefetched; spread one or two hints per
+// loop iteration (a burst of hints would fill the line-fill buffers and stall).
+constexpr size_t kPrefetchAhead = 3072;
+
 // Scales are converted a chunk of blocks at a time with vector ops, off the hot loop.
 constexpr int64_t kScaleChunk = 64;
 
@@ -194,6 +206,7 @@ float DotQ8_0(const BlockQ8_0* b, const ActQ16& x, int64_t nb) {
     const int16_t* xq = x.q + c0 * kQK8_0;
     int64_t i = 0;
     for (; i + 2 <= cn; i += 2) {
+      PrefetchBytes(reinterpret_cast<const char*>(cb + i) + kPrefetchAhead, 2 * sizeof(BlockQ8_0));
       a0 = hn::MulAdd(hn::ConvertTo(df, BlockQ8_0DotI(cb[i], xq + i * kQK8_0)), hn::Set(df, sc[i]), a0);
       a1 = hn::MulAdd(hn::ConvertTo(df, BlockQ8_0DotI(cb[i + 1], xq + (i + 1) * kQK8_0)),
                       hn::Set(df, sc[i + 1]), a1);
@@ -229,6 +242,12 @@ HWY_INLINE hn::Vec<DI32> BlockQ4_0DotI(const BlockQ4_0& b, const int16_t* xq) {
   }
 }
 
+// With 32 i16 lanes (AVX-512) Q4_0 takes x in "pair layout": for each full pair of blocks
+// (2p, 2p+1), the 64 quantized values are stored as [2p: 0..15, 2p+1: 0..15, 2p: 16..31,
+// 2p+1: 16..31], matching the low/high nibbles of both blocks widened side by side. A last
+// odd block stays in natural order.
+constexpr bool kQ4_0PairLayout = hn::MaxLanes(DI16()) == 32;
+
 float DotQ4_0(const BlockQ4_0* b, const ActQ16& x, int64_t nb) {
   const DF df;
   auto a0 = hn::Zero(df), a1 = hn::Zero(df);
@@ -242,7 +261,32 @@ float DotQ4_0(const BlockQ4_0* b, const ActQ16& x, int64_t nb) {
     corr += BlockScales(bits, x.dx + c0, x.dxs32 + c0, sc, cn);
     const int16_t* xq = x.q + c0 * kQK4_0;
     int64_t i = 0;
+    if constexpr (kQ4_0PairLayout) {
+      // Two blocks per vector: widen both blocks' bytes at once, so the nibble split, the
+      // multiply-adds and the conversion are shared (x is in the pair layout, see
+      // Q4_0PairLayoutT); i32 lanes 0..7 belong to block i, 8..15 to block i + 1.
+      const hn::Rebind<uint8_t, DI16> du8;
+      const hn::Half<decltype(du8)> du8h;
+      const hn::Half<DF> dfh;
+      const DI16 d16;
+      const auto k15 = hn::Set(d16, 15);
+      for (; i + 2 <= cn; i += 2) {
+        __builtin_prefetch(reinterpret_cast<const char*>(cb + i) + kPrefetchAhead, 0, 3);
+        const auto w = hn::PromoteTo(
+            d16, hn::Combine(du8, hn::LoadU(du8h, cb[i + 1].qs), hn::LoadU(du8h, cb[i].qs)));
+        const int16_t* xp = xq + i * kQK4_0;
+        auto s = MulPairs(hn::And(w, k15), hn::LoadU(d16, xp), hn::Zero(DI32()));
+        s = MulPairs(hn::ShiftRight<4>(w), hn::LoadU(d16, xp + 32), s);
+        const auto scale = hn::Combine(df, hn::Set(dfh, sc[i + 1]), hn::Set(dfh, sc[i]));
+        if (i & 2) {
+          a1 = hn::MulAdd(hn::ConvertTo(df, s), scale, a1);
+        } else {
+          a0 = hn::MulAdd(hn::ConvertTo(df, s), scale, a0);
+        }
+      }
+    }
     for (; i + 2 <= cn; i += 2) {
+      __builtin_prefetch(reinterpret_cast<const char*>(cb + i) + kPrefetchAhead, 0, 3);
       a0 = hn::MulAdd(hn::ConvertTo(df, BlockQ4_0DotI(cb[i], xq + i * kQK4_0)), hn::Set(df, sc[i]), a0);
       a1 = hn::MulAdd(hn::ConvertTo(df, BlockQ4_0DotI(cb[i + 1], xq + (i + 1) * kQK4_0)),
                       hn::Set(df, sc[i + 1]), a1);
@@ -284,6 +328,7 @@ float DotQ4_K(const BlockQ4_K* b, const ActQ16& x, int64_t nb) {
   HWY_ALIGN uint8_t sm[16];
   HWY_ALIGN float sc[8];
   for (int64_t i = 0; i < nb; ++i) {
+    PrefetchBytes(reinterpret_cast<const char*>(b + i) + kPrefetchAhead, sizeof(BlockQ4_K));
     const float d = ScaleToF32(b[i].d), dmin = ScaleToF32(b[i].dmin);
     Q4KScalesMins(b[i].scales, sm);
     // sc[j] = d · scale_j · dx_j; mins: corr += dmin · min_j · dx_j · S32_j.
@@ -324,6 +369,7 @@ float DotQ6_K(const BlockQ6_K* b, const ActQ16& x, int64_t nb) {
   auto corr = hn::Zero(d16f);
   HWY_ALIGN float gscale[16];  // d · sc[g] · dx of the group's 32-block
   for (int64_t i = 0; i < nb; ++i) {
+    PrefetchBytes(reinterpret_cast<const char*>(b + i) + kPrefetchAhead, sizeof(BlockQ6_K));
     const auto d = hn::Set(d16f, ScaleToF32(b[i].d));
     for (size_t g = 0; g < 16; g += hn::Lanes(d16f)) {
       const auto scf = hn::Mul(hn::ConvertTo(d16f, hn::PromoteTo(d16i, hn::LoadU(d16s8, b[i].scales + g))), d);
@@ -402,6 +448,14 @@ float DotQ6_K(const BlockQ6_K* b, const ActQ16& x, int64_t nb) {
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 
+bool Q4_0PairLayoutT() {
+#if HWY_TARGET != HWY_SCALAR
+  return kQ4_0PairLayout;
+#else
+  return false;
+#endif
+}
+
 // Quantizes x (n a multiple of 32) into q and the per-block arrays of ActQ16, stored at aux:
 // dx[n/32], dxs32[n/32], dx16[n/16], dxs16[n/16]. Rounds to nearest even.
 void QuantizeActT(const float* x, int64_t n, int16_t* q, float* aux) {
@@ -421,7 +475,7 @@ void QuantizeActT(const float* x, int64_t n, int16_t* q, float* aux) {
     const float d = amax / 32767.0f;
     const auto inv = hn::Set(df, amax > 0 ? 32767.0f / amax : 0.0f);
     int32_t sums[2];
-    for (int g = 0; g < 2; ++g) {
+    for (size_t g = 0; g < 2; ++g) {
       auto sum = hn::Zero(di);
       for (size_t k = 16 * g; k < 16 * g + 16; k += N) {
         const auto v = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), inv)),
@@ -478,6 +532,7 @@ HWY_AFTER_NAMESPACE();
 namespace tarmac::kernels {
 HWY_EXPORT(DotRowsT);
 HWY_EXPORT(QuantizeActT);
+HWY_EXPORT(Q4_0PairLayoutT);
 
 bool IsMatVecType(DType type) {
   switch (type) {
@@ -508,6 +563,18 @@ struct ActBuffers {
     q.resize(n);
     aux.resize(n / 32 * 2 + n / 16 * 2);
     HWY_DYNAMIC_DISPATCH(QuantizeActT)(x, n, q.data(), aux.data());
+    if (type == DType::kQ4_0 && HWY_DYNAMIC_DISPATCH(Q4_0PairLayoutT)()) {
+      int16_t tmp[64];
+      for (int64_t p = 0; p + 64 <= n; p += 64) {
+        for (int k = 0; k < 16; ++k) {
+          tmp[k] = q[p + k];
+          tmp[16 + k] = q[p + 32 + k];
+          tmp[32 + k] = q[p + 16 + k];
+          tmp[48 + k] = q[p + 48 + k];
+        }
+        std::copy(tmp, tmp + 64, q.begin() + p);
+      }
+    }
   }
 };
 
