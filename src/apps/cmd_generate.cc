@@ -61,7 +61,9 @@ int RunGenerate(const GenerateArgs& a) {
     std::fprintf(stderr, "tarmac generate: the prompt encodes to no tokens; give a non-empty -p\n");
     return 2;
   }
-  const int ctx = a.ctx > 0 ? a.ctx : m.config().n_ctx_train;
+  // Default context: the model's, capped at 4096 so a 128k-context model does not reserve
+  // gigabytes of KV for a short generation.
+  const int ctx = a.ctx > 0 ? a.ctx : std::min(m.config().n_ctx_train, 4096);
   if (static_cast<int>(prompt.size()) + a.n_predict > ctx) {
     std::fprintf(stderr, "tarmac generate: prompt (%zu tokens) + -n %d exceeds the context of %d\n",
                  prompt.size(), a.n_predict, ctx);
@@ -238,7 +240,7 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
     cmd->add_option("--repeat-penalty", a->repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
     cmd->add_option("--seed", a->seed, "RNG seed (-1: random)")->capture_default_str();
     cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
-    cmd->add_option("-c,--ctx", a->ctx, "context length (0: the model's)")->capture_default_str()
+    cmd->add_option("-c,--ctx", a->ctx, "context length (0: the model's, at most 4096)")->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
     cmd->add_flag("--no-bos", a->no_bos, "do not add BOS even if the model asks for it");
