@@ -4,7 +4,7 @@
 // Structure: threads take blocks of weight rows; for each K block, the weight tile is
 // dequantized (kernels::DequantizeRow) and packed once into f32 panels of 2 SIMD vectors of
 // rows, then a register-blocked micro-kernel accumulates MR tokens × 2 vectors of rows with
-// broadcast-FMA over k (MR = 8 on AVX-512, 6 on AVX2), amortizing the dequantization over
+// broadcast-FMA over k (MR = 12 on AVX-512, 6 on AVX2), amortizing the dequantization over
 // all tokens.
 //
 // Owns nothing; pure function. Writes only y. Thread-safe per pool (one ParallelFor caller

@@ -63,10 +63,10 @@ TEST(MatMulTest, AllTypesShapesTokens) {
   int i = 0;
   for (DType type : kMatVecTypes) {
     const int64_t bs = Traits(type).block_size;
-    // Odd block counts, and K crossing the 256-wide K blocks of the packing.
+    // Odd block counts, and K crossing the 512-wide K blocks of the packing.
     const std::vector<int64_t> cols_list =
         bs == 1 ? std::vector<int64_t>{1, 7, 255, 300, 513}
-                : std::vector<int64_t>{bs, 3 * bs, (bs == 32 ? 17 : 3) * bs};
+                : std::vector<int64_t>{bs, 3 * bs, (bs == 32 ? 17 : 5) * bs};
     for (int64_t cols : cols_list) {
       for (int64_t rows : {1, 3, 7, 17, 64, 130}) {
         for (int64_t tokens : {1, 2, 3, 5, 16, 33, 64}) {
