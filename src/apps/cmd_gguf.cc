@@ -31,6 +31,7 @@ namespace {
 using gguf::File;
 using gguf::Value;
 using gguf::ValueType;
+namespace fs = std::filesystem;
 
 int Fail(const char* cmd, int code, const std::string& msg) {
   std::fprintf(stderr, "tarmac gguf %s: %s\n", cmd, msg.c_str());
@@ -178,12 +179,14 @@ void RegisterInspect(CLI::App* parent, RunFn* run) {
       ->capture_default_str();
   cmd->callback([=] {
     *run = [=] {
-      if (!std::filesystem::exists(*path)) return Fail("inspect", 2, *path + ": no such file");
+      if (!fs::exists(*path)) return Fail("inspect", 2, *path + ": no such file");
       auto f = File::Open(*path);
-      if (!f.ok()) return Fail("inspect", ExitCodeFor(f.status()), f.status().message());
+      if (!f.ok()) return Fail("inspect", 2, f.status().message());
       if (*json) {
         const size_t cap = *max_array == 0 ? std::numeric_limits<size_t>::max() : *max_array;
-        std::printf("%s\n", InspectJson(*f, cap).dump(2).c_str());
+        std::printf("%s\n", InspectJson(*f, cap)
+                                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                                .c_str());
       } else {
         InspectText(*f);
       }
@@ -193,6 +196,22 @@ void RegisterInspect(CLI::App* parent, RunFn* run) {
 }
 
 int ThreadsOrDefault(int n) { return n > 0 ? n : ThreadPool::DefaultThreads(); }
+
+// Checks made before any work starts, so a mistyped path fails fast with exit code 2 instead of
+// after minutes of quantizing.
+std::optional<std::string> CheckThreads(int n) {
+  if (n < 0 || n > 1024) return fmt::format("--threads {} out of range [0, 1024] (0: all cores)", n);
+  return std::nullopt;
+}
+std::optional<std::string> CheckOutputDir(const std::string& out) {
+  const fs::path parent = fs::absolute(fs::path(out)).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return fmt::format("{}: directory {} does not exist", out, parent.string());
+  }
+  if (fs::is_directory(out, ec)) return fmt::format("{}: is a directory", out);
+  return std::nullopt;
+}
 
 void RegisterQuantize(CLI::App* parent, RunFn* run) {
   auto* cmd = parent->add_subcommand("quantize", "convert a GGUF model's weights to another type");
@@ -212,7 +231,13 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
                     fmt::format("unknown --type '{}' (use q8_0, q4_0, q4_k, q6_k, f32, f16, bf16)",
                                 *type));
       }
-      if (!std::filesystem::exists(*in)) return Fail("quantize", 2, *in + ": no such file");
+      if (!fs::exists(*in)) return Fail("quantize", 2, *in + ": no such file");
+      {  // the input must parse: a bad input file is a usage error, not a runtime failure
+        auto f = File::Open(*in);
+        if (!f.ok()) return Fail("quantize", 2, f.status().message());
+      }
+      if (auto e = CheckOutputDir(*out)) return Fail("quantize", 2, *e);
+      if (auto e = CheckThreads(*threads)) return Fail("quantize", 2, *e);
       ThreadPool pool(ThreadsOrDefault(*threads));
       gguf::QuantizeOptions opts;
       opts.on_tensor = [](const gguf::TensorReport& r, size_t i, size_t n) {
@@ -273,6 +298,8 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       }
       auto s = gguf::ParseShape(*shape);
       if (!s.ok()) return Fail("make-random", 2, s.status().message());
+      if (auto e = CheckOutputDir(*out)) return Fail("make-random", 2, *e);
+      if (auto e = CheckThreads(*threads)) return Fail("make-random", 2, *e);
       ThreadPool pool(ThreadsOrDefault(*threads));
       gguf::MakeRandomOptions opts;
       opts.seed = *seed;

@@ -187,6 +187,12 @@ TEST_F(GgufCliTest, BadInputExitsTwoAndWritesNothing) {
        "unknown --type 'int3'"},
       {{"gguf", "make-random", "--type", "f16", out}, "--shape is required"},
       {{"gguf", "quantize", kModel}, "OUT"},  // CLI11 usage error
+      {{"gguf", "quantize", kModel, Path("no/such/dir/x.gguf"), "--type", "q8_0"},
+       "does not exist"},
+      {{"gguf", "quantize", kModel, out, "--type", "q8_0", "--threads", "-3"}, "--threads -3"},
+      {{"gguf", "inspect", dir_.string()}, "is not a regular file"},
+      {{"gguf", "make-random", "--shape", "smollm-135m", Path("no/such/dir/x.gguf")},
+       "does not exist"},
   };
   for (const Case& c : cases) {
     RunResult r = Run(c.args);
