@@ -111,55 +111,76 @@ Status QuantizeQ8_K(const float* x, BlockQ8_K* y, int64_t nb) {
   return Status::Ok();
 }
 
+// Round to nearest (ties to even) for |v| < 2^22: adding 1.5 * 2^23 leaves the integer part in
+// the low mantissa bits. Much cheaper than lrintf in the inner loops of the searches.
+inline int RoundFast(float v) {
+  float f = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+// The searches run on a super-block divided by its largest magnitude, so all values lie in
+// [-1, 1] whatever the input's magnitude: float sums can neither overflow nor underflow, and
+// the search is exactly scale-invariant. Returns that magnitude (0 for an all-zero block).
+inline float Normalize(const float* x, int n, float* xn) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float inv = amax > 0.0f ? 1.0f / amax : 0.0f;
+  for (int j = 0; j < n; ++j) xn[j] = x[j] * inv;
+  return amax;
+}
+
 // Weights of the error sums of the K-quant searches: every element counts, larger magnitudes
 // more (they dominate dot products), but no single outlier takes the whole budget the way
 // x^2 weights let it.
 inline void ErrorWeights(const float* x, int n, float* w) {
-  double sum2 = 0.0;
-  for (int j = 0; j < n; ++j) sum2 += double(x[j]) * x[j];
-  const float rms = static_cast<float>(std::sqrt(sum2 / n));
+  float sum2 = 0.0f;
+  for (int j = 0; j < n; ++j) sum2 += x[j] * x[j];
+  const float rms = std::sqrt(sum2 / n);
   for (int j = 0; j < n; ++j) w[j] = rms + std::fabs(x[j]);
 }
 
 // --- Q4_K: value = s * q - m, q in [0, 15], s >= 0, m >= 0 per sub-block of 32. ------------
 
+// Weighted sums of one sub-block that do not depend on the codes.
+struct AffineSums {
+  float sw = 0, swx = 0, swx2 = 0;
+};
+
 // Weighted least squares of x ~ s*q + b over the sub-block, b <= 0 (b = -m). For fixed codes q
 // the optimum solves the 2x2 normal equations; if it wants b > 0 the constrained optimum sits
-// on b = 0 and s = sum(wqx) / sum(wq^2). Returns the weighted squared error.
-double FitAffine(const float* x, const float* w, const uint8_t* q, int n, float* s, float* b) {
-  double sw = 0, swq = 0, swq2 = 0, swx = 0, swqx = 0;
+// on b = 0 and s = sum(wqx) / sum(wq^2). Returns the weighted squared error, expanded from the
+// sums (sum w (s q + b - x)^2) so the fit needs one pass over the elements.
+float FitAffine(const float* x, const float* w, const uint8_t* q, int n, const AffineSums& k,
+                float* s, float* b) {
+  float swq = 0, swq2 = 0, swqx = 0;
   for (int j = 0; j < n; ++j) {
-    const double wj = w[j];  // double before multiplying: float products of big inputs overflow
-    sw += wj;
-    swq += wj * q[j];
-    swq2 += wj * q[j] * q[j];
-    swx += wj * x[j];
-    swqx += wj * q[j] * x[j];
+    const float wq = w[j] * q[j];
+    swq += wq;
+    swq2 += wq * q[j];
+    swqx += wq * x[j];
   }
-  const double det = sw * swq2 - swq * swq;
-  double ss = 0, bb = 0;
+  const float det = k.sw * swq2 - swq * swq;
+  float ss = 0, bb = 0;
   if (det > 0) {
-    ss = (sw * swqx - swq * swx) / det;
-    bb = (swq2 * swx - swq * swqx) / det;
+    ss = (k.sw * swqx - swq * k.swx) / det;
+    bb = (swq2 * k.swx - swq * swqx) / det;
   }
   if (det <= 0 || bb > 0 || ss < 0) {
-    bb = std::min(0.0, swx / std::max(sw, 1e-30));
-    ss = swq2 > 0 ? std::max(0.0, (swqx - bb * swq) / swq2) : 0.0;
+    bb = k.sw > 0 ? std::min(0.0f, k.swx / k.sw) : 0.0f;
+    ss = swq2 > 0 ? std::max(0.0f, (swqx - bb * swq) / swq2) : 0.0f;
   }
-  *s = static_cast<float>(ss);
-  *b = static_cast<float>(bb);
-  double err = 0.0;
-  for (int j = 0; j < n; ++j) {
-    const double diff = double(*s) * q[j] + *b - x[j];
-    err += w[j] * diff * diff;
-  }
-  return err;
+  *s = ss;
+  *b = bb;
+  return ss * ss * swq2 + 2 * ss * bb * swq + bb * bb * k.sw - 2 * ss * swqx - 2 * bb * k.swx +
+         k.swx2;
 }
 
 // Codes of x for value = s*q + b, clamped to [0, nmax].
 inline void CodesAffine(const float* x, int n, float inv_s, float b, int nmax, uint8_t* q) {
   for (int j = 0; j < n; ++j) {
-    q[j] = static_cast<uint8_t>(std::clamp(RoundToInt((x[j] - b) * inv_s), 0, nmax));
+    q[j] = static_cast<uint8_t>(RoundFast(std::clamp((x[j] - b) * inv_s, 0.0f, float(nmax))));
   }
 }
 
@@ -167,6 +188,7 @@ inline void CodesAffine(const float* x, int n, float inv_s, float b, int nmax, u
 // stretched over (nmax-1 .. nmax+1 in 0.1 steps: a slightly wider or narrower grid often fits
 // the bulk better than the one pinned to the extremes), refits s and b for each candidate's
 // codes, then alternates codes <-> refit on the winner until it stops improving.
+// Preconditions: |x| <= 1 (see Normalize).
 void SearchAffine(const float* x, const float* w, int n, int nmax, float* s_out, float* m_out) {
   float lo = *std::min_element(x, x + n);
   const float hi = *std::max_element(x, x + n);
@@ -176,19 +198,25 @@ void SearchAffine(const float* x, const float* w, int n, int nmax, float* s_out,
     *m_out = -lo;
     return;
   }
+  AffineSums k;
+  for (int j = 0; j < n; ++j) {
+    k.sw += w[j];
+    k.swx += w[j] * x[j];
+    k.swx2 += w[j] * x[j] * x[j];
+  }
   uint8_t q[kQK_K], best_q[kQK_K];
   float best_s = (hi - lo) / nmax, best_b = lo;
   CodesAffine(x, n, 1.0f / best_s, best_b, nmax, best_q);
-  double best_err = 0.0;
+  float best_err = 0.0f;
   for (int j = 0; j < n; ++j) {
-    const double diff = double(best_s) * best_q[j] + best_b - x[j];
+    const float diff = best_s * best_q[j] + best_b - x[j];
     best_err += w[j] * diff * diff;
   }
   for (int step = -10; step <= 10; ++step) {
     const float inv_s = (nmax + 0.1f * step) / (hi - lo);
     CodesAffine(x, n, inv_s, lo, nmax, q);
     float s, b;
-    const double err = FitAffine(x, w, q, n, &s, &b);
+    const float err = FitAffine(x, w, q, n, k, &s, &b);
     if (err < best_err) {
       best_err = err, best_s = s, best_b = b;
       std::memcpy(best_q, q, n);
@@ -198,7 +226,7 @@ void SearchAffine(const float* x, const float* w, int n, int nmax, float* s_out,
     CodesAffine(x, n, 1.0f / best_s, best_b, nmax, q);
     if (std::memcmp(q, best_q, n) == 0) break;
     float s, b;
-    const double err = FitAffine(x, w, q, n, &s, &b);
+    const float err = FitAffine(x, w, q, n, k, &s, &b);
     if (!(err < best_err)) break;
     best_err = err, best_s = s, best_b = b;
     std::memcpy(best_q, q, n);
@@ -209,13 +237,16 @@ void SearchAffine(const float* x, const float* w, int n, int nmax, float* s_out,
 
 Status QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t nb) {
   constexpr int kSub = 32, kNumSub = kQK_K / kSub;
-  float w[kQK_K];
+  float w[kQK_K], xn[kQK_K];
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-    ErrorWeights(x, kQK_K, w);
+    const float amax = Normalize(x, kQK_K, xn);
+    ErrorWeights(xn, kQK_K, w);
     float s[kNumSub], m[kNumSub];
     float max_s = 0.0f, max_m = 0.0f;
     for (int j = 0; j < kNumSub; ++j) {
-      SearchAffine(x + kSub * j, w + kSub * j, kSub, 15, &s[j], &m[j]);
+      SearchAffine(xn + kSub * j, w + kSub * j, kSub, 15, &s[j], &m[j]);
+      s[j] *= amax;
+      m[j] *= amax;
       max_s = std::max(max_s, s[j]);
       max_m = std::max(max_m, m[j]);
     }
@@ -255,36 +286,36 @@ Status QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t nb) {
 // Best s for one sub-block. As in Q4_0, the value of largest magnitude goes to -32 (the code
 // with one extra level); candidates stretch that mapping by +-1 level in 0.1 steps, each gets
 // the least-squares s for its codes (sum(wqx) / sum(wq^2)), then codes <-> s alternate.
+// Preconditions: |x| <= 1 (see Normalize).
 float SearchSymmetric(const float* x, const float* w, int n) {
   float max, amax;
   SignedAbsMax(x, n, &max, &amax);
   if (amax == 0.0f) return 0.0f;
   auto codes = [&](float inv_s, int8_t* q) {
-    for (int j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::clamp(RoundToInt(x[j] * inv_s), -32, 31));
+    for (int j = 0; j < n; ++j) {
+      q[j] = static_cast<int8_t>(RoundFast(std::clamp(x[j] * inv_s, -32.0f, 31.0f)));
+    }
   };
+  // With the least-squares s = sum(wqx) / sum(wq^2) the error is
+  // sum(wx^2) - sum(wqx)^2 / sum(wq^2): minimising it maximises the returned score.
   auto fit = [&](const int8_t* q, float* s) {
-    double sqx = 0, sq2 = 0;
+    float sqx = 0, sq2 = 0;
     for (int j = 0; j < n; ++j) {
-      sqx += double(w[j]) * q[j] * x[j];
-      sq2 += double(w[j]) * q[j] * q[j];
+      const float wq = w[j] * q[j];
+      sqx += wq * x[j];
+      sq2 += wq * q[j];
     }
-    *s = sq2 > 0 ? static_cast<float>(sqx / sq2) : 0.0f;
-    double err = 0.0;
-    for (int j = 0; j < n; ++j) {
-      const double diff = double(*s) * q[j] - x[j];
-      err += w[j] * diff * diff;
-    }
-    return err;
+    *s = sq2 > 0 ? sqx / sq2 : 0.0f;
+    return sq2 > 0 ? sqx * sqx / sq2 : 0.0f;
   };
   int8_t q[16], best_q[16];
-  float best_s = 0.0f;
-  double best_err = INFINITY;
+  float best_s = 0.0f, best_score = -1.0f;
   for (int step = -10; step <= 10; ++step) {
     codes(-(32.0f + 0.1f * step) / max, q);
     float s;
-    const double err = fit(q, &s);
-    if (err < best_err) {
-      best_err = err, best_s = s;
+    const float score = fit(q, &s);
+    if (score > best_score) {
+      best_score = score, best_s = s;
       std::memcpy(best_q, q, n);
     }
   }
@@ -292,9 +323,9 @@ float SearchSymmetric(const float* x, const float* w, int n) {
     codes(1.0f / best_s, q);
     if (std::memcmp(q, best_q, n) == 0) break;
     float s;
-    const double err = fit(q, &s);
-    if (!(err < best_err)) break;
-    best_err = err, best_s = s;
+    const float score = fit(q, &s);
+    if (!(score > best_score)) break;
+    best_score = score, best_s = s;
     std::memcpy(best_q, q, n);
   }
   return best_s;
@@ -302,13 +333,14 @@ float SearchSymmetric(const float* x, const float* w, int n) {
 
 Status QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t nb) {
   constexpr int kSub = 16, kNumSub = kQK_K / kSub;
-  float w[kQK_K];
+  float w[kQK_K], xn[kQK_K];
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-    ErrorWeights(x, kQK_K, w);
+    const float amax = Normalize(x, kQK_K, xn);
+    ErrorWeights(xn, kQK_K, w);
     float s[kNumSub];
     float max_s = 0.0f, amax_s = 0.0f;
     for (int j = 0; j < kNumSub; ++j) {
-      s[j] = SearchSymmetric(x + kSub * j, w + kSub * j, kSub);
+      s[j] = SearchSymmetric(xn + kSub * j, w + kSub * j, kSub) * amax;
       if (std::fabs(s[j]) > amax_s) amax_s = std::fabs(s[j]), max_s = s[j];
     }
     // int8 sub-block scales against one f16 d; the largest goes to -128 (full int8 range).
@@ -321,7 +353,7 @@ Status QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t nb) {
       const float ds = d * sc;
       for (int l = 0; l < kSub; ++l) {
         q[kSub * j + l] = static_cast<int8_t>(
-            ds != 0.0f ? std::clamp(RoundToInt(x[kSub * j + l] / ds), -32, 31) : 0);
+            ds != 0.0f ? RoundFast(std::clamp(x[kSub * j + l] / ds, -32.0f, 31.0f)) : 0);
       }
     }
     // Each half of 128 elements: element l (< 32) and its siblings l+32, l+64, l+96 share ql[l]

@@ -124,6 +124,20 @@ TEST(QuantizeRefTest, KQuantsBeatQ4_0OnSameData) {
   }
 }
 
+// The K-quant searches run on normalised blocks, so the error is relative to the data: the same
+// at any magnitude until the f16 super-block scales become subnormal (weights around 1e-3).
+TEST(QuantizeRefTest, KQuantErrorDoesNotDependOnMagnitude) {
+  auto base = Random(Dist::kNormal, 256 * 16, 77);
+  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+    const double ref = RelRmse(base, RoundTrip(t, base));
+    for (float scale : {0.5f, 20.0f, 1000.0f}) {
+      std::vector<float> x(base);
+      for (float& v : x) v *= scale;
+      EXPECT_NEAR(RelRmse(x, RoundTrip(t, x)), ref, 0.05 * ref) << DTypeName(t) << " x" << scale;
+    }
+  }
+}
+
 TEST(QuantizeRefTest, AllZerosAreExact) {
   std::vector<float> x(512, 0.0f);
   for (const Bound& b : kBounds) {
