@@ -36,16 +36,20 @@ ASAN_OPTIONS=detect_leaks=0 "$BUILD/bin/gguf_fuzz_seeds" "$SEEDS" "${models[@]}"
 echo "fuzz-gguf: $(ls "$SEEDS" | wc -l) seeds, $(ls "$CORPUS" | wc -l) corpus files, ${SECS}s"
 
 crashes_before=$(ls "$ARTIFACTS" | wc -l)
+parallel=()
+# With -jobs libFuzzer runs workers that log to fuzz-N.log in the current directory.
+[ "$WORKERS" -gt 1 ] && parallel=(-jobs="$WORKERS" -workers="$WORKERS")
+cd "$BUILD"
+rm -f fuzz-[0-9]*.log
 set +e
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   "$BUILD/bin/gguf_reader_fuzz" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 \
-  -timeout=10 -print_final_stats=1 -jobs="$WORKERS" -workers="$WORKERS" \
+  -timeout=10 -print_final_stats=1 "${parallel[@]}" \
   -artifact_prefix="$ARTIFACTS/" "$CORPUS" "$SEEDS" >"$LOG" 2>&1
 rc=$?
 set -e
-# With -jobs the per-worker output goes to fuzz-N.log in the current directory.
-if [ "$WORKERS" -gt 1 ]; then cat fuzz-*.log >>"$LOG" 2>/dev/null && rm -f fuzz-*.log; fi
+cat fuzz-[0-9]*.log >>"$LOG" 2>/dev/null && rm -f fuzz-[0-9]*.log
 
 execs=$(grep -h 'stat::number_of_executed_units' "$LOG" | awk '{s+=$2} END {print s+0}')
 crashes_after=$(ls "$ARTIFACTS" | wc -l)
