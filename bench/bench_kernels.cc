@@ -7,8 +7,10 @@
 //                  triad median at the same thread count).
 //   BM_MatMul      Y = X·Wᵀ, 512 tokens, f32/f16 weights, LLM shapes; GFLOP/s = 2·T·R·K / s.
 //   BM_Sgemm       OpenBLAS cblas_sgemm on the same f32 shapes and thread count.
-// Args: {threads} or {rows, cols, threads}. Big buffers live in one slot, replaced when a
-// benchmark needs a different one, so at most one weight matrix (plus the triad arrays) exist.
+// Args: {threads}, {dtype, threads, bytes} or {dtype, rows, cols, threads}. Buffers are filled
+// once and kept (see FillSaneBytes): ~4.8 GiB in all (3 GiB triad, 1.5 GiB matvec weights).
+// Recommended: --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true, so noise
+// from other processes spreads evenly over the benchmarks being compared.
 
 #include <benchmark/benchmark.h>
 
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -40,21 +43,42 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-// One big buffer at a time, identified by a key; pages touched in parallel by `pool`.
-struct BigSlot {
-  std::string key;
-  AlignedBuffer buf;
-};
-BigSlot& Slot(int i) {
-  static BigSlot slots[2];
-  return slots[i];
-}
-
 uint64_t SplitMix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+// Fills [p, p + bytes) with random bytes in 0x30..0x37, in parallel. Read as any weight dtype
+// this is harmless data: every f32, f16 and bf16 value is a normal number (1e-9..0.25), every
+// quant block scale is a sane half, so no Inf/NaN or subnormal products (microcode assists
+// would measure the wrong thing). One buffer thus serves every dtype, and every benchmark's
+// data stays resident: repetitions can be interleaved (--benchmark_enable_random_interleaving)
+// without refilling gigabytes.
+void FillSaneBytes(uint8_t* p, int64_t bytes) {
+  ThreadPool pool(ThreadPool::DefaultThreads());
+  const int64_t words = bytes / 8;
+  pool.ParallelFor(words, int64_t{1} << 20, [&](int64_t w0, int64_t w1, int) {
+    uint64_t seed = 0x1234567 + w0;
+    for (int64_t w = w0; w < w1; ++w) {
+      const uint64_t v = (SplitMix(seed) & 0x0707070707070707ull) + 0x3030303030303030ull;
+      std::memcpy(p + 8 * w, &v, 8);
+    }
+  });
+  for (int64_t i = words * 8; i < bytes; ++i) p[i] = 0x30;
+}
+
+// A lazily allocated, filled, then kept buffer of `bytes` (one per key).
+uint8_t* KeptBuffer(const std::string& key, int64_t bytes) {
+  static std::map<std::string, AlignedBuffer> buffers;
+  auto it = buffers.find(key);
+  if (it == buffers.end() || static_cast<int64_t>(it->second.size()) < bytes) {
+    AlignedBuffer buf(bytes);
+    FillSaneBytes(buf.data(), bytes);
+    it = buffers.insert_or_assign(key, std::move(buf)).first;
+  }
+  return it->second.data();
 }
 
 // ---------------------------------------------------------------- triad
@@ -63,13 +87,7 @@ constexpr int64_t kTriadN = kGiB / 4;  // floats per array: 1 GiB each
 void BM_Triad(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
-  BigSlot& slot = Slot(0);
-  if (slot.key != "triad") {
-    slot.buf = AlignedBuffer();
-    slot.buf.Resize(3 * kTriadN * sizeof(float));
-    slot.key = "triad";
-  }
-  float* a = slot.buf.as<float>();
+  float* a = reinterpret_cast<float*>(KeptBuffer("triad", 3 * kTriadN * sizeof(float)));
   float* b = a + kTriadN;
   float* c = b + kTriadN;
   const int64_t grain = int64_t{1} << 22;
@@ -93,75 +111,12 @@ void BM_Triad(benchmark::State& state) {
 constexpr int64_t kMatVecCols = 4096;
 constexpr int64_t kMatVecBytes = 3 * kGiB / 2;
 
-// Fills n bytes of `type` rows with random quants/values whose scales are sane (no Inf/NaN,
-// no subnormal products: those would trigger slow microcode paths and measure the wrong thing).
-void FillWeights(DType type, uint8_t* p, int64_t rows, int64_t row_bytes, ThreadPool& pool) {
-  pool.ParallelFor(rows, 1024, [&](int64_t r0, int64_t r1, int) {
-    uint64_t seed = 1234 + r0;
-    for (int64_t r = r0; r < r1; ++r) {
-      uint8_t* row = p + r * row_bytes;
-      for (int64_t i = 0; i + 8 <= row_bytes; i += 8) {
-        const uint64_t v = SplitMix(seed);
-        std::memcpy(row + i, &v, 8);
-      }
-      const auto patch16 = [&](int64_t off, uint16_t mask, uint16_t bits) {
-        uint16_t h;
-        std::memcpy(&h, row + off, 2);
-        h = (h & mask) | bits;
-        std::memcpy(row + off, &h, 2);
-      };
-      switch (type) {
-        case DType::kF32:
-          for (int64_t i = 0; i < row_bytes; i += 4) {
-            uint32_t u;
-            std::memcpy(&u, row + i, 4);
-            u = (u & 0x807fffffu) | 0x3f000000u;  // ±[0.5, 1)
-            std::memcpy(row + i, &u, 4);
-          }
-          break;
-        case DType::kF16:
-          for (int64_t i = 0; i < row_bytes; i += 2) patch16(i, 0x83ff, 0x3800);
-          break;
-        case DType::kBF16:
-          for (int64_t i = 0; i < row_bytes; i += 2) patch16(i, 0x807f, 0x3f00);
-          break;
-        case DType::kQ8_0:
-          for (int64_t i = 0; i < row_bytes; i += sizeof(BlockQ8_0)) patch16(i, 0x83ff, 0x2000);
-          break;
-        case DType::kQ4_0:
-          for (int64_t i = 0; i < row_bytes; i += sizeof(BlockQ4_0)) patch16(i, 0x83ff, 0x2000);
-          break;
-        case DType::kQ4_K:
-          for (int64_t i = 0; i < row_bytes; i += sizeof(BlockQ4_K)) {
-            patch16(i + offsetof(BlockQ4_K, d), 0x03ff, 0x1800);
-            patch16(i + offsetof(BlockQ4_K, dmin), 0x03ff, 0x1800);
-          }
-          break;
-        case DType::kQ6_K:
-          for (int64_t i = 0; i < row_bytes; i += sizeof(BlockQ6_K))
-            patch16(i + offsetof(BlockQ6_K, d), 0x83ff, 0x1800);
-          break;
-        default:
-          break;
-      }
-    }
-  });
-}
-
-// Returns a dense weight matrix of `type` with at least `min_bytes`, cols wide, in slot 1.
-MatrixView BigWeights(DType type, int64_t cols, int64_t min_bytes, ThreadPool& pool) {
+// A dense weight matrix of `type`, cols wide, with at least min_bytes (shared sane bytes).
+MatrixView Weights(DType type, int64_t cols, int64_t min_bytes, const std::string& key) {
   const int64_t row_bytes = RowBytes(type, cols);
   const int64_t rows = (min_bytes + row_bytes - 1) / row_bytes;
-  BigSlot& slot = Slot(1);
-  const std::string key = std::string(DTypeName(type)) + "/" + std::to_string(cols) + "/" +
-                          std::to_string(min_bytes);
-  if (slot.key != key) {
-    slot.buf = AlignedBuffer();
-    slot.buf.Resize(rows * row_bytes);
-    FillWeights(type, slot.buf.data(), rows, row_bytes, pool);
-    slot.key = key;
-  }
-  return MatrixView::Dense(type, slot.buf.data(), rows, cols);
+  const int64_t max_row_bytes = cols * 4;  // f32, the widest type
+  return MatrixView::Dense(type, KeptBuffer(key, min_bytes + max_row_bytes), rows, cols);
 }
 
 std::vector<float> RandomVector(int64_t n, uint64_t seed) {
@@ -175,12 +130,7 @@ void BM_MatVec(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(1));
   const int64_t min_bytes = state.range(2);
   ThreadPool pool(threads);
-  // The triad arrays are not needed any more: give their 3 GiB back.
-  if (!Slot(0).key.empty()) {
-    Slot(0).buf = AlignedBuffer();
-    Slot(0).key.clear();
-  }
-  const MatrixView w = BigWeights(type, kMatVecCols, min_bytes, pool);
+  const MatrixView w = Weights(type, kMatVecCols, min_bytes, "matvec/" + std::to_string(min_bytes));
   const auto x = RandomVector(w.cols, 7);
   std::vector<float> y(w.rows);
   for (auto _ : state) {
@@ -208,7 +158,8 @@ void BM_MatMul(benchmark::State& state) {
   const int64_t rows = state.range(1), cols = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   ThreadPool pool(threads);
-  const MatrixView w = BigWeights(type, cols, rows * RowBytes(type, cols), pool);
+  const MatrixView w = Weights(type, cols, rows * RowBytes(type, cols),
+                              "matmul/" + std::to_string(rows) + "x" + std::to_string(cols));
   const auto x = RandomVector(kTokens * cols, 11);
   std::vector<float> y(kTokens * rows);
   for (auto _ : state) {
@@ -223,8 +174,8 @@ void BM_MatMul(benchmark::State& state) {
 void BM_Sgemm(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
   const int threads = static_cast<int>(state.range(2));
-  ThreadPool fill_pool(threads);
-  const MatrixView w = BigWeights(DType::kF32, cols, rows * cols * 4, fill_pool);
+  const MatrixView w = Weights(DType::kF32, cols, rows * cols * 4,
+                              "matmul/" + std::to_string(rows) + "x" + std::to_string(cols));
   const auto x = RandomVector(kTokens * cols, 11);
   std::vector<float> y(kTokens * rows);
   openblas_set_num_threads(threads);

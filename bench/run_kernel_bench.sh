@@ -4,18 +4,18 @@
 # GFLOP/s (f32/f16 weights, 512 tokens) against OpenBLAS sgemm, for 1 and 2 threads.
 #
 # Usage: bench/run_kernel_bench.sh [extra benchmark flags...]
-#   BUILD_DIR (default build), REPS (default 3), OUT (JSON, default $BUILD_DIR/bench_kernels.json)
+#   BUILD_DIR (default build), REPS (default 5), OUT (JSON, default $BUILD_DIR/bench_kernels.json)
 # Needs ~4.5 GiB of free memory (1 GiB triad arrays ×3, then one 1.5 GiB weight matrix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 OUT=${OUT:-$BUILD_DIR/bench_kernels.json}
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target bench_kernels >/dev/null
 
-"$BUILD_DIR/bin/bench_kernels" --benchmark_repetitions="$REPS" \
+"$BUILD_DIR/bin/bench_kernels" --benchmark_repetitions="$REPS" --benchmark_enable_random_interleaving=true \
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT" \
   --benchmark_out_format=json "$@" >&2
 
