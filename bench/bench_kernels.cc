@@ -2,6 +2,7 @@
 // in the same run (the machine is shared and noisy, so only side-by-side ratios mean much):
 //   BM_Triad       STREAM-like a[i] = b[i] + s·c[i] over 1 GiB f32 arrays (≫ L3), via ThreadPool;
 //                  counter GB/s counts 12 bytes per element (2 reads + 1 write, STREAM's rule).
+//   BM_ReadBW      read-only bandwidth (u64 sum over the 2 GiB b, c arrays), same threads.
 //   BM_MatVec      y = W·x for W of ≥ 1.5 GiB per dtype (≫ L3); counter GB/s = weight bytes
 //                  read per second (bench/run_kernel_bench.sh divides its median by the
 //                  triad median at the same thread count).
@@ -13,6 +14,7 @@
 // from other processes spreads evenly over the benchmarks being compared.
 
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <chrono>
 #include <cstdint>
@@ -104,6 +106,52 @@ void BM_Triad(benchmark::State& state) {
   const double bytes = 12.0 * kTriadN;
   state.counters["GB"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+
+// Sum of u64 words [w, w + n): wide loads and four independent sums (AVX2 where the CPU has
+// it; a narrow loop keeps too few cache misses in flight to measure DRAM bandwidth).
+__attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* w, int64_t n) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_epi64(s0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
+    s1 = _mm256_add_epi64(s1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 4)));
+    s2 = _mm256_add_epi64(s2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 8)));
+    s3 = _mm256_add_epi64(s3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 12)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)));
+  uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) s += w[i];
+  return s;
+}
+uint64_t SumWords(const uint64_t* w, int64_t n) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return SumWordsAvx2(w, n);
+  uint64_t s = 0;
+  for (int64_t i = 0; i < n; ++i) s += w[i];
+  return s;
+}
+
+// Read-only bandwidth: sums the 2 GiB b and c arrays of the triad buffer as u64 words. A
+// stricter yardstick for matvec than the triad, which also writes (and, with write-allocate,
+// moves 16 B per element while STREAM's rule counts 12).
+void BM_ReadBW(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  const auto* base = KeptBuffer("triad", 3 * kTriadN * sizeof(float));
+  const auto* words = reinterpret_cast<const uint64_t*>(base + kTriadN * sizeof(float));
+  const int64_t n = 2 * kTriadN * sizeof(float) / 8;
+  std::vector<uint64_t> partial(threads * 8);
+  for (auto _ : state) {
+    pool.ParallelFor(n, int64_t{1} << 21, [&](int64_t i0, int64_t i1, int t) {
+      partial[t * 8] += SumWords(words + i0, i1 - i0);
+    });
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["GB"] = benchmark::Counter(n * 8 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = threads;
 }
 
@@ -199,6 +247,8 @@ const int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {576, 15
 void Register() {
   for (int64_t t : kThreads) {
     benchmark::RegisterBenchmark("BM_Triad", BM_Triad)
+        ->Arg(t)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+    benchmark::RegisterBenchmark("BM_ReadBW", BM_ReadBW)
         ->Arg(t)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
   }
   const DType mv_types[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K,

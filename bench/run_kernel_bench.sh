@@ -27,12 +27,14 @@ med = [b for b in data["benchmarks"] if b.get("aggregate_name") == "median"]
 if not med:  # a single repetition has no aggregates
     med = [b for b in data["benchmarks"] if b.get("run_type") == "iteration"]
 reps = max([b.get("repetitions", 1) for b in data["benchmarks"]] + [1])
-triad, matvec, matmul, blas = {}, {}, {}, {}
+triad, readbw, matvec, matmul, blas = {}, {}, {}, {}, {}
 for b in med:
     parts = b["run_name"].split("/")
     t = int(b.get("threads", 0))
     if parts[0] == "BM_Triad":
         triad[t] = b["GB"]
+    elif parts[0] == "BM_ReadBW":
+        readbw[t] = b["GB"]
     elif parts[0] == "BM_MatVec":
         matvec[(parts[1], t)] = b["GB"]
     elif parts[0] == "BM_MatMul":
@@ -44,17 +46,20 @@ print(f"\nmachine: {ctx.get('num_cpus')} CPUs @ {ctx.get('mhz_per_cpu')} MHz, "
 threads = sorted(triad) or sorted({k[1] for k in matvec})
 print("triad (a = b + s*c, 3 x 1 GiB f32, 12 B/elem):")
 for t in threads:
-    print(f"  threads={t}: {triad.get(t, float('nan')):7.2f} GB/s")
+    print(f"  threads={t}: {triad.get(t, float('nan')):7.2f} GB/s"
+          f"   (read-only u64 sum: {readbw.get(t, float('nan')):6.2f} GB/s)")
 if matvec:
-    print("\nmatvec (weights >= 1.5 GiB, cols 4096; GB/s of weight bytes, % of triad):")
-    print(f"  {'dtype':6}" + "".join(f" | {'t=' + str(t) + ' GB/s':>11} {'%triad':>7}" for t in threads))
+    print("\nmatvec (weights >= 1.5 GiB, cols 4096; GB/s of weight bytes, % of triad, % of read-only):")
+    print(f"  {'dtype':6}" + "".join(f" | {'t=' + str(t) + ' GB/s':>11} {'%triad':>7} {'%read':>6}" for t in threads))
     for dt in dict.fromkeys(k[0] for k in matvec):
         row = f"  {dt:6}"
         for t in threads:
             g = matvec.get((dt, t))
             tr = triad.get(t)
+            rb = readbw.get(t)
             pct = f"{100 * g / tr:6.0f}%" if g and tr else "    n/a"
-            row += f" | {g if g else float('nan'):11.2f} {pct:>7}"
+            pctr = f"{100 * g / rb:5.0f}%" if g and rb else "   n/a"
+            row += f" | {g if g else float('nan'):11.2f} {pct:>7} {pctr:>6}"
         print(row)
 if matmul:
     print("\nmatmul (512 tokens; GFLOP/s; ratio = ours / OpenBLAS sgemm on f32 weights):")
