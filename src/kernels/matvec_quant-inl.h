@@ -1,6 +1,7 @@
 // Per-SIMD-target kernels of matvec.cc for the quantized weight types (Q8_0, Q4_0, Q4_K,
 // Q6_K) and the int16 activation quantization they use. Included by matvec.cc inside
-// HWY_NAMESPACE (re-included once per target; needs DF, HalfToF32, TARMAC_HWY_HARDWARE_F16).
+// HWY_NAMESPACE (re-included once per target; needs DF, HalfToF32, TARMAC_HWY_HARDWARE_F16,
+// PrefetchBytes and kPrefetchAhead from matvec.cc).
 // Pure functions; read-only inputs, outputs only through the given pointers.
 #if defined(TARMAC_KERNELS_MATVEC_QUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TARMAC_KERNELS_MATVEC_QUANT_INL_H_
@@ -53,18 +54,6 @@ HWY_INLINE hn::Vec<DI32> MulPairs(hn::Vec<DI16> a, hn::Vec<DI16> b, hn::Vec<DI32
 HWY_INLINE hn::Vec<DI16> WidenU8(const uint8_t* p) {
   return hn::PromoteTo(DI16(), hn::LoadU(hn::Rebind<uint8_t, DI16>(), p));
 }
-
-// Software prefetch of [p, p + bytes) into L1/L2, one hint per cache line. The decode loops
-// are heavy enough that the out-of-order window alone keeps too few misses in flight; asking
-// ~1-2 KiB ahead lets the row stream at DRAM speed. Harmless past the end of the matrix.
-HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
-}
-
-// How far ahead of the current block the row is prefetched; spread one or two hints per
-// loop iteration (a burst of hints would fill the line-fill buffers and stall).
-constexpr size_t kPrefetchAhead = 3072;
 
 // Scales are converted a chunk of blocks at a time with vector ops, off the hot loop.
 constexpr int64_t kScaleChunk = 64;
