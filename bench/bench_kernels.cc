@@ -6,7 +6,8 @@
 //   BM_MatVec      y = W·x for W of ≥ 1.5 GiB per dtype (≫ L3); counter GB/s = weight bytes
 //                  read per second (bench/run_kernel_bench.sh divides its median by the
 //                  triad median at the same thread count).
-//   BM_MatMul      Y = X·Wᵀ, 512 tokens, f32/f16 weights, LLM shapes; GFLOP/s = 2·T·R·K / s.
+//   BM_MatMul      Y = X·Wᵀ, 512 tokens, f32/f16 weights (+ q8_0, q4_K on 2048×2048), LLM
+//                  shapes; GFLOP/s = 2·T·R·K / s.
 //   BM_Sgemm       OpenBLAS cblas_sgemm on the same f32 shapes and thread count.
 // Args: {threads}, {dtype, threads, bytes} or {dtype, rows, cols, threads}. Buffers are filled
 // once and kept (see FillSaneBytes): ~4.8 GiB in all (3 GiB triad, 1.5 GiB matvec weights).
@@ -286,7 +287,10 @@ void Register() {
   }
   for (const auto& s : kShapes) {
     for (int64_t t : kThreads) {
-      for (DType type : {DType::kF32, DType::kF16}) {
+      // Quantized weights (dequantized into the packed panels) on the square shape only.
+      std::vector<DType> types = {DType::kF32, DType::kF16};
+      if (s[0] == 2048 && s[1] == 2048) types.insert(types.end(), {DType::kQ8_0, DType::kQ4_K});
+      for (DType type : types) {
         benchmark::RegisterBenchmark(("BM_MatMul/" + std::string(DTypeName(type))).c_str(), BM_MatMul)
             ->Args({static_cast<int64_t>(type), s[0], s[1], t})->UseRealTime()
             ->Unit(benchmark::kMillisecond)->MinTime(0.5);

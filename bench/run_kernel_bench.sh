@@ -51,7 +51,9 @@ for t in threads:
 if matvec:
     print("\nmatvec (weights >= 1.5 GiB, cols 4096; GB/s of weight bytes, % of triad, % of read-only):")
     print(f"  {'dtype':6}" + "".join(f" | {'t=' + str(t) + ' GB/s':>11} {'%triad':>7} {'%read':>6}" for t in threads))
-    for dt in dict.fromkeys(k[0] for k in matvec):
+    order = ["q8_0", "q4_0", "q4_K", "q6_K", "f16", "bf16", "f32"]
+    present = set(k[0] for k in matvec)
+    for dt in [t for t in order if t in present] + sorted(present - set(order)):
         row = f"  {dt:6}"
         for t in threads:
             g = matvec.get((dt, t))
@@ -62,11 +64,16 @@ if matvec:
             row += f" | {g if g else float('nan'):11.2f} {pct:>7} {pctr:>6}"
         print(row)
 if matmul:
-    print("\nmatmul (512 tokens; GFLOP/s; ratio = ours / OpenBLAS sgemm on f32 weights):")
-    print(f"  {'rows x cols':12} {'thr':>3} | {'f32':>7} {'f16':>7} {'openblas':>8} | {'f32/blas':>8} {'f16/blas':>8}")
+    order = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K"]
+    present = set(k[0] for k in matmul)
+    types = [t for t in order if t in present] + sorted(present - set(order))
+    print("\nmatmul (512 tokens; GFLOP/s; x/blas = ours with x weights / OpenBLAS sgemm on f32):")
+    print(f"  {'rows x cols':12} {'thr':>3} |" + "".join(f" {t:>7}" for t in types) +
+          f" {'openblas':>8} |" + "".join(f" {t + '/blas':>10}" for t in types))
     for (r, c, t) in sorted({(k[1], k[2], k[3]) for k in matmul}, key=lambda x: (x[2], x[0] * x[1])):
-        f32 = matmul.get(("f32", r, c, t), float("nan"))
-        f16 = matmul.get(("f16", r, c, t), float("nan"))
         ob = blas.get((r, c, t), float("nan"))
-        print(f"  {str(r) + 'x' + str(c):12} {t:>3} | {f32:7.1f} {f16:7.1f} {ob:8.1f} | {f32 / ob:8.2f} {f16 / ob:8.2f}")
+        vals = [matmul.get((ty, r, c, t)) for ty in types]
+        print(f"  {str(r) + 'x' + str(c):12} {t:>3} |" +
+              "".join(f" {v:7.1f}" if v else f" {'-':>7}" for v in vals) + f" {ob:8.1f} |" +
+              "".join(f" {v / ob:10.2f}" if v else f" {'-':>10}" for v in vals))
 PY
