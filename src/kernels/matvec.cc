@@ -1,7 +1,10 @@
-// SIMD Dot/MatVec. Per block the quants are widened to i32 lanes, converted to f32 and
-// multiplied with x by FMA; the block scale is applied once per block (or 16/32-element group)
-// and constant offsets are folded in through precomputed sums of x, so the hot loop per
-// 16 weights is: one widening load, one or two integer ops, one convert, one FMA.
+// SIMD Dot/MatVec. F32/F16/BF16 rows: widen to f32 and FMA with x (here). Quantized rows
+// (matvec_quant-inl.h): x is quantized to int16 once per call, each block's nibbles/bytes are
+// widened to i16 and multiplied pairwise with x (vpmaddwd), and the i32 sums are converted
+// and scaled once per block or 16-element group; offsets and mins fold in through sums of x.
+// The loops are written so the vector ports only do that arithmetic: block scales are gathered
+// with plain loads and converted a chunk at a time, and rows are software-prefetched ~3 KiB
+// ahead (the decode work otherwise keeps too few cache misses in flight).
 
 #include "kernels/matvec.h"
 
