@@ -9,65 +9,156 @@
 #include "kernels/ops.h"
 #include "tensor/fp16.h"
 
+#ifndef HWY_DISABLED_TARGETS  // see dequant.cc
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
 namespace tarmac::kernels {
+namespace HWY_NAMESPACE {
+namespace {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
 
-void PagedAttention(const float* q, int32_t n_heads, int32_t head_begin, int32_t head_end,
-                    const PagedKvView& kv, const int32_t* block_table, int64_t n_ctx,
-                    float scale, float* out) {
-  TARMAC_DCHECK(n_ctx >= 1 && kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0);
-  const int32_t hd = kv.head_dim, bs = kv.block_size;
-  TARMAC_CHECK(hd <= 512 && bs <= 256);
+// Per-thread scratch, grown on first use and then reused (no allocation per step).
+struct Scratch {
+  std::vector<float> kt;     // [head_dim][bs_pad]: K of one block, transposed
+  std::vector<float> vt;     // [block_size][head_dim]
+  std::vector<float> tmp;    // [block_size][head_dim]: K before transposing
+  std::vector<float> p;      // [bs_pad]: scores, then probabilities
+  std::vector<float> m, l;   // [nq * group]: running max and denominator
+  std::vector<float> acc;    // [nq * group][head_dim]: running numerator
+};
+
+}  // namespace
+
+void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t n_heads,
+                   int32_t kv_head, const PagedKvView& kv, const int32_t* block_table,
+                   float scale, float* out, int64_t out_stride) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t hd = kv.head_dim, bs = kv.block_size;
   const int32_t group = n_heads / kv.n_kv_heads;
-  // Tiles of one block, converted to f32 once and shared by the query heads of a group.
-  alignas(64) float k_tile[256 * 512 / 16];  // block_size * head_dim <= 8192 floats
-  alignas(64) float v_tile[256 * 512 / 16];
-  TARMAC_CHECK(static_cast<int64_t>(bs) * hd <= 8192);
-  constexpr int32_t kMaxGroup = 64;
-  TARMAC_CHECK(group <= kMaxGroup);
-  float m[kMaxGroup], l[kMaxGroup], scores[256];
+  const int32_t h0 = kv_head * group;
+  const int64_t bs_pad = (bs + N - 1) / N * N;
+  const int64_t n_states = static_cast<int64_t>(nq) * group;
+  static thread_local Scratch s;
+  if (static_cast<int64_t>(s.kt.size()) < hd * bs_pad) s.kt.resize(hd * bs_pad);
+  if (static_cast<int64_t>(s.vt.size()) < bs * hd) s.vt.resize(bs * hd);
+  if (static_cast<int64_t>(s.tmp.size()) < bs * hd) s.tmp.resize(bs * hd);
+  if (static_cast<int64_t>(s.p.size()) < bs_pad) s.p.resize(bs_pad);
+  if (static_cast<int64_t>(s.m.size()) < n_states) {
+    s.m.resize(n_states);
+    s.l.resize(n_states);
+  }
+  // + N: the masked tail loads of the last row stay inside the buffer.
+  if (static_cast<int64_t>(s.acc.size()) < n_states * hd + N) s.acc.resize(n_states * hd + N);
+  std::fill(s.m.begin(), s.m.begin() + n_states, -std::numeric_limits<float>::infinity());
+  std::fill(s.l.begin(), s.l.begin() + n_states, 0.0f);
+  std::fill(s.acc.begin(), s.acc.begin() + n_states * hd, 0.0f);
+  float* HWY_RESTRICT kt = s.kt.data();
+  float* HWY_RESTRICT vt = s.vt.data();
+  float* HWY_RESTRICT p = s.p.data();
+  const auto vscale = hn::Set(df, scale);
+  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
 
-  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
-  for (int32_t kvh = head_begin / group; kvh * group < head_end; ++kvh) {
-    const int32_t h0 = std::max(head_begin, kvh * group);
-    const int32_t h1 = std::min(head_end, (kvh + 1) * group);
-    for (int32_t h = h0; h < h1; ++h) {
-      m[h - h0] = -std::numeric_limits<float>::infinity();
-      l[h - h0] = 0.0f;
-      std::fill(out + static_cast<int64_t>(h) * hd, out + static_cast<int64_t>(h + 1) * hd, 0.0f);
-    }
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int32_t block = block_table[b];
-      const int32_t rows = static_cast<int32_t>(std::min<int64_t>(bs, n_ctx - b * bs));
-      ConvertF16ToF32(kv.KRows(block, kvh), k_tile, static_cast<int64_t>(rows) * hd);
-      ConvertF16ToF32(kv.VRows(block, kvh), v_tile, static_cast<int64_t>(rows) * hd);
-      for (int32_t h = h0; h < h1; ++h) {
-        const float* qh = q + static_cast<int64_t>(h) * hd;
-        float* oh = out + static_cast<int64_t>(h) * hd;
-        float tile_max = -std::numeric_limits<float>::infinity();
-        for (int32_t j = 0; j < rows; ++j) {
-          scores[j] = scale * DotF32(qh, k_tile + static_cast<int64_t>(j) * hd, hd);
-          tile_max = std::max(tile_max, scores[j]);
+  const int64_t last_pos = pos0 + nq - 1;
+  const int64_t n_blocks = last_pos / bs + 1;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int32_t block = block_table[b];
+    const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - b * bs);
+    ConvertF16ToF32(kv.KRows(block, kv_head), s.tmp.data(), rows_b * hd);
+    ConvertF16ToF32(kv.VRows(block, kv_head), vt, rows_b * hd);
+    // Transpose K so one vector of scores (one lane per key) is a chain of FMAs over dims.
+    for (int64_t j = 0; j < rows_b; ++j)
+      for (int64_t d = 0; d < hd; ++d) kt[d * bs_pad + j] = s.tmp[j * hd + d];
+    for (int64_t d = 0; d < hd; ++d)
+      for (int64_t j = rows_b; j < bs_pad; ++j) kt[d * bs_pad + j] = 0.0f;
+
+    for (int32_t i = 0; i < nq; ++i) {
+      const int64_t pos = pos0 + i;
+      if (pos < b * bs) continue;  // this block is entirely in token i's future
+      const int64_t rows = std::min<int64_t>(rows_b, pos + 1 - b * bs);
+      for (int32_t g = 0; g < group; ++g) {
+        const float* HWY_RESTRICT qh = q + i * q_stride + static_cast<int64_t>(h0 + g) * hd;
+        const int64_t st = static_cast<int64_t>(i) * group + g;
+        auto vmax = neg_inf;
+        for (int64_t j0 = 0; j0 < rows; j0 += N) {
+          auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+          int64_t d = 0;
+          for (; d + 2 <= hd; d += 2) {
+            acc0 = hn::MulAdd(hn::Set(df, qh[d]), hn::LoadU(df, kt + d * bs_pad + j0), acc0);
+            acc1 = hn::MulAdd(hn::Set(df, qh[d + 1]), hn::LoadU(df, kt + (d + 1) * bs_pad + j0), acc1);
+          }
+          for (; d < hd; ++d)
+            acc0 = hn::MulAdd(hn::Set(df, qh[d]), hn::LoadU(df, kt + d * bs_pad + j0), acc0);
+          auto sc = hn::Mul(hn::Add(acc0, acc1), vscale);
+          sc = hn::IfThenElse(hn::FirstN(df, static_cast<size_t>(rows - j0)), sc, neg_inf);
+          hn::StoreU(sc, df, p + j0);
+          vmax = hn::Max(vmax, sc);
         }
-        const float m_old = m[h - h0];
-        const float m_new = std::max(m_old, tile_max);
-        // Rescale what was accumulated under the old maximum.
-        const float corr = std::exp(m_old - m_new);
-        if (corr != 1.0f) Scale(oh, corr, oh, hd);
-        float sum = 0.0f;
-        for (int32_t j = 0; j < rows; ++j) {
-          const float p = std::exp(scores[j] - m_new);
-          sum += p;
-          Axpy(p, v_tile + static_cast<int64_t>(j) * hd, oh, hd);
+        const float m_old = s.m[st];
+        const float m_new = std::max(m_old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+        const auto vm = hn::Set(df, m_new);
+        auto vsum = hn::Zero(df);
+        for (int64_t j0 = 0; j0 < rows; j0 += N) {
+          const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p + j0), vm));  // -inf -> 0
+          hn::StoreU(e, df, p + j0);
+          vsum = hn::Add(vsum, e);
         }
-        l[h - h0] = l[h - h0] * corr + sum;
-        m[h - h0] = m_new;
+        const float corr = std::exp(m_old - m_new);  // 0 on the first block (m_old = -inf)
+        float* HWY_RESTRICT acc = s.acc.data() + st * hd;
+        if (corr != 1.0f) {
+          const auto vc = hn::Set(df, corr);
+          for (int64_t d = 0; d < hd; d += N) {
+            const auto mask = hn::FirstN(df, static_cast<size_t>(hd - d));
+            hn::BlendedStore(hn::Mul(hn::LoadU(df, acc + d), vc), mask, df, acc + d);
+          }
+        }
+        for (int64_t j = 0; j < rows; ++j) {
+          const auto pj = hn::Set(df, p[j]);
+          const float* HWY_RESTRICT vj = vt + j * hd;
+          int64_t d = 0;
+          for (; d + N <= hd; d += N)
+            hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + d), hn::LoadU(df, acc + d)), df, acc + d);
+          for (; d < hd; ++d) acc[d] += p[j] * vj[d];
+        }
+        s.l[st] = s.l[st] * corr + hn::GetLane(hn::SumOfLanes(df, vsum));
+        s.m[st] = m_new;
       }
     }
-    for (int32_t h = h0; h < h1; ++h) {
-      float* oh = out + static_cast<int64_t>(h) * hd;
-      Scale(oh, 1.0f / l[h - h0], oh, hd);
+  }
+  for (int32_t i = 0; i < nq; ++i) {
+    for (int32_t g = 0; g < group; ++g) {
+      const int64_t st = static_cast<int64_t>(i) * group + g;
+      Scale(s.acc.data() + st * hd, 1.0f / s.l[st],
+            out + i * out_stride + static_cast<int64_t>(h0 + g) * hd, hd);
     }
   }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tarmac::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tarmac::kernels {
+
+HWY_EXPORT(AttentionTile);
+
+void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0,
+                        int32_t n_heads, int32_t kv_head, const PagedKvView& kv,
+                        const int32_t* block_table, float scale, float* out,
+                        int64_t out_stride) {
+  TARMAC_DCHECK(nq >= 1 && pos0 >= 0 && kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0);
+  TARMAC_DCHECK(kv_head >= 0 && kv_head < kv.n_kv_heads);
+  HWY_DYNAMIC_DISPATCH(AttentionTile)(q, q_stride, nq, pos0, n_heads, kv_head, kv, block_table,
+                                      scale, out, out_stride);
 }
 
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
@@ -99,3 +190,4 @@ void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
 }
 
 }  // namespace tarmac::kernels
+#endif  // HWY_ONCE

@@ -1,9 +1,10 @@
-// Paged attention for one query token: reads K/V through a block table and keeps a running
-// (online) softmax over tiles of one block, so the full score row is never materialised. The
-// same kernel serves prefill chunks (each query token of a chunk calls it with its own causal
-// length) and decode steps.
+// Paged attention: queries read K/V through a block table, with a running (online) softmax
+// over one block of keys at a time, so the full score matrix is never materialised. One kernel
+// serves prefill chunks and decode steps: it takes a tile of consecutive query tokens of one
+// sequence (a decode step is a tile of one), and every K/V block is converted from f16 once
+// per tile and shared by all query heads of a KV group (grouped-query attention).
 //
-// Pure functions over views; write only `out`. Thread-safe.
+// Pure functions over views; write only `out`. Thread-safe (per-thread scratch).
 #pragma once
 
 #include <cstdint>
@@ -28,17 +29,20 @@ struct PagedKvView {
   }
 };
 
-// out[h] = softmax_j(scale · q[h]·K[j]) · V[j] over context positions j in [0, n_ctx) of the
-// sequence whose blocks are block_table[0 .. ceil(n_ctx / block_size)); query head h reads KV
-// head h / (n_heads / n_kv_heads) (grouped-query attention).
-// q: [n_heads][head_dim] f32; out: [n_heads][head_dim] f32 (must not alias q).
-// Heads in [head_begin, head_end) only (for splitting work across threads).
-// Preconditions: n_ctx >= 1; n_heads a multiple of kv.n_kv_heads; head_dim <= 512.
-void PagedAttention(const float* q, int32_t n_heads, int32_t head_begin, int32_t head_end,
-                    const PagedKvView& kv, const int32_t* block_table, int64_t n_ctx,
-                    float scale, float* out);
+// Query tile: nq consecutive tokens of one sequence at positions pos0 .. pos0 + nq - 1; token i
+// attends to positions [0, pos0 + i] (causal). For every token i and every query head h of KV
+// head `kv_head`'s group (h in [kv_head * G, (kv_head + 1) * G), G = n_heads / n_kv_heads):
+//   out_i[h] = softmax_j(scale · q_i[h] · K[j]) · V[j]
+// q: token i's heads at q + i * q_stride ([n_heads][head_dim] f32); out likewise with
+// out_stride (must not alias q). block_table covers positions [0, pos0 + nq).
+// Preconditions: nq >= 1, pos0 >= 0, n_heads a multiple of kv.n_kv_heads.
+void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0,
+                        int32_t n_heads, int32_t kv_head, const PagedKvView& kv,
+                        const int32_t* block_table, float scale, float* out,
+                        int64_t out_stride);
 
-// Reference: materialises all scores, exact softmax in double.
+// Reference for one query token (all heads) attending to [0, n_ctx): materialises all scores,
+// exact softmax in double. q, out: [n_heads][head_dim].
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
                        const int32_t* block_table, int64_t n_ctx, float scale, float* out);
 

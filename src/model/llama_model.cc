@@ -11,6 +11,8 @@
 namespace tarmac::model {
 namespace {
 
+constexpr int32_t kQueryTile = 16;
+
 // How far ahead the rope cache is built: the trained context, at least 4096 positions.
 int64_t RopePositions(const ModelConfig& c) { return std::max<int64_t>(c.n_ctx_train, 4096); }
 
@@ -138,6 +140,17 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
     kernels::DequantizeRow(tok_embd_.type, tok_embd_.row(batch.tokens[t]), &x_[t * E], E);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Query tiles: runs of consecutive positions of one sequence (a prefill chunk), at most
+  // kQueryTile tokens, so K/V blocks are converted once per tile rather than once per token.
+  tiles_.clear();
+  for (int32_t t = 0; t < n;) {
+    int32_t e = t + 1;
+    while (e < n && e - t < kQueryTile && batch.seq[e] == batch.seq[t] &&
+           batch.positions[e] == batch.positions[e - 1] + 1)
+      ++e;
+    tiles_.push_back({t, e - t});
+    t = e;
+  }
   const KvShape& ks = cache->shape();
 
   for (int32_t il = 0; il < c.n_layer; ++il) {
@@ -161,21 +174,23 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
     view.n_kv_heads = ks.n_kv_heads;
     view.block_size = ks.block_size;
     view.head_dim = ks.head_dim;
-    // Work items: (token, kv head group); each writes a disjoint slice of attn_.
-    const int32_t n_kv = c.n_head_kv, group = c.n_head / c.n_head_kv;
+    // Work items: (query tile, KV head); each writes a disjoint slice of attn_.
+    const int32_t n_kv = c.n_head_kv;
+    const int64_t n_items = static_cast<int64_t>(tiles_.size()) * n_kv;
     auto attend = [&](int64_t b, int64_t e, int) {
       for (int64_t item = b; item < e; ++item) {
-        const int32_t t = static_cast<int32_t>(item / n_kv);
+        const QueryTile& qt = tiles_[item / n_kv];
         const int32_t g = static_cast<int32_t>(item % n_kv);
-        const auto& table = batch.block_tables[batch.seq[t]];
-        kernels::PagedAttention(&q_[t * QD], c.n_head, g * group, (g + 1) * group, view,
-                                table.data(), batch.positions[t] + 1, scale, &attn_[t * QD]);
+        const auto& table = batch.block_tables[batch.seq[qt.first]];
+        kernels::PagedAttentionTile(&q_[qt.first * QD], QD, qt.count, batch.positions[qt.first],
+                                    c.n_head, g, view, table.data(), scale, &attn_[qt.first * QD],
+                                    QD);
       }
     };
     if (pool != nullptr) {
-      pool->ParallelFor(static_cast<int64_t>(n) * n_kv, 1, attend);
+      pool->ParallelFor(n_items, 1, attend);
     } else {
-      attend(0, static_cast<int64_t>(n) * n_kv, 0);
+      attend(0, n_items, 0);
     }
     Project(L.wo, attn_.data(), n, xn_.data(), pool);
     for (int32_t t = 0; t < n; ++t) {

@@ -69,6 +69,11 @@ class LlamaModel {
   kernels::RopeCache rope_;
   int64_t weight_bytes_ = 0;
 
+  struct QueryTile {
+    int32_t first;  // index of the first token in the batch
+    int32_t count;  // consecutive positions of one sequence
+  };
+  std::vector<QueryTile> tiles_;
   // Scratch, [n_tokens][dim] row-major each.
   int32_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_;

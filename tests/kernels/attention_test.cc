@@ -11,40 +11,70 @@
 namespace tarmac::kernels {
 namespace {
 
-// Sweeps head counts (MHA and GQA), head dims, block sizes and context lengths (partial last
-// blocks, a single token) with scattered block tables; the tiled online-softmax kernel must
-// match the materialised double-precision reference within 1e-5 relative to max |V|.
-TEST(AttentionTest, MatchesReference) {
+// Sweeps head counts (MHA and GQA), head dims (incl. ones that are not a multiple of the
+// vector length), block sizes, context lengths (partial last blocks, a single token) and query
+// tile sizes, with scattered block tables. Every query token of a tile must match the
+// materialised double-precision reference for its own causal length within
+// 1e-5 · max|V| (f32 accumulation over <= 200 keys).
+TEST(AttentionTest, TilesMatchReference) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   struct Shape { int n_heads, n_kv, head_dim, block_size; };
-  for (Shape sh : {Shape{1, 1, 8, 4}, Shape{6, 2, 64, 16}, Shape{8, 8, 32, 16}, Shape{4, 1, 128, 32},
-                   Shape{9, 3, 64, 16}}) {
-    for (int64_t n_ctx : {1, 3, 16, 17, 50, 130}) {
-      const int n_blocks_total = 16;
-      const int64_t need = (n_ctx + sh.block_size - 1) / sh.block_size;
-      if (need > n_blocks_total) continue;
-      const int64_t per_block = static_cast<int64_t>(sh.n_kv) * sh.block_size * sh.head_dim;
-      std::vector<uint16_t> k(per_block * n_blocks_total), v(per_block * n_blocks_total);
-      for (auto& x : k) x = F32ToF16(nd(rng));
-      for (auto& x : v) x = F32ToF16(nd(rng) * 3.0f);
-      std::vector<int32_t> table;
-      for (int64_t b = 0; b < need; ++b) table.push_back(static_cast<int32_t>((b * 7 + 3) % n_blocks_total));
-      std::vector<float> q(static_cast<size_t>(sh.n_heads) * sh.head_dim);
-      for (auto& x : q) x = nd(rng) * 2.0f;
-      PagedKvView view{k.data(), v.data(), sh.n_kv, sh.block_size, sh.head_dim};
-      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
-      std::vector<float> got(q.size()), want(q.size());
-      PagedAttentionRef(q.data(), sh.n_heads, view, table.data(), n_ctx, scale, want.data());
-      // Whole range at once, and split into per-head calls as the model's thread split does.
-      PagedAttention(q.data(), sh.n_heads, 0, sh.n_heads, view, table.data(), n_ctx, scale, got.data());
-      for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5 * 12) << i;
-      std::vector<float> split(q.size(), -1.0f);
-      for (int h = 0; h < sh.n_heads; ++h)
-        PagedAttention(q.data(), sh.n_heads, h, h + 1, view, table.data(), n_ctx, scale, split.data());
-      EXPECT_EQ(split, got);
+  for (Shape sh : {Shape{1, 1, 8, 4}, Shape{6, 2, 64, 16}, Shape{8, 8, 32, 16},
+                   Shape{4, 1, 128, 32}, Shape{9, 3, 64, 16}, Shape{2, 1, 40, 16},
+                   Shape{3, 3, 20, 8}}) {
+    const int n_blocks_total = 16;
+    const int64_t per_block = static_cast<int64_t>(sh.n_kv) * sh.block_size * sh.head_dim;
+    std::vector<uint16_t> k(per_block * n_blocks_total), v(per_block * n_blocks_total);
+    for (auto& x : k) x = F32ToF16(nd(rng));
+    for (auto& x : v) x = F32ToF16(nd(rng) * 3.0f);
+    std::vector<int32_t> table;
+    for (int64_t b = 0; b < n_blocks_total; ++b) table.push_back(static_cast<int32_t>((b * 7 + 3) % n_blocks_total));
+    PagedKvView view{k.data(), v.data(), sh.n_kv, sh.block_size, sh.head_dim};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
+    const int64_t capacity = static_cast<int64_t>(n_blocks_total) * sh.block_size;
+    const int64_t hd_all = static_cast<int64_t>(sh.n_heads) * sh.head_dim;
+    for (int64_t pos0 : {0, 2, 15, 16, 49, 129}) {
+      for (int32_t nq : {1, 3, 16}) {
+        if (pos0 + nq > capacity) continue;
+        std::vector<float> q(nq * hd_all), got(nq * hd_all, -7.0f), want(hd_all);
+        for (auto& x : q) x = nd(rng) * 2.0f;
+        for (int32_t kvh = 0; kvh < sh.n_kv; ++kvh)
+          PagedAttentionTile(q.data(), hd_all, nq, pos0, sh.n_heads, kvh, view, table.data(),
+                             scale, got.data(), hd_all);
+        for (int32_t i = 0; i < nq; ++i) {
+          PagedAttentionRef(q.data() + i * hd_all, sh.n_heads, view, table.data(), pos0 + i + 1,
+                            scale, want.data());
+          for (int64_t e = 0; e < hd_all; ++e)
+            ASSERT_NEAR(got[i * hd_all + e], want[e], 1e-5 * 12)
+                << "heads " << sh.n_heads << "/" << sh.n_kv << " hd " << sh.head_dim << " pos0 "
+                << pos0 << " nq " << nq << " token " << i << " elem " << e;
+        }
+      }
     }
   }
+}
+
+// A tile of n tokens gives the same result as n single-token calls (the decode path).
+TEST(AttentionTest, TileEqualsSingleTokens) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int n_heads = 6, n_kv = 2, hd = 64, bs = 16, nb = 8;
+  std::vector<uint16_t> k(nb * n_kv * bs * hd), v(k.size());
+  for (auto& x : k) x = F32ToF16(nd(rng));
+  for (auto& x : v) x = F32ToF16(nd(rng));
+  std::vector<int32_t> table = {3, 0, 7, 1, 6, 2, 5, 4};
+  PagedKvView view{k.data(), v.data(), n_kv, bs, hd};
+  const int nq = 16, pos0 = 40, stride = n_heads * hd;
+  std::vector<float> q(nq * stride), tile(q.size()), single(q.size());
+  for (auto& x : q) x = nd(rng);
+  for (int g = 0; g < n_kv; ++g)
+    PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f, tile.data(), stride);
+  for (int i = 0; i < nq; ++i)
+    for (int g = 0; g < n_kv; ++g)
+      PagedAttentionTile(q.data() + i * stride, stride, 1, pos0 + i, n_heads, g, view, table.data(), 0.125f,
+                         single.data() + i * stride, stride);
+  for (size_t e = 0; e < q.size(); ++e) ASSERT_NEAR(tile[e], single[e], 1e-6) << e;
 }
 
 }  // namespace
