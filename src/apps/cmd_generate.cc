@@ -14,7 +14,7 @@
 #include "model/sequence_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/detokenizer.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace tarmac::apps {
 namespace {
@@ -137,7 +137,7 @@ int RunTokenize(const TokenizeArgs& a) {
     nlohmann::json out = nlohmann::json::array();
     for (int32_t id : ids) {
       const std::string piece = loaded->tokenizer->TokenToPiece(id, true);
-      out.push_back({{"id", id}, {"piece", tok::SanitizeUtf8(piece)}});
+      out.push_back({{"id", id}, {"piece", SanitizeUtf8(piece)}});
     }
     std::printf("%s\n", out.dump().c_str());
   } else {

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "base/utf8.h"
 #include "gguf/gguf_internal.h"
 
 namespace tarmac::gguf {
@@ -166,7 +167,7 @@ class Parser {
       std::string_view key;
       TARMAC_RETURN_IF_ERROR(ReadString(fmt::format("kv {} key", i), &key));
       if (key.empty()) return Err(fmt::format("kv {} key", i), key_at, "empty key");
-      if (!internal::IsValidUtf8(key))
+      if (!IsValidUtf8(key))
         return Err(KvField(i, key, "key"), key_at, "key is not valid UTF-8");
       if (!seen.insert(key).second)
         return Err(KvField(i, key, "key"), key_at, "duplicate key (already defined earlier)");
@@ -284,7 +285,7 @@ class Parser {
       if (name.size() > kMaxTensorNameBytes)
         return Err(TensorField(i, name, "name"), name_at, "name is {} bytes, at most {} allowed",
                    name.size(), kMaxTensorNameBytes);
-      if (!internal::IsValidUtf8(name))
+      if (!IsValidUtf8(name))
         return Err(TensorField(i, name, "name"), name_at, "name is not valid UTF-8");
       if (!seen.insert(name).second)
         return Err(TensorField(i, name, "name"), name_at, "duplicate tensor name");

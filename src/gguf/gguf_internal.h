@@ -11,12 +11,6 @@ namespace tarmac::gguf::internal {
 inline constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
 inline constexpr uint32_t kWriteVersion = 3;
 
-// True if s is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
-bool IsValidUtf8(std::string_view s);
-
-// s with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD.
-std::string ToValidUtf8(std::string_view s);
-
 // Escapes a possibly hostile string for an error message: printable ASCII kept, the rest as
 // \xNN, cut to max_bytes with "..." so a 1 MB key cannot flood a log line.
 std::string Printable(std::string_view s, size_t max_bytes = 80);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "gguf/gguf_internal.h"
 
 namespace tarmac::gguf {
@@ -194,7 +195,7 @@ const std::vector<Value>* Value::AsArray() const {
 nlohmann::json Value::ToJson(size_t max_array_items) const {
   switch (type_) {
     case ValueType::kBool: return *AsBool();
-    case ValueType::kString: return internal::ToValidUtf8(*AsString());
+    case ValueType::kString: return SanitizeUtf8(*AsString());
     case ValueType::kFloat32:
     case ValueType::kFloat64: {
       double d = *AsDouble();

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf_file.h"
+#include "base/utf8.h"
 #include "gguf/gguf_internal.h"
 
 namespace tarmac::gguf {
@@ -90,7 +91,7 @@ Status Writer::CheckTensor(const std::string& name, const std::vector<int64_t>& 
   if (name.size() > kMaxTensorNameBytes)
     return InvalidArgument("gguf writer: tensor '{}': name is {} bytes, at most {} allowed",
                            internal::Printable(name), name.size(), kMaxTensorNameBytes);
-  if (!internal::IsValidUtf8(name))
+  if (!IsValidUtf8(name))
     return InvalidArgument("gguf writer: tensor '{}': name is not valid UTF-8",
                            internal::Printable(name));
   if (tensor_names_.count(name))
@@ -143,7 +144,7 @@ Result<std::string> Writer::BuildHeader(uint64_t* alignment) const {
   *alignment = kDefaultAlignment;
   for (const auto& kv : metadata_) {
     if (kv.key.empty()) return InvalidArgument("gguf writer: empty metadata key");
-    if (!internal::IsValidUtf8(kv.key))
+    if (!IsValidUtf8(kv.key))
       return InvalidArgument("gguf writer: metadata key '{}' is not valid UTF-8",
                              internal::Printable(kv.key));
     TARMAC_RETURN_IF_ERROR(CheckValue(kv.key, kv.value, 0));

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/hash.h"
+#include "base/utf8.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quantize_file.h"
 #include "tensor/quant_ref.h"
@@ -10,27 +12,7 @@
 namespace tarmac::gguf {
 namespace {
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else {  // the mapping only produces code points below 0x800
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+uint64_t HashName(const std::string& s) { return Fnv1a64(s); }
 
 // Fills row with zero-mean, stddev-0.02 values from a per-row xorshift stream. The sum of 4
 // uniforms on [0, 1) has variance 4/12; centred and scaled it is close enough to normal for
@@ -76,23 +58,6 @@ std::vector<TensorSpec> TensorSpecs(const ModelShape& s) {
 }
 
 }  // namespace
-
-std::string ByteToUnicode(uint8_t b) {
-  // Printable Latin-1 bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') spell themselves; the other 68
-  // bytes (controls, space, DEL, NBSP, soft hyphen) map in byte order to U+0100, U+0101, ...
-  auto printable = [](int c) {
-    return (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
-  };
-  uint32_t cp = b;
-  if (!printable(b)) {
-    int rank = 0;
-    for (int c = 0; c < b; ++c) rank += printable(c) ? 0 : 1;
-    cp = 0x100 + rank;
-  }
-  std::string out;
-  AppendUtf8(cp, &out);
-  return out;
-}
 
 ByteLevelVocab MakeByteLevelVocab(int64_t size) {
   TARMAC_CHECK(size >= 257 && size <= (int64_t{1} << 22));

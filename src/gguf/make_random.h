@@ -39,8 +39,6 @@ struct ByteLevelVocab {
 // Preconditions: 257 <= size <= 2^22.
 ByteLevelVocab MakeByteLevelVocab(int64_t size);
 
-// GPT-2's byte-to-unicode spelling of byte b, as UTF-8.
-std::string ByteToUnicode(uint8_t b);
 
 struct MakeRandomOptions {
   uint64_t seed = 0;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "base/hash.h"
+
 namespace tarmac::sampling {
 
 class Rng {
@@ -14,11 +16,8 @@ class Rng {
 
   void Seed(uint64_t seed) {
     for (uint64_t& s : s_) {
+      s = SplitMix64(seed);
       seed += 0x9E3779B97F4A7C15ull;
-      uint64_t z = seed;
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      s = z ^ (z >> 31);
     }
   }
 

@@ -1,6 +1,6 @@
 #include "tokenizer/detokenizer.h"
 
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace tarmac::tok {
 

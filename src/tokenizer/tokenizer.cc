@@ -5,7 +5,7 @@
 #include <queue>
 
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace tarmac::tok {
 namespace {

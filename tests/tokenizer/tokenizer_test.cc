@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/detokenizer.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 #include "tokenizer/vocab_gguf.h"
 
 namespace tarmac::tok {

@@ -1,11 +1,13 @@
-// UTF-8 helpers and GPT-2's byte <-> printable-codepoint mapping. Pure functions, thread-safe.
+// UTF-8 helpers (validation, repair, streaming boundaries) and GPT-2's byte <-> printable
+// codepoint mapping (byte-level BPE vocabularies spell bytes with it). Pure functions,
+// thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace tarmac::tok {
+namespace tarmac {
 
 // Length in bytes of the UTF-8 sequence that starts with lead byte `c` (1 for a stray
 // continuation or invalid lead byte, so callers always make progress).
@@ -35,4 +37,4 @@ std::string SanitizeUtf8(std::string_view s);
 // one byte.
 uint32_t DecodeUtf8(std::string_view s, size_t* pos);
 
-}  // namespace tarmac::tok
+}  // namespace tarmac

@@ -1,8 +1,8 @@
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 #include <array>
 
-namespace tarmac::tok {
+namespace tarmac {
 
 int Utf8SeqLen(uint8_t c) {
   if (c < 0x80) return 1;
@@ -132,4 +132,4 @@ const std::string& ByteToUnicode(uint8_t b) { return Map().to_unicode[b]; }
 
 int UnicodeToByte(uint32_t cp) { return cp < 512 ? Map().from_cp[cp] : -1; }
 
-}  // namespace tarmac::tok
+}  // namespace tarmac
