@@ -14,72 +14,25 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "gguf/gguf_file.h"
-
-extern char** environ;
 
 namespace tarmac {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kTarmac = TARMAC_BINARY_DIR "/bin/tarmac";
 const std::string kModel = TARMAC_SOURCE_DIR "/models/wp-11m-f16.gguf";
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-class GgufCliTest : public ::testing::Test {
+class GgufCliTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tarmac-gguf-cli-itest-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+  testing::RunResult Run(std::vector<std::string> args) {
+    return testing::RunTarmac(std::move(args), dir_.string());
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  // posix_spawn with stdout/stderr redirected to files: no shell, so no quoting issues.
-  RunResult Run(std::vector<std::string> args) {
-    args.insert(args.begin(), kTarmac);
-    const std::string out = Path("stdout.txt"), err = Path("stderr.txt");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    RunResult r;
-    const int rc = posix_spawn(&pid, kTarmac.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    EXPECT_EQ(rc, 0) << "cannot start " << kTarmac;
-    if (rc != 0) return r;
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    fs::remove(out);
-    fs::remove(err);
-    return r;
-  }
-
-  fs::path dir_;
 };
 
 TEST_F(GgufCliTest, InspectText) {
-  RunResult r = Run({"gguf", "inspect", kModel});
+  testing::RunResult r = Run({"gguf", "inspect", kModel});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("GGUF v3"), std::string::npos);
   EXPECT_NE(r.out.find("general.architecture"), std::string::npos);
@@ -93,7 +46,7 @@ TEST_F(GgufCliTest, InspectText) {
 }
 
 TEST_F(GgufCliTest, InspectJson) {
-  RunResult r = Run({"gguf", "inspect", "--json", "--max-array", "100", kModel});
+  testing::RunResult r = Run({"gguf", "inspect", "--json", "--max-array", "100", kModel});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   auto f = gguf::File::Open(kModel);
@@ -125,11 +78,11 @@ TEST_F(GgufCliTest, InspectJson) {
 
 TEST_F(GgufCliTest, QuantizeThenInspect) {
   const std::string out = Path("wp-q4_0.gguf");
-  RunResult r = Run({"gguf", "quantize", kModel, out, "--type", "q4_0", "--threads", "2"});
+  testing::RunResult r = Run({"gguf", "quantize", kModel, out, "--type", "q4_0", "--threads", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("[  57/57]"), std::string::npos) << r.err;  // progress
   EXPECT_NE(r.err.find("quantized"), std::string::npos) << r.err;  // summary
-  RunResult i = Run({"gguf", "inspect", "--json", out});
+  testing::RunResult i = Run({"gguf", "inspect", "--json", out});
   ASSERT_EQ(i.exit_code, 0) << i.err;
   const auto j = nlohmann::json::parse(i.out);
   EXPECT_EQ(j["metadata"]["general.file_type"]["value"], 2);
@@ -139,7 +92,7 @@ TEST_F(GgufCliTest, QuantizeThenInspect) {
 }
 
 TEST_F(GgufCliTest, QuantizeReportsKQuantFallbacks) {
-  RunResult r = Run({"gguf", "quantize", kModel, Path("q6.gguf"), "--type", "q6_k"});
+  testing::RunResult r = Run({"gguf", "quantize", kModel, Path("q6.gguf"), "--type", "q6_k"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("fallback: row length 384 is not a multiple of 256"), std::string::npos);
   EXPECT_NE(r.err.find("38 tensor(s) fell back"), std::string::npos) << r.err;
@@ -147,11 +100,11 @@ TEST_F(GgufCliTest, QuantizeReportsKQuantFallbacks) {
 
 TEST_F(GgufCliTest, MakeRandomThenInspect) {
   const std::string out = Path("rand.gguf");
-  RunResult r = Run({"gguf", "make-random", "--shape",
+  testing::RunResult r = Run({"gguf", "make-random", "--shape",
                      "dim=256,layers=2,heads=4,kv_heads=2,ffn=512,vocab=600,tied=1", "--type",
                      "q4_k", "--seed", "7", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  RunResult i = Run({"gguf", "inspect", "--json", out});
+  testing::RunResult i = Run({"gguf", "inspect", "--json", out});
   ASSERT_EQ(i.exit_code, 0) << i.err;
   const auto j = nlohmann::json::parse(i.out);
   EXPECT_EQ(j["metadata"]["llama.block_count"]["value"], 2);
@@ -159,7 +112,7 @@ TEST_F(GgufCliTest, MakeRandomThenInspect) {
   EXPECT_EQ(j["totals"]["tensors"], 2 + 2 * 9);  // tied: no output.weight
   EXPECT_EQ(j["totals"]["by_type"]["q4_K"]["tensors"], 1 + 2 * 7);
 
-  RunResult list = Run({"gguf", "make-random", "--list-shapes"});
+  testing::RunResult list = Run({"gguf", "make-random", "--list-shapes"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   for (const char* name : {"smollm-135m", "tinyllama-1.1b", "llama-3.2-1b"}) {
     EXPECT_NE(list.out.find(name), std::string::npos) << name;
@@ -195,7 +148,7 @@ TEST_F(GgufCliTest, BadInputExitsTwoAndWritesNothing) {
        "does not exist"},
   };
   for (const Case& c : cases) {
-    RunResult r = Run(c.args);
+    testing::RunResult r = Run(c.args);
     std::string cmd;
     for (const auto& a : c.args) cmd += a + " ";
     EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.err;

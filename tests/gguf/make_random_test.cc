@@ -1,3 +1,4 @@
+#include "common/test_util.h"
 #include "gguf/make_random.h"
 
 #include <cmath>
@@ -21,18 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class MakeRandomTest : public ::testing::Test {
+class MakeRandomTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tarmac-make-random-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
   ThreadPool pool_{2};
 };
 

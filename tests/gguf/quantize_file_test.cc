@@ -1,3 +1,4 @@
+#include "common/test_util.h"
 #include "gguf/quantize_file.h"
 
 #include <cmath>
@@ -24,18 +25,8 @@ namespace fs = std::filesystem;
 
 const std::string kModel = TARMAC_SOURCE_DIR "/models/wp-11m-f16.gguf";
 
-class QuantizeFileTest : public ::testing::Test {
+class QuantizeFileTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tarmac-quantize-file-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
   ThreadPool pool_{2};
 };
 
