@@ -30,8 +30,9 @@ test-asan: deps
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
 
+# Kernel benchmarks (needs ~5 GiB free memory): interleaved repetitions and one summary table.
 bench: build
-	$(BUILD_DIR)/bin/bench_kernels
+	bash bench/run_kernel_bench.sh
 
 # Bounded libFuzzer run of the GGUF reader under ASan/UBSan: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 60
