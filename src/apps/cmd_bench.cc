@@ -24,6 +24,7 @@ struct BenchArgs {
   int decode = 128;
   int reps = 3;
   bool json = false;
+  bool mmap = false;
 };
 
 double Median(std::vector<double> v) {
@@ -32,7 +33,7 @@ double Median(std::vector<double> v) {
 }
 
 int RunBenchModel(const BenchArgs& a) {
-  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/a.json);
+  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/a.json, a.mmap);
   if (!loaded.ok()) {
     std::fprintf(stderr, "tarmac bench: %s\n", loaded.status().message().c_str());
     return 2;
@@ -101,6 +102,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->add_option("--reps", a->reps, "repetitions (median reported)")->capture_default_str()
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", a->json, "one JSON line");
+  cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
   cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
 }
 

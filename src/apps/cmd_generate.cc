@@ -33,10 +33,11 @@ struct GenerateArgs {
   int ctx = 0;
   bool ignore_eos = false;
   bool no_bos = false;
+  bool mmap = false;
 };
 
 int RunGenerate(const GenerateArgs& a) {
-  auto loaded = LoadModelAndTokenizer(a.model);
+  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap);
   if (!loaded.ok()) {
     std::fprintf(stderr, "tarmac generate: %s\n", loaded.status().message().c_str());
     return 2;
@@ -154,12 +155,13 @@ struct PerplexityArgs {
   int ctx = 0;
   int chunks = -1;
   int threads = ThreadPool::DefaultThreads();
+  bool mmap = false;
 };
 
 // Perplexity over consecutive windows of ctx tokens; in each window the first half is
 // context and only the second half is scored (each scored token sees at least ctx/2 tokens).
 int RunPerplexity(const PerplexityArgs& a) {
-  auto loaded = LoadModelAndTokenizer(a.model);
+  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap);
   if (!loaded.ok()) {
     std::fprintf(stderr, "tarmac perplexity: %s\n", loaded.status().message().c_str());
     return 2;
@@ -244,6 +246,7 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
     cmd->add_flag("--no-bos", a->no_bos, "do not add BOS even if the model asks for it");
+    cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
     cmd->callback([a, run] { *run = [a] { return RunGenerate(*a); }; });
   }
   {
@@ -264,6 +267,7 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
     cmd->add_option("-c,--ctx", a->ctx, "window length (0: the model's context)")->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--chunks", a->chunks, "at most this many windows (-1: all)")->capture_default_str();
+    cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
     cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
     cmd->callback([a, run] { *run = [a] { return RunPerplexity(*a); }; });
   }

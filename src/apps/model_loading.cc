@@ -30,9 +30,9 @@ void FaultInWeights(const gguf::File& f, bool show_progress) {
 
 }  // namespace
 
-Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet) {
+Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap) {
   LoadedModel out;
-  auto model = model::LlamaModel::Load(path);
+  auto model = model::LlamaModel::Load(path, use_mmap);
   if (!model.ok()) return Status(model.status().code(), path + ": " + model.status().message());
   out.model = std::move(model).value();
   const gguf::File& f = out.model->file();
@@ -45,7 +45,7 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet) {
     return InvalidArgument("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path,
                            out.tokenizer->n_vocab(), out.model->config().n_vocab);
   }
-  FaultInWeights(f, !quiet && isatty(STDERR_FILENO));
+  if (use_mmap) FaultInWeights(f, !quiet && isatty(STDERR_FILENO));
   if (!quiet) {
     const model::ModelConfig& c = out.model->config();
     std::map<std::string, int> dtypes;

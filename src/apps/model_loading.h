@@ -17,7 +17,10 @@ struct LoadedModel {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 
-// Errors name the file and what is wrong with it. quiet: no summary line.
-Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet = false);
+// Errors name the file and what is wrong with it. quiet: no summary line. use_mmap: see
+// LlamaModel::Load; off by default for the CLI (weights copied into huge-page memory, which
+// measured 1.3-1.6x faster decode on models larger than the caches).
+Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet = false,
+                                          bool use_mmap = false);
 
 }  // namespace tarmac::apps

@@ -1,6 +1,9 @@
 #include "model/llama_model.h"
 
 #include <cmath>
+#include <cstring>
+
+#include "tensor/mapped_file.h"
 
 #include "base/check.h"
 #include "kernels/attention.h"
@@ -18,9 +21,16 @@ int64_t RopePositions(const ModelConfig& c) { return std::max<int64_t>(c.n_ctx_t
 
 }  // namespace
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bool use_mmap) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
-  TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Open(path));
+  if (use_mmap) {
+    TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Open(path));
+  } else {
+    TARMAC_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path));
+    m->owned_bytes_.Resize(mapped.size(), /*huge_pages=*/true);
+    std::memcpy(m->owned_bytes_.data(), mapped.data(), mapped.size());
+    TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Parse({m->owned_bytes_.data(), mapped.size()}));
+  }
   TARMAC_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(m->file_));
   TARMAC_RETURN_IF_ERROR(m->Init());
   return m;

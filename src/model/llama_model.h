@@ -20,6 +20,7 @@
 #include "model/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "tensor/aligned_buffer.h"
 #include "tensor/view.h"
 
 namespace tarmac::model {
@@ -38,7 +39,11 @@ class LlamaModel {
  public:
   // Opens and validates the file: every tensor present with the expected shape and a dtype
   // the kernels support; errors name the tensor.
-  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path);
+  // use_mmap: weights stay in the file mapping (shared page cache, instant load). Otherwise
+  // they are copied into anonymous memory backed by transparent huge pages: 4 KiB pages stop
+  // the hardware prefetchers at every page boundary and cost a TLB miss each, which shows in
+  // bandwidth-bound decode of models larger than the caches.
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true);
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return file_; }
@@ -59,6 +64,7 @@ class LlamaModel {
   void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                ThreadPool* pool) const;
 
+  AlignedBuffer owned_bytes_;  // file contents when not mapped (must outlive file_)
   gguf::File file_;
   ModelConfig config_;
   MatrixView tok_embd_;          // [n_vocab x n_embd]

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
 #include <utility>
 
 namespace tarmac {
@@ -14,6 +16,7 @@ namespace tarmac {
 class AlignedBuffer {
  public:
   static constexpr size_t kAlign = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t bytes) { Resize(bytes); }
   ~AlignedBuffer() { std::free(data_); }
@@ -30,15 +33,18 @@ class AlignedBuffer {
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
 
-  // Discards contents; new bytes are zeroed.
-  void Resize(size_t bytes) {
+  // Discards contents; new bytes are zeroed. huge_pages: 2 MiB-aligned and advised for
+  // transparent huge pages (for large, streamed-through buffers such as weights).
+  void Resize(size_t bytes, bool huge_pages = false) {
     std::free(data_);
     data_ = nullptr;
     size_ = 0;
     if (bytes == 0) return;
-    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
+    const size_t align = huge_pages ? kHugePage : kAlign;
+    const size_t rounded = (bytes + align - 1) / align * align;
+    data_ = static_cast<uint8_t*>(std::aligned_alloc(align, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
+    if (huge_pages) madvise(data_, rounded, MADV_HUGEPAGE);  // advisory: failure is harmless
     std::memset(data_, 0, rounded);
     size_ = bytes;
   }

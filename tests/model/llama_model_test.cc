@@ -174,10 +174,32 @@ TEST(LlamaModelTest, BatchedAndChunkedMatchSingle) {
   for (int p = 4; p < 14; ++p) expect_rows(l2, 13 + p - 4, alone[2], p);
 }
 
+// Weights copied into huge-page memory compute exactly what the mapped file does.
+TEST(LlamaModelTest, CopiedWeightsEqualMapped) {
+  auto mapped = LlamaModel::Load(kRepo + "/models/wp-1m-f16.gguf", /*use_mmap=*/true);
+  auto copied = LlamaModel::Load(kRepo + "/models/wp-1m-f16.gguf", /*use_mmap=*/false);
+  ASSERT_TRUE(mapped.ok() && copied.ok());
+  const ModelConfig& c = (*mapped)->config();
+  std::vector<float> a, b;
+  for (auto* m : {mapped->get(), copied->get()}) {
+    KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, 16, 4});
+    Seq s;
+    s.tokens = {1067, 565, 44, 396, 331};
+    s.blocks = {0};
+    ForwardBatch batch;
+    batch.block_tables = {s.blocks};
+    AddTokens(&batch, 0, s, 0, 5, 16, true);
+    m->Forward(batch, &cache, nullptr, m == mapped->get() ? &a : &b);
+  }
+  EXPECT_EQ(a, b);
+}
+
 TEST(LlamaModelTest, RejectsNonModelFiles) {
   auto r = LlamaModel::Load(kRepo + "/tests/data/wp-11m-f16.golden.json");
   EXPECT_FALSE(r.ok());
   r = LlamaModel::Load("/nonexistent.gguf");
+  EXPECT_FALSE(r.ok());
+  r = LlamaModel::Load("/nonexistent.gguf", /*use_mmap=*/false);
   EXPECT_FALSE(r.ok());
 }
 
