@@ -147,18 +147,8 @@ HWY_EXPORT(QuantizeActT);
 HWY_EXPORT(Q4_0PairLayoutT);
 
 bool IsMatVecType(DType type) {
-  switch (type) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_K:
-    case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  // Every compute type except Q8_K, which exists only as an activation format.
+  return IsComputeType(type) && type != DType::kQ8_K;
 }
 
 namespace {
