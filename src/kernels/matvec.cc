@@ -154,17 +154,24 @@ bool IsMatVecType(DType type) {
 namespace {
 
 // x quantized to int16 per 32-element block, for the quantized weight types (see ActQ16).
+// The storage is per thread and only grows, so decode steps allocate nothing once warm; the
+// pointers stay valid until the same thread builds the next ActBuffers.
 struct ActBuffers {
-  std::vector<int16_t> q;
-  std::vector<float> aux;
+  int16_t* q = nullptr;
+  float* aux = nullptr;
   ActBuffers(DType type, const float* x, int64_t n) {
     if (type != DType::kQ8_0 && type != DType::kQ4_0 && type != DType::kQ4_K &&
         type != DType::kQ6_K) {
       return;
     }
-    q.resize(n);
-    aux.resize(n / 32 * 2 + n / 16 * 2);
-    HWY_DYNAMIC_DISPATCH(QuantizeActT)(x, n, q.data(), aux.data());
+    static thread_local std::vector<int16_t> q_store;
+    static thread_local std::vector<float> aux_store;
+    const size_t n_aux = static_cast<size_t>(n / 32 * 2 + n / 16 * 2);
+    if (q_store.size() < static_cast<size_t>(n)) q_store.resize(n);
+    if (aux_store.size() < n_aux) aux_store.resize(n_aux);
+    q = q_store.data();
+    aux = aux_store.data();
+    HWY_DYNAMIC_DISPATCH(QuantizeActT)(x, n, q, aux);
     if (type == DType::kQ4_0 && HWY_DYNAMIC_DISPATCH(Q4_0PairLayoutT)()) {
       int16_t tmp[64];
       for (int64_t p = 0; p + 64 <= n; p += 64) {
@@ -174,7 +181,7 @@ struct ActBuffers {
           tmp[32 + k] = q[p + 16 + k];
           tmp[48 + k] = q[p + 48 + k];
         }
-        std::copy(tmp, tmp + 64, q.begin() + p);
+        std::copy(tmp, tmp + 64, q + p);
       }
     }
   }
@@ -195,8 +202,8 @@ float Dot(DType type, const void* row, const float* x, int64_t n) {
   if (n == 0) return 0.0f;
   const ActBuffers act(type, x, n);
   float y;
-  HWY_DYNAMIC_DISPATCH(DotRowsT)(type, static_cast<const uint8_t*>(row), 0, n, x, act.q.data(),
-                                 act.aux.data(), &y, 0, 1);
+  HWY_DYNAMIC_DISPATCH(DotRowsT)(type, static_cast<const uint8_t*>(row), 0, n, x, act.q,
+                                 act.aux, &y, 0, 1);
   return y;
 }
 
@@ -212,8 +219,8 @@ void MatVec(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
   const ActBuffers act(w.type, x, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   auto run = [&](int64_t r0, int64_t r1, int) {
-    HWY_DYNAMIC_DISPATCH(DotRowsT)(w.type, base, w.row_stride, w.cols, x, act.q.data(),
-                                   act.aux.data(), y, r0, r1);
+    HWY_DYNAMIC_DISPATCH(DotRowsT)(w.type, base, w.row_stride, w.cols, x, act.q,
+                                   act.aux, y, r0, r1);
   };
   const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || w.rows < 2) {
