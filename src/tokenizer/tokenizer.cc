@@ -108,7 +108,7 @@ Status Tokenizer::Init() {
 }
 
 int32_t Tokenizer::Find(std::string_view text) const {
-  auto it = token_to_id_.find(std::string(text));
+  auto it = token_to_id_.find(text);
   return it == token_to_id_.end() ? -1 : it->second;
 }
 

@@ -54,8 +54,14 @@ class Tokenizer {
   void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const;
 
+  // Transparent hashing: lookups by string_view, no temporary std::string per candidate.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   Vocab vocab_;
-  std::unordered_map<std::string, int32_t> token_to_id_;
+  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> token_to_id_;
   // BPE: (left id << 32 | right id) -> (rank << 32 | merged id)
   std::unordered_map<uint64_t, uint64_t> merges_;
   int32_t byte_tokens_[256];  // SPM: id of "<0xXX>"; BPE: id of the byte's mapped char
