@@ -72,6 +72,8 @@ int RunGenerate(const GenerateArgs& a) {
   }
   ThreadPool pool(a.threads);
   model::SequenceRunner runner(&m, ctx, &pool);
+  std::fprintf(stderr, "context %d tokens, KV cache f16 %.1f MiB, %d threads\n", ctx,
+               runner.kv_bytes() / (1024.0 * 1024.0), a.threads);
   sampling::Sampler sampler(sp, m.config().n_vocab);
   sampler.AddPrompt(prompt);
   tok::StreamDetokenizer detok(&tokenizer);

@@ -29,6 +29,8 @@ class SequenceRunner {
 
   int32_t size() const { return n_past_; }
   int32_t context_len() const { return context_len_; }
+  // Bytes of the KV cache this runner reserved.
+  int64_t kv_bytes() const { return cache_.shape().BytesPerBlock() * cache_.shape().num_blocks; }
   // Forgets the sequence (the cache is reused).
   void Reset() { n_past_ = 0; }
 
