@@ -155,19 +155,6 @@ std::vector<int32_t> RadixTree::CachedBlocks() const {
   return out;
 }
 
-int64_t RadixTree::num_locked_nodes() const {
-  int64_t n_locked = 0;
-  std::vector<const Node*> stack;
-  for (const auto& [ns, root] : roots_) stack.push_back(root.get());
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    if (n->parent != nullptr && n->lock > 0) ++n_locked;
-    for (const auto& [k, c] : n->children) stack.push_back(c.get());
-  }
-  return n_locked;
-}
-
 Status RadixTree::CheckIntegrity() const {
   std::unordered_set<int32_t> seen;
   int64_t count = 0;

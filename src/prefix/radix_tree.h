@@ -65,7 +65,6 @@ class RadixTree {
   int64_t num_nodes() const { return num_nodes_; }
   // Every block the tree holds a reference to (one per node), in no particular order.
   std::vector<int32_t> CachedBlocks() const;
-  int64_t num_locked_nodes() const;
   int32_t block_size() const { return block_size_; }
 
   // Checks structure (parent/child links, keys), that every node's block is valid, held in
