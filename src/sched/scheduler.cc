@@ -1,0 +1,346 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "base/check.h"
+
+namespace tarmac::sched {
+
+const char* RequestStateName(RequestState s) {
+  switch (s) {
+    case RequestState::kWaiting: return "waiting";
+    case RequestState::kRunning: return "running";
+    case RequestState::kPreempted: return "preempted";
+    case RequestState::kFinished: return "finished";
+  }
+  return "?";
+}
+
+Status CheckAdmission(const SchedulerConfig& config, int32_t num_blocks, int64_t prompt_len,
+                      int64_t max_tokens) {
+  if (prompt_len <= 0) return InvalidArgument("the prompt is empty (at least one token is needed)");
+  if (max_tokens < 0) return InvalidArgument("max_tokens must be >= 0, got {}", max_tokens);
+  if (prompt_len + max_tokens > config.max_context) {
+    return InvalidArgument(
+        "prompt of {} tokens + max_tokens {} = {} exceeds the context of {} tokens", prompt_len,
+        max_tokens, prompt_len + max_tokens, config.max_context);
+  }
+  const int64_t blocks = (prompt_len + max_tokens + config.block_size - 1) / config.block_size;
+  if (blocks > num_blocks) {
+    return InvalidArgument(
+        "prompt of {} tokens + max_tokens {} needs {} KV blocks but the whole cache has {}",
+        prompt_len, max_tokens, blocks, num_blocks);
+  }
+  return Status::Ok();
+}
+
+struct Scheduler::Req {
+  int64_t id = 0;
+  uint64_t ns = 0;
+  int32_t priority = 0;
+  int64_t arrival = 0;            // admission order, kept across preemption
+  std::vector<int32_t> tokens;    // prompt + output so far
+  int32_t prompt_len = 0;
+  int32_t max_tokens = 0;
+  int32_t computed = 0;           // tokens whose K/V is in the cache
+  std::vector<int32_t> blocks;    // block table; one pool reference each
+  prefix::PrefixMatch lock;       // cached path this request keeps locked
+  bool locked = false;
+  int32_t cached_blocks = 0;      // leading blocks already inserted into the tree
+  RequestState state = RequestState::kWaiting;
+};
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::BlockPool* pool, prefix::RadixTree* tree)
+    : config_(config), pool_(pool), tree_(tree) {
+  TARMAC_CHECK(pool != nullptr && config.block_size >= 1 && config.max_batched_tokens >= 1 &&
+               config.max_running >= 1 && config.max_context >= 1);
+  TARMAC_CHECK(tree == nullptr || tree->block_size() == config.block_size);
+}
+
+Scheduler::~Scheduler() {
+  for (auto& [id, r] : reqs_) ReleaseAll(r.get());
+}
+
+bool Scheduler::Before(const Req* a, const Req* b) {
+  if (a->priority != b->priority) return a->priority < b->priority;
+  return a->arrival < b->arrival;
+}
+
+Status Scheduler::Add(NewRequest nr) {
+  TARMAC_RETURN_IF_ERROR(CheckAdmission(config_, pool_->num_blocks(),
+                                        static_cast<int64_t>(nr.prompt.size()), nr.max_tokens));
+  if (reqs_.count(nr.id) != 0) return InvalidArgument("request id {} is already in use", nr.id);
+  auto r = std::make_unique<Req>();
+  r->id = nr.id;
+  r->ns = nr.ns;
+  r->priority = nr.priority;
+  r->arrival = arrivals_++;
+  r->prompt_len = static_cast<int32_t>(nr.prompt.size());
+  r->max_tokens = nr.max_tokens;
+  r->tokens = std::move(nr.prompt);
+  r->tokens.reserve(r->tokens.size() + nr.max_tokens);
+  waiting_.push_back(r.get());
+  reqs_.emplace(nr.id, std::move(r));
+  return Status::Ok();
+}
+
+RequestState Scheduler::state(int64_t id) const {
+  auto it = reqs_.find(id);
+  return it == reqs_.end() ? RequestState::kFinished : it->second->state;
+}
+
+int32_t Scheduler::num_output(int64_t id) const {
+  auto it = reqs_.find(id);
+  TARMAC_CHECK(it != reqs_.end());
+  return static_cast<int32_t>(it->second->tokens.size()) - it->second->prompt_len;
+}
+
+bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
+  const size_t need = static_cast<size_t>((tokens + config_.block_size - 1) / config_.block_size);
+  while (r->blocks.size() < need) {
+    std::optional<int32_t> b = pool_->Allocate();
+    if (!b && tree_ != nullptr) {
+      counters_.evicted_blocks += tree_->Evict(static_cast<int64_t>(need - r->blocks.size()));
+      b = pool_->Allocate();
+    }
+    if (!b) return false;
+    r->blocks.push_back(*b);
+  }
+  return true;
+}
+
+void Scheduler::ReleaseAll(Req* r) {
+  if (r->locked) {
+    tree_->Unlock(r->lock);
+    r->lock = {};
+    r->locked = false;
+  }
+  for (int32_t b : r->blocks) pool_->Release(b);
+  r->blocks.clear();
+  r->computed = 0;
+  r->cached_blocks = 0;
+}
+
+// Reuses the longest cached prefix (whole blocks, never the last token).
+bool Scheduler::AdmitPrefix(Req* r) {
+  if (tree_ == nullptr || r->computed != 0 || !r->blocks.empty()) return false;
+  const int64_t len = static_cast<int64_t>(r->tokens.size());
+  prefix::PrefixMatch m = tree_->Match(r->ns, r->tokens, (len - 1) / config_.block_size);
+  if (m.num_blocks() == 0) return false;
+  tree_->Lock(m);
+  for (int32_t b : m.blocks) pool_->Ref(b);
+  r->blocks = m.blocks;
+  r->computed = static_cast<int32_t>(m.num_blocks()) * config_.block_size;
+  r->cached_blocks = static_cast<int32_t>(m.num_blocks());
+  r->lock = std::move(m);
+  r->locked = true;
+  return true;
+}
+
+Scheduler::Req* Scheduler::PickVictim(const Req* requester) const {
+  Req* worst = nullptr;
+  for (Req* r : running_) {
+    if (worst == nullptr || Before(worst, r)) worst = r;
+  }
+  if (requester != nullptr && worst != nullptr && worst->priority <= requester->priority) {
+    return nullptr;  // a waiting request only displaces a strictly less important class
+  }
+  return worst;
+}
+
+void Scheduler::Preempt(Req* r, SchedulerOutput* out, int32_t* budget) {
+  for (size_t i = 0; i < out->seqs.size(); ++i) {
+    if (out->seqs[i].id == r->id) {
+      *budget += out->seqs[i].num_tokens;
+      out->num_tokens -= out->seqs[i].num_tokens;
+      out->seqs.erase(out->seqs.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+  ReleaseAll(r);
+  r->state = RequestState::kPreempted;
+  running_.erase(std::find(running_.begin(), running_.end(), r));
+  waiting_.push_back(r);
+  out->preempted.push_back(r->id);
+  ++counters_.preemptions;
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int32_t budget = config_.max_batched_tokens;
+  auto push = [&](Req* r, int32_t n) {
+    const bool sample = r->computed + n == static_cast<int32_t>(r->tokens.size());
+    out.seqs.push_back({r->id, r->computed, n, sample, &r->tokens, &r->blocks});
+    out.num_tokens += n;
+    budget -= n;
+  };
+
+  // 1. Running requests: decodes, then unfinished prefills.
+  std::vector<Req*> order = running_;
+  std::stable_sort(order.begin(), order.end(), [](const Req* a, const Req* b) {
+    const bool da = a->tokens.size() - a->computed == 1, db = b->tokens.size() - b->computed == 1;
+    if (da != db) return da;
+    return Before(a, b);
+  });
+  for (Req* r : order) {
+    if (budget == 0) break;
+    if (r->state != RequestState::kRunning) continue;  // preempted by an earlier one
+    const int32_t n =
+        std::min<int32_t>(static_cast<int32_t>(r->tokens.size()) - r->computed, budget);
+    TARMAC_DCHECK(n >= 1);
+    while (!EnsureBlocks(r, static_cast<int64_t>(r->computed) + n)) {
+      Req* v = PickVictim(nullptr);
+      Preempt(v, &out, &budget);
+      if (v == r) break;
+    }
+    if (r->state == RequestState::kRunning) push(r, n);
+  }
+
+  // 2. Waiting requests, most important first, while budget and running slots last.
+  std::vector<Req*> queue = waiting_;
+  std::stable_sort(queue.begin(), queue.end(), Before);
+  for (Req* r : queue) {
+    if (budget == 0) break;
+    if (static_cast<int32_t>(running_.size()) >= config_.max_running) {
+      Req* v = PickVictim(r);
+      if (v == nullptr) break;
+      Preempt(v, &out, &budget);
+    }
+    const bool hit = AdmitPrefix(r);
+    const int32_t n =
+        std::min<int32_t>(static_cast<int32_t>(r->tokens.size()) - r->computed, budget);
+    bool ok = EnsureBlocks(r, static_cast<int64_t>(r->computed) + n);
+    while (!ok) {
+      Req* v = PickVictim(r);
+      if (v == nullptr) break;
+      Preempt(v, &out, &budget);
+      ok = EnsureBlocks(r, static_cast<int64_t>(r->computed) + n);
+    }
+    if (!ok) {
+      ReleaseAll(r);
+      break;  // FCFS: nothing behind it jumps the queue
+    }
+    counters_.prefix_queried_tokens += static_cast<int64_t>(r->tokens.size());
+    if (hit) counters_.prefix_hit_tokens += r->computed;
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
+    running_.push_back(r);
+    r->state = RequestState::kRunning;
+    push(r, n);
+  }
+  return out;
+}
+
+void Scheduler::CacheFullBlocks(Req* r) {
+  if (tree_ == nullptr) return;
+  const int32_t full = r->computed / config_.block_size;
+  if (full <= r->cached_blocks) return;
+  const std::span<const int32_t> toks(r->tokens);
+  const std::span<const int32_t> blocks(r->blocks);
+  tree_->Insert(r->ns, toks.first(static_cast<size_t>(full) * config_.block_size),
+                blocks.first(static_cast<size_t>(full)));
+  prefix::PrefixMatch m = tree_->Match(r->ns, toks, full);
+  TARMAC_DCHECK(m.num_blocks() == full);
+  tree_->Lock(m);
+  if (r->locked) tree_->Unlock(r->lock);
+  r->lock = std::move(m);
+  r->locked = true;
+  r->cached_blocks = full;
+}
+
+void Scheduler::Commit(const SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.seqs) {
+    auto it = reqs_.find(s.id);
+    TARMAC_CHECK(it != reqs_.end() && it->second->state == RequestState::kRunning);
+    Req* r = it->second.get();
+    TARMAC_CHECK(r->computed == s.start);
+    r->computed += s.num_tokens;
+    CacheFullBlocks(r);
+  }
+}
+
+void Scheduler::AppendToken(int64_t id, int32_t token) {
+  auto it = reqs_.find(id);
+  TARMAC_CHECK(it != reqs_.end());
+  Req* r = it->second.get();
+  TARMAC_CHECK(r->state == RequestState::kRunning &&
+               r->computed == static_cast<int32_t>(r->tokens.size()));
+  r->tokens.push_back(token);
+}
+
+void Scheduler::Finish(int64_t id) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  Req* r = it->second.get();
+  ReleaseAll(r);
+  auto drop = [r](std::vector<Req*>& v) {
+    auto p = std::find(v.begin(), v.end(), r);
+    if (p != v.end()) v.erase(p);
+  };
+  drop(running_);
+  drop(waiting_);
+  reqs_.erase(it);
+}
+
+KvUsage Scheduler::Usage() const {
+  KvUsage u;
+  u.total_blocks = pool_->num_blocks();
+  u.free_blocks = pool_->num_free();
+  std::unordered_set<int32_t> held;
+  for (const Req* r : running_) {
+    held.insert(r->blocks.begin(), r->blocks.end());
+    const int64_t own = static_cast<int64_t>(r->blocks.size()) - r->cached_blocks;
+    u.allocated_slots += own * config_.block_size;
+    u.unused_slots += static_cast<int64_t>(r->blocks.size()) * config_.block_size - r->computed;
+  }
+  u.request_blocks = static_cast<int32_t>(held.size());
+  if (tree_ != nullptr) {
+    for (int32_t b : tree_->CachedBlocks()) u.cached_only_blocks += held.count(b) == 0 ? 1 : 0;
+  }
+  return u;
+}
+
+Status Scheduler::CheckIntegrity() const {
+  TARMAC_RETURN_IF_ERROR(pool_->CheckIntegrity());
+  std::vector<int32_t> holders(static_cast<size_t>(pool_->num_blocks()), 0);
+  if (tree_ != nullptr) {
+    TARMAC_RETURN_IF_ERROR(tree_->CheckIntegrity());
+    for (int32_t b : tree_->CachedBlocks()) ++holders[b];
+  }
+  if (reqs_.size() != running_.size() + waiting_.size()) {
+    return Internal("{} requests but {} running + {} waiting", reqs_.size(), running_.size(),
+                    waiting_.size());
+  }
+  if (static_cast<int32_t>(running_.size()) > config_.max_running) {
+    return Internal("{} running requests exceed the cap of {}", running_.size(), config_.max_running);
+  }
+  for (const Req* r : waiting_) {
+    if (r->state != RequestState::kWaiting && r->state != RequestState::kPreempted)
+      return Internal("request {} is queued but {}", r->id, RequestStateName(r->state));
+    if (!r->blocks.empty() || r->computed != 0 || r->locked)
+      return Internal("waiting request {} holds KV", r->id);
+  }
+  for (const Req* r : running_) {
+    if (r->state != RequestState::kRunning)
+      return Internal("request {} is in the running list but {}", r->id, RequestStateName(r->state));
+    if (static_cast<int64_t>(r->blocks.size()) * config_.block_size < r->computed ||
+        r->computed > static_cast<int32_t>(r->tokens.size()))
+      return Internal("request {}: {} blocks for {} computed of {} tokens", r->id,
+                      r->blocks.size(), r->computed, r->tokens.size());
+    if (r->cached_blocks * config_.block_size > r->computed)
+      return Internal("request {} cached {} blocks but computed {} tokens", r->id,
+                      r->cached_blocks, r->computed);
+    std::unordered_set<int32_t> mine(r->blocks.begin(), r->blocks.end());
+    if (mine.size() != r->blocks.size()) return Internal("request {} lists a block twice", r->id);
+    for (int32_t b : r->blocks) ++holders[b];
+  }
+  for (int32_t b = 0; b < pool_->num_blocks(); ++b) {
+    if (pool_->refcount(b) != holders[b]) {
+      return Internal("block {} has refcount {} but {} holders (requests + cache)", b,
+                      pool_->refcount(b), holders[b]);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tarmac::sched

@@ -1,0 +1,158 @@
+// Scheduler: decides, step by step, which requests compute how many tokens, and owns their KV
+// block tables. It never sees model code: it speaks token ids, positions and block ids.
+//
+// Request lifecycle: waiting -> running -> finished, plus preempted (a running request whose
+// blocks were taken back; it waits again and recomputes, reusing its prefix if still cached).
+// Each Schedule() builds one batch under a token budget (max_batched_tokens) and a cap on
+// running requests: running decodes first, then running prefills, then chunks of waiting
+// prefills (a long prompt is split across steps so decodes keep flowing). Order within each
+// group: priority class, then arrival (FCFS).
+//
+// Priority: an integer class per request; a SMALLER value is more important (vLLM's
+// convention). Requests of a larger class wait and are preempted first.
+//
+// Blocks: a request holds one BlockPool reference per block in its table. With the prefix
+// cache on, full computed blocks are inserted into the radix tree as they fill (so requests
+// arriving meanwhile share them) and the request locks its cached path; on admission a
+// request reuses the longest cached prefix of its namespace (never the last prompt token).
+// When the pool runs dry: evict unlocked cached prefixes (LRU), then preempt the least
+// important running request (largest class, latest arrival) by recompute.
+//
+// Owns the per-request state; borrows the pool and the tree (tree may be null: no prefix
+// cache). Not thread-safe: the engine's step thread owns it. Mutating: Add, Schedule, Commit,
+// AppendToken, Finish.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/block_pool.h"
+#include "prefix/radix_tree.h"
+
+namespace tarmac::sched {
+
+enum class RequestState { kWaiting, kRunning, kPreempted, kFinished };
+const char* RequestStateName(RequestState s);
+
+struct SchedulerConfig {
+  int32_t block_size = 16;          // tokens per KV block (must equal the pool's and tree's)
+  int32_t max_batched_tokens = 512; // tokens computed per step, all requests together
+  int32_t max_running = 64;         // requests holding KV at once
+  int32_t max_context = 2048;       // tokens per sequence (prompt + output)
+};
+
+// Checks that a request can ever run: prompt non-empty, prompt + max_tokens within the
+// context and within the whole pool. The error names the numbers.
+Status CheckAdmission(const SchedulerConfig& config, int32_t num_blocks, int64_t prompt_len,
+                      int64_t max_tokens);
+
+struct NewRequest {
+  int64_t id = 0;                 // unique among live requests
+  uint64_t ns = 0;                // prefix-cache namespace (tenant salt + model)
+  int32_t priority = 0;           // class; smaller is more important
+  std::vector<int32_t> prompt;    // token ids, non-empty
+  int32_t max_tokens = 16;        // output tokens at most
+};
+
+// One request's share of a step: compute tokens[start, start + num_tokens) at those positions.
+struct ScheduledSeq {
+  int64_t id;
+  int32_t start;        // tokens already in the KV cache before this step
+  int32_t num_tokens;   // >= 1
+  bool sample;          // after this step every known token is computed: sample the next one
+  const std::vector<int32_t>* tokens;       // the request's prompt + output so far
+  const std::vector<int32_t>* block_table;  // covers positions [0, start + num_tokens)
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;
+  int32_t num_tokens = 0;
+  std::vector<int64_t> preempted;  // requests preempted while building this step
+  bool empty() const { return seqs.empty(); }
+};
+
+// Cumulative counters since construction.
+struct SchedulerCounters {
+  int64_t preemptions = 0;
+  int64_t evicted_blocks = 0;        // cached blocks returned to the pool by eviction
+  int64_t prefix_queried_tokens = 0; // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;     // of those, found cached (prefill tokens saved)
+};
+
+// KV occupancy right now.
+struct KvUsage {
+  int32_t total_blocks = 0;
+  int32_t free_blocks = 0;
+  int32_t request_blocks = 0;      // held by at least one request
+  int32_t cached_only_blocks = 0;  // held only by the prefix cache
+  int64_t allocated_slots = 0;     // token slots in blocks owned by running requests
+  int64_t unused_slots = 0;        // of those, not holding a computed token
+  double fragmentation() const {
+    return allocated_slots == 0 ? 0.0 : static_cast<double>(unused_slots) / allocated_slots;
+  }
+};
+
+class Scheduler {
+ public:
+  // Preconditions: pool outlives the scheduler; tree (optional) uses the same pool and block
+  // size; config fields >= 1.
+  Scheduler(const SchedulerConfig& config, kv::BlockPool* pool, prefix::RadixTree* tree);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request (waiting). Errors: CheckAdmission's, or a duplicate id.
+  Status Add(NewRequest r);
+
+  // Builds the next step. Empty when nothing can run.
+  SchedulerOutput Schedule();
+  // The model has computed `out`'s tokens: advances each request and caches newly full blocks.
+  // Preconditions: `out` is the latest Schedule() result, nothing finished since.
+  void Commit(const SchedulerOutput& out);
+  // Appends a sampled token to a running request. Preconditions: running, every known token
+  // computed.
+  void AppendToken(int64_t id, int32_t token);
+  // Removes a request in any state (finished or cancelled), returning all its blocks.
+  // A finished request's full computed blocks stay cached. No-op for unknown ids.
+  void Finish(int64_t id);
+
+  bool Has(int64_t id) const { return reqs_.count(id) != 0; }
+  RequestState state(int64_t id) const;
+  int32_t num_output(int64_t id) const;
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  const SchedulerConfig& config() const { return config_; }
+  const SchedulerCounters& counters() const { return counters_; }
+  KvUsage Usage() const;
+
+  // Pool and tree integrity, and every block's refcount == requests holding it + (1 if the
+  // tree caches it); waiting requests hold nothing; running ones hold blocks covering what
+  // they computed; the running cap holds.
+  Status CheckIntegrity() const;
+
+ private:
+  struct Req;
+  // Orders requests: more important first (class, then arrival).
+  static bool Before(const Req* a, const Req* b);
+  bool EnsureBlocks(Req* r, int64_t tokens);
+  bool AdmitPrefix(Req* r);
+  void ReleaseAll(Req* r);
+  void Preempt(Req* r, SchedulerOutput* out, int32_t* budget);
+  Req* PickVictim(const Req* requester) const;
+  void CacheFullBlocks(Req* r);
+
+  SchedulerConfig config_;
+  kv::BlockPool* pool_;
+  prefix::RadixTree* tree_;
+  std::unordered_map<int64_t, std::unique_ptr<Req>> reqs_;
+  std::vector<Req*> running_;
+  std::vector<Req*> waiting_;
+  int64_t arrivals_ = 0;
+  SchedulerCounters counters_;
+};
+
+}  // namespace tarmac::sched

@@ -1,0 +1,224 @@
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+namespace tarmac::sched {
+namespace {
+
+constexpr int32_t kBs = 4;
+
+struct Fixture {
+  Fixture(int32_t blocks, SchedulerConfig cfg, bool prefix = true)
+      : pool(blocks), tree(&pool, cfg.block_size), sched(cfg, &pool, prefix ? &tree : nullptr) {}
+  kv::BlockPool pool;
+  prefix::RadixTree tree;
+  Scheduler sched;
+};
+
+SchedulerConfig Cfg(int32_t budget = 64, int32_t max_running = 8, int32_t ctx = 256) {
+  SchedulerConfig c;
+  c.block_size = kBs;
+  c.max_batched_tokens = budget;
+  c.max_running = max_running;
+  c.max_context = ctx;
+  return c;
+}
+
+std::vector<int32_t> Seq(int32_t n, int32_t base = 0) {
+  std::vector<int32_t> v(n);
+  for (int32_t i = 0; i < n; ++i) v[i] = base + i;
+  return v;
+}
+
+// Runs one step as an engine would: commit, then append a token to every sampling request.
+SchedulerOutput Step(Scheduler& s, int32_t token = 7) {
+  SchedulerOutput out = s.Schedule();
+  s.Commit(out);
+  for (const ScheduledSeq& q : out.seqs)
+    if (q.sample) s.AppendToken(q.id, token);
+  EXPECT_TRUE(s.CheckIntegrity().ok()) << s.CheckIntegrity().message();
+  return out;
+}
+
+TEST(SchedulerTest, AdmissionRejectsWhatCanNeverFit) {
+  Fixture f(8, Cfg(64, 8, 40));
+  Status st = f.sched.Add({1, 0, 0, Seq(30), 20});
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("exceeds the context of 40"), std::string::npos) << st.message();
+  st = f.sched.Add({2, 0, 0, Seq(30), 5});  // 35 tokens = 9 blocks > 8
+  EXPECT_NE(st.message().find("needs 9 KV blocks but the whole cache has 8"), std::string::npos)
+      << st.message();
+  EXPECT_FALSE(f.sched.Add({3, 0, 0, {}, 5}).ok());
+  ASSERT_TRUE(f.sched.Add({4, 0, 0, Seq(10), 5}).ok());
+  EXPECT_FALSE(f.sched.Add({4, 0, 0, Seq(10), 5}).ok());  // duplicate id
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok());
+}
+
+TEST(SchedulerTest, ChunkedPrefillKeepsDecodesFlowing) {
+  Fixture f(64, Cfg(/*budget=*/8));
+  ASSERT_TRUE(f.sched.Add({1, 0, 0, Seq(3), 10}).ok());
+  SchedulerOutput o = Step(f.sched);
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_TRUE(o.seqs[0].sample);
+  ASSERT_TRUE(f.sched.Add({2, 0, 0, Seq(20, 100), 10}).ok());
+  // Request 1 decodes one token per step; request 2's prompt arrives in chunks of 7.
+  int32_t prefilled = 0;
+  for (int step = 0; step < 3; ++step) {
+    o = Step(f.sched);
+    ASSERT_EQ(o.seqs.size(), 2u);
+    EXPECT_EQ(o.seqs[0].id, 1);
+    EXPECT_EQ(o.seqs[0].num_tokens, 1);
+    EXPECT_EQ(o.seqs[1].id, 2);
+    EXPECT_EQ(o.seqs[1].start, prefilled);
+    prefilled += o.seqs[1].num_tokens;
+    EXPECT_LE(o.num_tokens, 8);
+    EXPECT_EQ(o.seqs[1].sample, prefilled == 20);
+  }
+  EXPECT_EQ(prefilled, 20);
+}
+
+TEST(SchedulerTest, PrefixHitSkipsCachedBlocksButNeverTheLastToken) {
+  Fixture f(64, Cfg());
+  ASSERT_TRUE(f.sched.Add({1, 42, 0, Seq(12), 1}).ok());
+  SchedulerOutput o = Step(f.sched);
+  ASSERT_EQ(o.seqs[0].num_tokens, 12);
+  f.sched.Finish(1);
+  EXPECT_EQ(f.tree.num_nodes(), 3);  // 12 computed tokens = 3 full blocks
+  // Same prompt: 3 blocks cached but the last token must be computed, so only 2 are reused.
+  ASSERT_TRUE(f.sched.Add({2, 42, 0, Seq(12), 1}).ok());
+  o = Step(f.sched);
+  EXPECT_EQ(o.seqs[0].start, 8);
+  EXPECT_EQ(o.seqs[0].num_tokens, 4);
+  // Longer prompt with the same start reuses all three.
+  auto longer = Seq(12);
+  longer.push_back(500);
+  ASSERT_TRUE(f.sched.Add({3, 42, 0, longer, 1}).ok());
+  o = Step(f.sched);
+  ASSERT_EQ(o.seqs.size(), 2u);  // request 2 decodes, request 3 prefills
+  EXPECT_EQ(o.seqs[1].id, 3);
+  EXPECT_EQ(o.seqs[1].start, 12);
+  EXPECT_EQ(f.sched.counters().prefix_hit_tokens, 8 + 12);
+}
+
+TEST(SchedulerTest, NoHitAcrossNamespaces) {
+  Fixture f(64, Cfg());
+  ASSERT_TRUE(f.sched.Add({1, /*ns=*/1, 0, Seq(17), 1}).ok());
+  Step(f.sched);
+  f.sched.Finish(1);
+  ASSERT_TRUE(f.sched.Add({2, /*ns=*/2, 0, Seq(17), 1}).ok());
+  SchedulerOutput o = Step(f.sched);
+  EXPECT_EQ(o.seqs[0].start, 0);
+  EXPECT_EQ(f.sched.counters().prefix_hit_tokens, 0);
+  f.sched.Finish(2);
+  ASSERT_TRUE(f.sched.Add({3, /*ns=*/1, 0, Seq(17), 1}).ok());
+  o = Step(f.sched);
+  EXPECT_EQ(o.seqs[0].start, 16);
+}
+
+TEST(SchedulerTest, PrefixSharedByConcurrentRequestsOnceComputed) {
+  Fixture f(64, Cfg(/*budget=*/16));
+  ASSERT_TRUE(f.sched.Add({1, 0, 0, Seq(33), 4}).ok());
+  Step(f.sched);
+  Step(f.sched);  // 32 of 33 computed: 8 full blocks cached while request 1 still runs
+  ASSERT_TRUE(f.sched.Add({2, 0, 0, Seq(33), 4}).ok());
+  SchedulerOutput o = Step(f.sched);
+  ASSERT_EQ(o.seqs.size(), 2u);
+  EXPECT_EQ(o.seqs[1].id, 2);
+  EXPECT_EQ(o.seqs[1].start, 32);
+}
+
+TEST(SchedulerTest, OutOfBlocksEvictsCacheThenPreemptsLeastImportant) {
+  // 10 blocks of 4 tokens; two requests of 16-token prompts growing to 32 tokens each.
+  Fixture f(10, Cfg(64, 8, 64));
+  ASSERT_TRUE(f.sched.Add({1, 0, /*priority=*/0, Seq(16), 16}).ok());
+  ASSERT_TRUE(f.sched.Add({2, 0, /*priority=*/1, Seq(16, 50), 16}).ok());
+  int64_t preempted_id = -1;
+  for (int step = 0; step < 40 && f.sched.Has(1); ++step) {
+    SchedulerOutput o = Step(f.sched);
+    for (int64_t id : o.preempted) preempted_id = id;
+    if (f.sched.Has(1) && f.sched.num_output(1) >= 16) f.sched.Finish(1);
+  }
+  EXPECT_FALSE(f.sched.Has(1));
+  EXPECT_EQ(preempted_id, 2);  // the larger class gives way
+  EXPECT_GE(f.sched.counters().preemptions, 1);
+  // Request 2 resumes and reuses what it had cached.
+  for (int step = 0; step < 40 && f.sched.num_output(2) < 16; ++step) Step(f.sched);
+  EXPECT_EQ(f.sched.num_output(2), 16);
+}
+
+TEST(SchedulerTest, HigherClassDisplacesLowerWhenRunningCapIsHit) {
+  Fixture f(64, Cfg(64, /*max_running=*/1));
+  ASSERT_TRUE(f.sched.Add({1, 0, /*priority=*/5, Seq(4), 10}).ok());
+  Step(f.sched);
+  ASSERT_TRUE(f.sched.Add({2, 0, /*priority=*/0, Seq(4, 9), 10}).ok());
+  ASSERT_TRUE(f.sched.Add({3, 0, /*priority=*/5, Seq(4, 19), 10}).ok());
+  SchedulerOutput o = Step(f.sched);
+  EXPECT_EQ(f.sched.state(1), RequestState::kPreempted);
+  EXPECT_EQ(f.sched.state(2), RequestState::kRunning);
+  EXPECT_EQ(f.sched.state(3), RequestState::kWaiting);  // same class as running: waits
+  ASSERT_EQ(o.preempted.size(), 1u);
+}
+
+TEST(SchedulerTest, CancelReturnsEveryBlock) {
+  Fixture f(32, Cfg(8), /*prefix=*/false);
+  ASSERT_TRUE(f.sched.Add({1, 0, 0, Seq(20), 10}).ok());
+  ASSERT_TRUE(f.sched.Add({2, 0, 0, Seq(20), 10}).ok());
+  Step(f.sched);
+  Step(f.sched);
+  f.sched.Finish(1);
+  f.sched.Finish(2);
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok());
+  EXPECT_EQ(f.pool.num_free(), 32);
+}
+
+// Random arrivals, cancellations and a tiny pool that forces eviction and preemption, across
+// several namespaces; integrity after every step; everything returns at the end.
+TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    SchedulerConfig cfg = Cfg(/*budget=*/12 + static_cast<int32_t>(seed % 3) * 10,
+                              /*max_running=*/4 + static_cast<int32_t>(seed % 4), /*ctx=*/64);
+    Fixture f(/*blocks=*/20, cfg, /*prefix=*/seed % 3 != 0);
+    std::map<int64_t, int32_t> max_tokens;
+    int64_t next_id = 0, finished = 0;
+    for (int step = 0; step < 400; ++step) {
+      if (rng() % 3 == 0 && next_id < 120) {
+        const int32_t ns = static_cast<int32_t>(rng() % 3);
+        const int32_t len = 1 + static_cast<int32_t>(rng() % 30);
+        std::vector<int32_t> prompt = Seq(len, static_cast<int32_t>(rng() % 2) * 1000);
+        const int32_t mt = 1 + static_cast<int32_t>(rng() % 20);
+        ASSERT_TRUE(f.sched.Add({next_id, static_cast<uint64_t>(ns),
+                                 static_cast<int32_t>(rng() % 3), prompt, mt}).ok());
+        max_tokens[next_id++] = mt;
+      }
+      if (rng() % 10 == 0 && !max_tokens.empty()) {  // cancel a random live request
+        auto it = max_tokens.begin();
+        std::advance(it, rng() % max_tokens.size());
+        f.sched.Finish(it->first);
+        max_tokens.erase(it);
+      }
+      SchedulerOutput o = Step(f.sched, static_cast<int32_t>(rng() % 50));
+      for (const ScheduledSeq& q : o.seqs) {
+        if (q.sample && f.sched.num_output(q.id) >= max_tokens[q.id]) {
+          f.sched.Finish(q.id);
+          max_tokens.erase(q.id);
+          ++finished;
+        }
+      }
+      ASSERT_TRUE(f.sched.CheckIntegrity().ok()) << f.sched.CheckIntegrity().message();
+    }
+    for (auto& [id, mt] : max_tokens) f.sched.Finish(id);
+    ASSERT_TRUE(f.sched.CheckIntegrity().ok());
+    EXPECT_GT(finished, 20) << "seed " << seed;
+    const KvUsage u = f.sched.Usage();
+    EXPECT_EQ(u.request_blocks, 0);
+    EXPECT_EQ(u.free_blocks + u.cached_only_blocks, u.total_blocks);
+    EXPECT_GT(f.sched.counters().preemptions + f.sched.counters().evicted_blocks, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tarmac::sched
