@@ -158,6 +158,7 @@ struct PerplexityArgs {
   int chunks = -1;
   int threads = ThreadPool::DefaultThreads();
   bool mmap = false;
+  std::string kv_dtype = "f16";
 };
 
 // Perplexity over consecutive windows of ctx tokens; in each window the first half is
@@ -192,7 +193,8 @@ int RunPerplexity(const PerplexityArgs& a) {
     return 2;
   }
   ThreadPool pool(a.threads);
-  model::SequenceRunner runner(&m, ctx, &pool);
+  model::SequenceRunner runner(&m, ctx, &pool, /*max_chunk=*/512,
+                              a.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16);
   const int32_t V = m.config().n_vocab;
   double nll = 0, nll2 = 0;
   int64_t count = 0;
@@ -269,6 +271,8 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
     cmd->add_option("-c,--ctx", a->ctx, "window length (0: the model's context)")->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--chunks", a->chunks, "at most this many windows (-1: all)")->capture_default_str();
+    cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache element type")->capture_default_str()
+        ->check(CLI::IsMember({"f16", "int8"}));
     cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
     cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
     cmd->callback([a, run] { *run = [a] { return RunPerplexity(*a); }; });

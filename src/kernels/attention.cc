@@ -35,6 +35,21 @@ struct Scratch {
   std::vector<float> acc;    // [nq * group][head_dim]: running numerator
 };
 
+// dst[i] = src[i] * scale, int8 -> f32.
+void ConvertI8Scaled(const int8_t* HWY_RESTRICT src, float scale, float* HWY_RESTRICT dst,
+                     int64_t n) {
+  const DF df;
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Rebind<int32_t, DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto vs = hn::Set(df, scale);
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, src + i))), vs), df,
+               dst + i);
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]) * scale;
+}
+
 }  // namespace
 
 void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t n_heads,
@@ -72,8 +87,14 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int32_t block = block_table[b];
     const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - b * bs);
-    ConvertF16ToF32(kv.KRows(block, kv_head), s.tmp.data(), rows_b * hd);
-    ConvertF16ToF32(kv.VRows(block, kv_head), vt, rows_b * hd);
+    if (kv.is_int8()) {
+      const int64_t off = kv.RowOffset(block, kv_head);
+      ConvertI8Scaled(kv.k8 + off, kv.KScale(block, kv_head), s.tmp.data(), rows_b * hd);
+      ConvertI8Scaled(kv.v8 + off, kv.VScale(block, kv_head), vt, rows_b * hd);
+    } else {
+      ConvertF16ToF32(kv.KRows(block, kv_head), s.tmp.data(), rows_b * hd);
+      ConvertF16ToF32(kv.VRows(block, kv_head), vt, rows_b * hd);
+    }
     // Transpose K so one vector of scores (one lane per key) is a chain of FMAs over dims.
     for (int64_t j = 0; j < rows_b; ++j)
       for (int64_t d = 0; d < hd; ++d) kt[d * bs_pad + j] = s.tmp[j * hd + d];
@@ -161,18 +182,32 @@ void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t po
                                       scale, out, out_stride);
 }
 
+namespace {
+// Element d of row j (a position) of K (kv_index 0) or V (1), through the block table.
+double KvValue(const PagedKvView& kv, int kv_index, const int32_t* block_table, int64_t j,
+               int32_t head, int32_t d) {
+  const int32_t block = block_table[j / kv.block_size];
+  const int64_t idx = kv.RowOffset(block, head) + (j % kv.block_size) * kv.head_dim + d;
+  if (kv.is_int8()) {
+    const int8_t q = (kv_index == 0 ? kv.k8 : kv.v8)[idx];
+    return static_cast<double>(q) * (kv_index == 0 ? kv.KScale(block, head) : kv.VScale(block, head));
+  }
+  return F16ToF32((kv_index == 0 ? kv.k : kv.v)[idx]);
+}
+}  // namespace
+
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
                        const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
-  const int32_t hd = kv.head_dim, bs = kv.block_size;
+  const int32_t hd = kv.head_dim;
   const int32_t group = n_heads / kv.n_kv_heads;
   std::vector<double> s(n_ctx);
   for (int32_t h = 0; h < n_heads; ++h) {
     const int32_t kvh = h / group;
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < n_ctx; ++j) {
-      const uint16_t* k = kv.KRows(block_table[j / bs], kvh) + (j % bs) * hd;
       double d = 0;
-      for (int32_t i = 0; i < hd; ++i) d += static_cast<double>(q[h * hd + i]) * F16ToF32(k[i]);
+      for (int32_t i = 0; i < hd; ++i)
+        d += static_cast<double>(q[h * hd + i]) * KvValue(kv, 0, block_table, j, kvh, i);
       s[j] = scale * d;
       mx = std::max(mx, s[j]);
     }
@@ -180,10 +215,7 @@ void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
     for (int64_t j = 0; j < n_ctx; ++j) z += (s[j] = std::exp(s[j] - mx));
     for (int32_t i = 0; i < hd; ++i) {
       double acc = 0;
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        const uint16_t* v = kv.VRows(block_table[j / bs], kvh) + (j % bs) * hd;
-        acc += s[j] / z * F16ToF32(v[i]);
-      }
+      for (int64_t j = 0; j < n_ctx; ++j) acc += s[j] / z * KvValue(kv, 1, block_table, j, kvh, i);
       out[h * hd + i] = static_cast<float>(acc);
     }
   }

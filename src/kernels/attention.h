@@ -11,15 +11,31 @@
 
 namespace tarmac::kernels {
 
-// One layer's paged K/V memory, f16. For block b and KV head h, K rows are
+// One layer's paged K/V memory, f16 or int8. For block b and KV head h, K rows are
 //   k + (b * n_kv_heads + h) * block_size * head_dim   ([block_size][head_dim])
-// and the same for v.
+// and the same for v. int8 (k8/v8 set, k/v null): same layout in int8, and one f32 scale per
+// (block, head): value = q * k_scale[b * n_kv_heads + h].
 struct PagedKvView {
   const uint16_t* k = nullptr;
   const uint16_t* v = nullptr;
   int32_t n_kv_heads = 0;
   int32_t block_size = 0;
   int32_t head_dim = 0;
+  const int8_t* k8 = nullptr;
+  const int8_t* v8 = nullptr;
+  const float* k_scale = nullptr;  // [num_blocks][n_kv_heads]
+  const float* v_scale = nullptr;
+
+  bool is_int8() const { return k8 != nullptr; }
+  int64_t RowOffset(int32_t block, int32_t head) const {
+    return (static_cast<int64_t>(block) * n_kv_heads + head) * block_size * head_dim;
+  }
+  float KScale(int32_t block, int32_t head) const {
+    return k_scale[static_cast<int64_t>(block) * n_kv_heads + head];
+  }
+  float VScale(int32_t block, int32_t head) const {
+    return v_scale[static_cast<int64_t>(block) * n_kv_heads + head];
+  }
 
   const uint16_t* KRows(int32_t block, int32_t head) const {
     return k + (static_cast<int64_t>(block) * n_kv_heads + head) * block_size * head_dim;
@@ -42,7 +58,7 @@ void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t po
                         int64_t out_stride);
 
 // Reference for one query token (all heads) attending to [0, n_ctx): materialises all scores,
-// exact softmax in double. q, out: [n_heads][head_dim].
+// exact softmax in double. q, out: [n_heads][head_dim]. Reads f16 or int8 K/V.
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
                        const int32_t* block_table, int64_t n_ctx, float scale, float* out);
 

@@ -1,37 +1,100 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "base/check.h"
 #include "kernels/ops.h"
 
 namespace tarmac::model {
 
+const char* KvDtypeName(KvDtype d) { return d == KvDtype::kF16 ? "f16" : "int8"; }
+
 KvCache::KvCache(const KvShape& shape) : shape_(shape) {
   TARMAC_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0 &&
                shape.block_size > 0 && shape.num_blocks > 0);
-  data_.Resize(static_cast<size_t>(shape.BytesPerBlock()) * shape.num_blocks);
+  const int64_t elems = 2ll * shape.n_layers * shape.num_blocks * shape.n_kv_heads *
+                        shape.block_size * shape.head_dim;
+  if (shape.dtype == KvDtype::kF16) {
+    data_.Resize(static_cast<size_t>(elems) * 2);
+  } else {
+    data_.Resize(static_cast<size_t>(elems));
+    scales_.assign(2ull * shape.n_layers * shape.num_blocks * shape.n_kv_heads, 0.0f);
+  }
 }
 
-uint16_t* KvCache::Ptr(int kv, int32_t layer, int32_t block, int32_t head) {
+int64_t KvCache::Index(int kv, int32_t layer, int32_t block, int32_t head) const {
   TARMAC_DCHECK(layer >= 0 && layer < shape_.n_layers);
   TARMAC_DCHECK(block >= 0 && block < shape_.num_blocks);
   TARMAC_DCHECK(head >= 0 && head < shape_.n_kv_heads);
   const int64_t head_elems = static_cast<int64_t>(shape_.block_size) * shape_.head_dim;
-  const int64_t idx =
-      (((static_cast<int64_t>(kv) * shape_.n_layers + layer) * shape_.num_blocks + block) *
-           shape_.n_kv_heads + head) * head_elems;
-  return data_.as<uint16_t>() + idx;
+  return (((static_cast<int64_t>(kv) * shape_.n_layers + layer) * shape_.num_blocks + block) *
+              shape_.n_kv_heads + head) * head_elems;
+}
+
+uint16_t* KvCache::Ptr(int kv, int32_t layer, int32_t block, int32_t head) {
+  TARMAC_DCHECK(shape_.dtype == KvDtype::kF16);
+  return data_.as<uint16_t>() + Index(kv, layer, block, head);
+}
+
+kernels::PagedKvView KvCache::View(int32_t layer) const {
+  kernels::PagedKvView v;
+  v.n_kv_heads = shape_.n_kv_heads;
+  v.block_size = shape_.block_size;
+  v.head_dim = shape_.head_dim;
+  if (shape_.dtype == KvDtype::kF16) {
+    v.k = k(layer, 0, 0);
+    v.v = this->v(layer, 0, 0);
+  } else {
+    auto* base = const_cast<AlignedBuffer&>(data_).as<int8_t>();
+    v.k8 = base + Index(0, layer, 0, 0);
+    v.v8 = base + Index(1, layer, 0, 0);
+    const int64_t per_kv = static_cast<int64_t>(shape_.n_layers) * shape_.num_blocks * shape_.n_kv_heads;
+    const int64_t per_layer = static_cast<int64_t>(shape_.num_blocks) * shape_.n_kv_heads;
+    v.k_scale = scales_.data() + layer * per_layer;
+    v.v_scale = scales_.data() + per_kv + layer * per_layer;
+  }
+  return v;
+}
+
+void KvCache::WriteInt8Row(int kv, int32_t layer, int32_t block, int32_t head, int32_t off,
+                           const float* x) {
+  const int32_t hd = shape_.head_dim;
+  int8_t* rows = data_.as<int8_t>() + Index(kv, layer, block, head);
+  float& scale = scales_[((static_cast<int64_t>(kv) * shape_.n_layers + layer) * shape_.num_blocks +
+                          block) * shape_.n_kv_heads + head];
+  float amax = 0.0f;
+  for (int32_t d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(x[d]));
+  const float needed = amax / 127.0f;
+  if (off == 0) {
+    scale = needed;
+  } else if (needed > scale) {
+    // Requantize the rows already stored so the whole block shares the larger scale.
+    const float ratio = scale / needed;
+    for (int64_t i = 0; i < static_cast<int64_t>(off) * hd; ++i)
+      rows[i] = static_cast<int8_t>(std::lrint(rows[i] * ratio));
+    scale = needed;
+  }
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  int8_t* row = rows + static_cast<int64_t>(off) * hd;
+  for (int32_t d = 0; d < hd; ++d) {
+    const long q = std::lrint(x[d] * inv);
+    row[d] = static_cast<int8_t>(std::clamp<long>(q, -127, 127));
+  }
 }
 
 void KvCache::WriteToken(int32_t layer, int64_t slot, const float* k, const float* v) {
   const int32_t block = static_cast<int32_t>(slot / shape_.block_size);
   const int32_t off = static_cast<int32_t>(slot % shape_.block_size);
+  const int64_t hd = shape_.head_dim;
   for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
-    kernels::ConvertF32ToF16(k + static_cast<int64_t>(h) * shape_.head_dim,
-                             this->k(layer, block, h) + static_cast<int64_t>(off) * shape_.head_dim,
-                             shape_.head_dim);
-    kernels::ConvertF32ToF16(v + static_cast<int64_t>(h) * shape_.head_dim,
-                             this->v(layer, block, h) + static_cast<int64_t>(off) * shape_.head_dim,
-                             shape_.head_dim);
+    if (shape_.dtype == KvDtype::kInt8) {
+      WriteInt8Row(0, layer, block, h, off, k + h * hd);
+      WriteInt8Row(1, layer, block, h, off, v + h * hd);
+      continue;
+    }
+    kernels::ConvertF32ToF16(k + h * hd, this->k(layer, block, h) + off * hd, hd);
+    kernels::ConvertF32ToF16(v + h * hd, this->v(layer, block, h) + off * hd, hd);
   }
 }
 

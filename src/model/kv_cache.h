@@ -1,10 +1,16 @@
 // KvCache: the K and V memory of one model (the model defines its layout; block ids and their
 // lifecycle belong to kv::BlockPool), in fixed-size blocks addressed by block id
-// (ids come from a BlockPool). Element type f16 (int8 with per-block scales comes later).
+// (ids come from a BlockPool). Element type f16, or int8 with one f32 scale per (block, head)
+// for K and for V (half the memory).
 //
-// Layout per layer, per block, per KV head: [block_size][head_dim] f16 for K and for V, so
-// attention for one head streams contiguous rows block after block.
-//   k(layer, block, head) -> uint16_t[block_size * head_dim]
+// Layout per layer, per block, per KV head: [block_size][head_dim] elements for K and for V,
+// so attention for one head streams contiguous rows block after block.
+//   k(layer, block, head) -> uint16_t[block_size * head_dim]   (f16)
+//   k8(layer, block, head) -> int8_t[block_size * head_dim]    (int8)
+// int8 scales: a block's scale is set by its first row (offset 0, always the first written:
+// sequences fill blocks in order) as max|x| / 127, and grows when a later row has a larger
+// max|x|: the rows already stored are requantized to the new scale (double rounding, at most
+// one extra half step each time the scale grows).
 // Owns the memory (one allocation). Writes go through WriteToken; reads through the raw
 // pointers. Not thread-safe for writes to the same slot; distinct slots may be written from
 // different threads.
@@ -13,9 +19,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "tensor/aligned_buffer.h"
 
 namespace tarmac::model {
+
+enum class KvDtype { kF16, kInt8 };
+const char* KvDtypeName(KvDtype d);  // "f16", "int8"
 
 struct KvShape {
   int32_t n_layers = 0;
@@ -23,10 +33,13 @@ struct KvShape {
   int32_t head_dim = 0;
   int32_t block_size = 16;  // tokens per block
   int32_t num_blocks = 0;
+  KvDtype dtype = KvDtype::kF16;
 
-  // Bytes of K+V for one block across all layers.
+  // Bytes of K+V for one block across all layers (int8: elements plus the scales).
   int64_t BytesPerBlock() const {
-    return 2ll * n_layers * n_kv_heads * block_size * head_dim * 2 /* f16 */;
+    const int64_t rows = 2ll * n_layers * n_kv_heads;
+    return dtype == KvDtype::kF16 ? rows * block_size * head_dim * 2
+                                  : rows * (block_size * head_dim + 4);
   }
 };
 
@@ -37,7 +50,10 @@ class KvCache {
 
   const KvShape& shape() const { return shape_; }
 
-  // K/V of one (layer, block, kv head): block_size rows of head_dim f16 values.
+  // The view attention reads for one layer.
+  kernels::PagedKvView View(int32_t layer) const;
+
+  // f16 only. K/V of one (layer, block, kv head): block_size rows of head_dim f16 values.
   uint16_t* k(int32_t layer, int32_t block, int32_t head) { return Ptr(0, layer, block, head); }
   uint16_t* v(int32_t layer, int32_t block, int32_t head) { return Ptr(1, layer, block, head); }
   const uint16_t* k(int32_t layer, int32_t block, int32_t head) const {
@@ -48,13 +64,19 @@ class KvCache {
   }
 
   // Stores one token's K and V (each [n_kv_heads][head_dim] f32) at slot = block*bs + offset.
+  // int8: rows of one block must be written in offset order (offset 0 first) from one thread.
   void WriteToken(int32_t layer, int64_t slot, const float* k, const float* v);
 
  private:
   uint16_t* Ptr(int kv, int32_t layer, int32_t block, int32_t head);
+  int64_t Index(int kv, int32_t layer, int32_t block, int32_t head) const;  // element index
+  void WriteInt8Row(int kv, int32_t layer, int32_t block, int32_t head, int32_t off,
+                    const float* x);
 
   KvShape shape_;
-  AlignedBuffer data_;  // [2][n_layers][num_blocks][n_kv_heads][block_size][head_dim] f16
+  // [2][n_layers][num_blocks][n_kv_heads][block_size][head_dim], f16 or int8 elements
+  AlignedBuffer data_;
+  std::vector<float> scales_;  // int8: [2][n_layers][num_blocks][n_kv_heads]
 };
 
 }  // namespace tarmac::model

@@ -161,7 +161,6 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
     tiles_.push_back({t, e - t});
     t = e;
   }
-  const KvShape& ks = cache->shape();
 
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = layers_[il];
@@ -178,12 +177,7 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
       rope_.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.positions[t]);
       cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
     }
-    kernels::PagedKvView view;
-    view.k = cache->k(il, 0, 0);
-    view.v = cache->v(il, 0, 0);
-    view.n_kv_heads = ks.n_kv_heads;
-    view.block_size = ks.block_size;
-    view.head_dim = ks.head_dim;
+    const kernels::PagedKvView view = cache->View(il);
     // Work items: (query tile, KV head); each writes a disjoint slice of attn_.
     const int32_t n_kv = c.n_head_kv;
     const int64_t n_items = static_cast<int64_t>(tiles_.size()) * n_kv;

@@ -9,16 +9,16 @@ namespace tarmac::model {
 namespace {
 constexpr int32_t kBlockSize = 16;
 
-KvShape ShapeFor(const ModelConfig& c, int32_t context_len) {
+KvShape ShapeFor(const ModelConfig& c, int32_t context_len, KvDtype dtype) {
   return KvShape{c.n_layer, c.n_head_kv, c.head_dim, kBlockSize,
-                 (context_len + kBlockSize - 1) / kBlockSize};
+                 (context_len + kBlockSize - 1) / kBlockSize, dtype};
 }
 }  // namespace
 
 SequenceRunner::SequenceRunner(LlamaModel* model, int32_t context_len, ThreadPool* pool,
-                               int32_t max_chunk)
+                               int32_t max_chunk, KvDtype kv_dtype)
     : model_(model), pool_(pool), context_len_(context_len), max_chunk_(max_chunk),
-      cache_(ShapeFor(model->config(), context_len)) {
+      cache_(ShapeFor(model->config(), context_len, kv_dtype)) {
   TARMAC_CHECK(context_len >= 1 && max_chunk >= 1);
   batch_.block_tables.resize(1);
   batch_.block_tables[0].resize(cache_.shape().num_blocks);

@@ -20,7 +20,7 @@ class SequenceRunner {
  public:
   // Preconditions: context_len >= 1; max_chunk >= 1 (prefill batch size in tokens).
   SequenceRunner(LlamaModel* model, int32_t context_len, ThreadPool* pool,
-                 int32_t max_chunk = 512);
+                 int32_t max_chunk = 512, KvDtype kv_dtype = KvDtype::kF16);
 
   // Runs `tokens` after what is already in the cache, in chunks of at most max_chunk tokens.
   // logits: with all_logits, [tokens.size()][n_vocab]; otherwise the last token's [n_vocab].

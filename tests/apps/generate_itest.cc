@@ -90,6 +90,22 @@ TEST_F(GenerateCliTest, PerplexityOnWarAndPeaceMatchesValidationLoss) {
   EXPECT_LT(ppl, 60.0);
 }
 
+// int8 KV (per-block, per-head scales) costs at most 1% perplexity against f16 KV.
+TEST_F(GenerateCliTest, Int8KvPerplexityWithinOnePercentOfF16) {
+  const std::string corpus = testing::kSharedDir + "/data/war-and-peace.txt";
+  std::ifstream in(corpus, std::ios::binary);
+  if (!in) GTEST_SKIP() << corpus << " absent";
+  std::string text(120000, '\0');
+  in.read(text.data(), text.size());
+  const std::string path = Path("wp_slice_kv.txt");
+  std::ofstream(path, std::ios::binary) << text.substr(60000);
+  const double f16 = Perplexity(kWp11m, path, {"--chunks", "4", "--kv-dtype", "f16"});
+  const double i8 = Perplexity(kWp11m, path, {"--chunks", "4", "--kv-dtype", "int8"});
+  std::printf("wp-11m perplexity: f16 KV %.4f, int8 KV %.4f (%+.3f%%)\n", f16, i8,
+              100.0 * (i8 / f16 - 1.0));
+  EXPECT_LT(std::abs(i8 / f16 - 1.0), 0.01);
+}
+
 TEST_F(GenerateCliTest, BadInputExitsTwoWithAMessage) {
   const std::vector<std::vector<std::string>> bad = {
       {"generate", "-m", "/nonexistent.gguf", "-p", "x"},
