@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/dequant.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/quant_ref.h"
@@ -159,6 +160,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
   if (n_tokens == 0 || w.rows == 0) return;
   if (n_tokens == 1) return MatVec(w, x, y, pool);
+  // Q8_0 / Q4_0: int8 activations and integer dot products (matmul_int8.h).
+  if (IsInt8MatMulType(w.type)) return MatMulInt8(w, x, n_tokens, y, pool);
   if (w.cols == 0) {
     std::fill(y, y + n_tokens * w.rows, 0.0f);
     return;

@@ -7,6 +7,9 @@
 // broadcast-FMA over k (MR = 12 on AVX-512, 6 on AVX2), amortizing the dequantization over
 // all tokens.
 //
+// Q8_0 and Q4_0 weights with n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
+// activations per 32-block, integer dot products; its own, looser error bound).
+//
 // Owns nothing; pure function. Writes only y. Thread-safe per pool (one ParallelFor caller
 // at a time). Numerics: dequantized weights are exact (== DequantizeRowRef), products are
 // accumulated in f32 in k order, so |y - MatMulRef| <= ~K · 2^-24 · sum_k |w_k x_k| (in

@@ -6,15 +6,20 @@
 // classic bound K·2^-24 ≈ 2.6e-4 is never approached by random data (the observed error is
 // ~sqrt(K)·2^-24 ≈ 4e-6), and any misplaced element or tile edge bug is far above 1e-4.
 // n_tokens == 1 runs MatVec and is checked with its bound (testing::MatVecTolerance).
+// Q8_0 / Q4_0 with n_tokens >= 2 run MatMulInt8 (8-bit activations): checked with its bound,
+// 1.001 · sum_b (max_b|x| / 254) · sum_{k in b} |w_k| + 1e-4 · sum_k |w_k x_k| (matmul_int8.h;
+// matmul_int8_test.cc checks it bit for bit against its own reference).
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/quant_ref.h"
 
@@ -42,6 +47,18 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
       double tol;
       if (tokens == 1) {  // runs MatVec: its own (activation-quantization) bound
         tol = testing::MatVecTolerance(type, &wf[r * cols], &x[t * cols], cols);
+      } else if (IsInt8MatMulType(type)) {
+        double mag = 0, quant = 0;
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          double amax = 0, wsum = 0;
+          for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+            amax = std::max(amax, double(std::fabs(x[t * cols + k])));
+            wsum += std::fabs(wf[r * cols + k]);
+            mag += std::fabs(double(wf[r * cols + k]) * x[t * cols + k]);
+          }
+          quant += amax / 254.0 * wsum;
+        }
+        tol = 1.001 * quant + kRelTol * mag + 1e-30;
       } else {
         double mag = 0;
         for (int64_t k = 0; k < cols; ++k) mag += std::fabs(double(wf[r * cols + k]) * x[t * cols + k]);

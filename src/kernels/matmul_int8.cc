@@ -1,0 +1,522 @@
+// Int8 activation × Q8_0/Q4_0 weight GEMM (see matmul_int8.h for the scheme and numerics).
+// x86 paths use intrinsics in functions with target attributes, chosen at run time; the
+// scalar path is plain C++ and runs everywhere.
+
+#include "kernels/matmul_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "base/check.h"
+#include "hwy/targets.h"
+#include "tensor/aligned_buffer.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TARMAC_INT8_X86 1
+#include <immintrin.h>
+#define TARMAC_TARGET_VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#define TARMAC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+// GCC 12's reduce/convert intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports falsely.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#else
+#define TARMAC_INT8_X86 0
+#endif
+
+namespace tarmac::kernels {
+namespace {
+
+constexpr int64_t kQB = 32;          // activation / weight block
+constexpr int64_t kSlabRows = 16;    // rows per packed slab (one zmm of int32 lanes)
+constexpr int64_t kQuantBytes = 512; // [8 k-groups][16 rows][4 k] bytes per block
+constexpr int64_t kBlockBytes = kQuantBytes + kSlabRows * 4;  // + 16 f32 scales
+// K chunk in 32-blocks: a slab chunk is 16 × 576 = 9 KiB, an MR-token slice of x 6 × 512 B.
+constexpr int64_t kKCB = 16;
+// Below this block max|x| the block is treated as zero (1/d would overflow).
+constexpr float kTinyAmax = 0x1p-100f;
+
+int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : 8; }
+int64_t WeightBlockBytes(DType t) {
+  return t == DType::kQ8_0 ? int64_t{sizeof(BlockQ8_0)} : int64_t{sizeof(BlockQ4_0)};
+}
+
+// Quantized activations of all tokens: q [t][K], d and corr [t][K/32].
+struct Acts {
+  const int8_t* q;
+  const float* d;
+  const int32_t* corr;
+  int64_t K;
+  int64_t nb;
+};
+
+// Per-path micro-kernel over one panel (nv slabs) and m tokens:
+// c[t][0..16·nv) (+)= sum over blocks of the panel's chunk.
+using TileFn = void (*)(const uint8_t* wp, int64_t slab_stride, int64_t nbk, const int8_t* xq,
+                        int64_t ldx, const float* xd, const int32_t* xc, int64_t ldb, int offset,
+                        float* c, int64_t ldc, bool load_c);
+using QuantFn = void (*)(const float* x, int64_t n, int offset, int8_t* q, float* d,
+                         int32_t* corr);
+using PackFn = void (*)(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst);
+
+struct Path {
+  const char* name;
+  int mr;  // tokens per tile
+  int nv;  // slabs per tile
+  const TileFn* tiles;  // [mr], tiles[m - 1] for m tokens
+  QuantFn quant;
+  PackFn pack_full;  // full 16-row slab; nullptr: use the scalar packer
+};
+
+// ------------------------------------------------------------------------------------------
+// Scalar pieces (also the reference's building blocks).
+
+void QuantizeRowScalar(const float* x, int64_t n, int offset, int8_t* q, float* d,
+                       int32_t* corr) {
+  for (int64_t b = 0; b < n / kQB; ++b) {
+    const float* xb = x + b * kQB;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int k = 0; k < kQB; ++k) {
+      finite = finite && std::isfinite(xb[k]);
+      amax = std::max(amax, std::fabs(xb[k]));
+    }
+    int32_t sum = 0;
+    if (!finite) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::memset(q + b * kQB, 0, kQB);
+    } else if (amax < kTinyAmax) {
+      d[b] = 0.0f;
+      std::memset(q + b * kQB, 0, kQB);
+    } else {
+      const float db = amax / 127.0f;
+      const float id = 1.0f / db;
+      d[b] = db;
+      for (int k = 0; k < kQB; ++k) {
+        const float r = std::nearbyint(xb[k] * id);  // default rounding: to nearest even
+        const int v = static_cast<int>(std::clamp(r, -127.0f, 127.0f));
+        q[b * kQB + k] = static_cast<int8_t>(v);
+        sum += v;
+      }
+    }
+    corr[b] = -offset * sum;
+  }
+}
+
+// Decodes block b of a Q8_0/Q4_0 row to unsigned bytes u = w + offset, and its scale.
+inline float DecodeBlockU8(DType t, const uint8_t* row, int64_t b, uint8_t* u) {
+  if (t == DType::kQ8_0) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    for (int k = 0; k < kQB; ++k) u[k] = static_cast<uint8_t>(blk->qs[k]) ^ 0x80u;
+    return F16ToF32(blk->d);
+  }
+  const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+  for (int j = 0; j < kQB / 2; ++j) {
+    u[j] = blk->qs[j] & 15;
+    u[j + kQB / 2] = blk->qs[j] >> 4;
+  }
+  return F16ToF32(blk->d);
+}
+
+// Packs rows [r0, r0 + nrows) (nrows <= 16; missing rows zero with scale 0), blocks
+// [b0, b0 + nbk) into one slab.
+void PackSlabScalar(const MatrixView& w, int64_t r0, int64_t nrows, int64_t b0, int64_t nbk,
+                    uint8_t* dst) {
+  uint8_t u[kQB];
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* db = dst + b * kBlockBytes;
+    for (int64_t i = 0; i < kSlabRows; ++i) {
+      float s = 0.0f;
+      if (i < nrows) {
+        s = DecodeBlockU8(w.type, w.row(r0 + i), b0 + b, u);
+      } else {
+        std::memset(u, 0, sizeof(u));
+      }
+      for (int k = 0; k < kQB; ++k) db[(k / 4) * 64 + i * 4 + (k % 4)] = u[k];
+      std::memcpy(db + kQuantBytes + 4 * i, &s, 4);
+    }
+  }
+}
+
+void PackSlabFullScalar(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst) {
+  PackSlabScalar(w, r0, kSlabRows, b0, nbk, dst);
+}
+
+template <int M>
+void TileScalar(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk, const int8_t* xq,
+                int64_t ldx, const float* xd, const int32_t* xc, int64_t ldb, int /*offset*/,
+                float* c, int64_t ldc, bool load_c) {
+  for (int m = 0; m < M; ++m) {
+    for (int i = 0; i < kSlabRows; ++i) {
+      float acc = load_c ? c[m * ldc + i] : 0.0f;
+      for (int64_t b = 0; b < nbk; ++b) {
+        const uint8_t* wb = wp + b * kBlockBytes;
+        const int8_t* xb = xq + m * ldx + b * kQB;
+        int32_t isum = xc[m * ldb + b];
+        for (int k = 0; k < kQB; ++k) isum += int32_t{wb[(k / 4) * 64 + i * 4 + (k % 4)]} * xb[k];
+        float dw;
+        std::memcpy(&dw, wb + kQuantBytes + 4 * i, 4);
+        acc = std::fma(static_cast<float>(isum), dw * xd[m * ldb + b], acc);
+      }
+      c[m * ldc + i] = acc;
+    }
+  }
+}
+
+constexpr int kScalarMR = 4;
+constexpr TileFn kScalarTiles[kScalarMR] = {&TileScalar<1>, &TileScalar<2>, &TileScalar<3>,
+                                            &TileScalar<4>};
+constexpr Path kScalarPath{"scalar", kScalarMR, 1, kScalarTiles, &QuantizeRowScalar,
+                           &PackSlabFullScalar};
+
+#if TARMAC_INT8_X86
+// ------------------------------------------------------------------------------------------
+// AVX-512 VNNI.
+
+TARMAC_TARGET_VNNI void QuantizeRowAvx512(const float* x, int64_t n, int offset, int8_t* q,
+                                          float* d, int32_t* corr) {
+  for (int64_t b = 0; b < n / kQB; ++b) {
+    const __m512 a = _mm512_loadu_ps(x + b * kQB);
+    const __m512 c = _mm512_loadu_ps(x + b * kQB + 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
+    int32_t sum = 0;
+    if (nan != 0 || !(amax <= std::numeric_limits<float>::max())) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::memset(q + b * kQB, 0, kQB);
+    } else if (amax < kTinyAmax) {
+      d[b] = 0.0f;
+      std::memset(q + b * kQB, 0, kQB);
+    } else {
+      const float db = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(1.0f / db);
+      d[b] = db;
+      const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+      // cvtps rounds with MXCSR: to nearest even by default, as nearbyint in the scalar path.
+      const __m512i qa = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)), lo), hi);
+      const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(c, id)), lo), hi);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQB), _mm512_cvtepi32_epi8(qa));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQB + 16), _mm512_cvtepi32_epi8(qc));
+      sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qc));
+    }
+    corr[b] = -offset * sum;
+  }
+}
+
+// Full 16-row slab by gathers: one dword (4 consecutive k) from each of the 16 rows per
+// vector. Requires 15 · row_stride < 2^31 (checked by the caller).
+TARMAC_TARGET_VNNI void PackSlabAvx512(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk,
+                                       uint8_t* dst) {
+  const int32_t st = static_cast<int32_t>(w.row_stride);
+  const __m512i vidx = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(st));
+  const int64_t bb = WeightBlockBytes(w.type);
+  const uint8_t* base = w.row(r0) + b0 * bb;
+  const bool q8 = w.type == DType::kQ8_0;
+  const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
+  const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f);
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* blk = base + b * bb;
+    uint8_t* db = dst + b * kBlockBytes;
+    if (q8) {
+      for (int k4 = 0; k4 < 8; ++k4) {
+        const __m512i g = _mm512_i32gather_epi32(vidx, blk + 2 + 4 * k4, 1);
+        _mm512_store_si512(db + 64 * k4, _mm512_xor_si512(g, flip));
+      }
+    } else {
+      for (int j = 0; j < 4; ++j) {
+        const __m512i g = _mm512_i32gather_epi32(vidx, blk + 2 + 4 * j, 1);
+        _mm512_store_si512(db + 64 * j, _mm512_and_si512(g, low4));
+        _mm512_store_si512(db + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi32(g, 4), low4));
+      }
+    }
+    const __m512i s = _mm512_i32gather_epi32(vidx, blk, 1);
+    _mm512_store_ps(db + kQuantBytes, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s)));
+  }
+}
+
+constexpr int kVnniMR = 6;
+constexpr int kVnniNV = 2;
+
+template <int M>
+TARMAC_TARGET_VNNI void TileVnni(const uint8_t* wp, int64_t slab_stride, int64_t nbk,
+                                 const int8_t* xq, int64_t ldx, const float* xd,
+                                 const int32_t* xc, int64_t ldb, int /*offset*/, float* c,
+                                 int64_t ldc, bool load_c) {
+  constexpr int NV = kVnniNV;
+  __m512 acc[M][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      acc[m][v] = load_c ? _mm512_loadu_ps(c + m * ldc + 16 * v) : _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes;
+    const int8_t* xb = xq + b * kQB;
+    __m512i ia[M][NV];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512i ci = _mm512_set1_epi32(xc[m * ldb + b]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) ia[m][v] = ci;
+    }
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      __m512i wv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        wv[v] = _mm512_load_si512(wb + v * slab_stride + 64 * k4);
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        int32_t xi;
+        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+        const __m512i xv = _mm512_set1_epi32(xi);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) ia[m][v] = _mm512_dpbusd_epi32(ia[m][v], wv[v], xv);
+      }
+    }
+    __m512 dw[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      dw[v] = _mm512_load_ps(reinterpret_cast<const float*>(wb + v * slab_stride + kQuantBytes));
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512 dx = _mm512_set1_ps(xd[m * ldb + b]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        acc[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][v]), _mm512_mul_ps(dw[v], dx), acc[m][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + 16 * v, acc[m][v]);
+  }
+}
+
+constexpr TileFn kVnniTiles[kVnniMR] = {&TileVnni<1>, &TileVnni<2>, &TileVnni<3>,
+                                        &TileVnni<4>, &TileVnni<5>, &TileVnni<6>};
+constexpr Path kVnniPath{"avx512vnni", kVnniMR, kVnniNV, kVnniTiles, &QuantizeRowAvx512,
+                         &PackSlabAvx512};
+
+// ------------------------------------------------------------------------------------------
+// AVX2: one slab = 2 ymm of 8 rows; |w| · sign(x, w) through maddubs (exact, see header).
+
+template <int M>
+TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk,
+                                 const int8_t* xq, int64_t ldx, const float* xd,
+                                 const int32_t* /*xc*/, int64_t ldb, int offset, float* c,
+                                 int64_t ldc, bool load_c) {
+  __m256 acc[M][2];
+  for (int m = 0; m < M; ++m) {
+    for (int h = 0; h < 2; ++h)
+      acc[m][h] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes;
+    const int8_t* xb = xq + b * kQB;
+    __m256i ia[M][2];
+    for (int m = 0; m < M; ++m) ia[m][0] = ia[m][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ws = _mm256_sub_epi8(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32 * h)), off);
+        const __m256i wa = _mm256_abs_epi8(ws);
+        for (int m = 0; m < M; ++m) {
+          int32_t xi;
+          std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+          const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(xi), ws);
+          ia[m][h] = _mm256_add_epi32(ia[m][h], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), ones));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wb + kQuantBytes + 32 * h));
+      for (int m = 0; m < M; ++m) {
+        const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
+        acc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m][h]), _mm256_mul_ps(dw, dx), acc[m][h]);
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m) {
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m][h]);
+  }
+}
+
+constexpr int kAvx2MR = 2;
+constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1>, &TileAvx2<2>};
+constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, &QuantizeRowScalar,
+                         &PackSlabFullScalar};
+#endif  // TARMAC_INT8_X86
+
+const Path& SelectPath() {
+#if TARMAC_INT8_X86
+  static const bool cpu_vnni = __builtin_cpu_supports("avx512f") &&
+                               __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512vl") &&
+                               __builtin_cpu_supports("avx512dq") &&
+                               __builtin_cpu_supports("avx512vnni") &&
+                               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                               __builtin_cpu_supports("f16c");
+  const int64_t targets = hwy::SupportedTargets();
+  if (cpu_vnni && (targets & HWY_AVX3) != 0) return kVnniPath;
+  if (cpu_avx2 && (targets & (HWY_AVX2 | HWY_AVX3)) != 0) return kAvx2Path;
+#endif
+  return kScalarPath;
+}
+
+// y[t][r] for all tokens, rows [r0, r1).
+void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_t n_tokens,
+                    float* y, int64_t r0, int64_t r1) {
+  const int64_t NR = kSlabRows * path.nv;
+  const int64_t n_panels = (r1 - r0 + NR - 1) / NR;
+  const int64_t n_slabs = n_panels * path.nv;
+  const int64_t slab_stride = kKCB * kBlockBytes;
+  const int offset = WeightOffset(w.type);
+  thread_local AlignedBuffer scratch;
+  const size_t need = static_cast<size_t>(n_slabs * slab_stride);
+  if (scratch.size() < need) scratch.Resize(need);
+  uint8_t* packed = scratch.data();
+  const bool gather_ok = w.row_stride <= (int64_t{1} << 31) / 16;
+  alignas(64) float tmp[8 * 64];  // edge tile: up to 8 tokens × 64 rows
+  TARMAC_DCHECK(path.mr <= 8 && NR <= 64);
+  for (int64_t kb0 = 0; kb0 < a.nb; kb0 += kKCB) {
+    const int64_t nbk = std::min(kKCB, a.nb - kb0);
+    for (int64_t s = 0; s < n_slabs; ++s) {
+      const int64_t sr0 = r0 + s * kSlabRows;
+      const int64_t nrows = std::clamp<int64_t>(r1 - sr0, 0, kSlabRows);
+      uint8_t* dst = packed + s * slab_stride;
+      if (nrows == kSlabRows && gather_ok) {
+        path.pack_full(w, sr0, kb0, nbk, dst);
+      } else {
+        PackSlabScalar(w, sr0, nrows, kb0, nbk, dst);
+      }
+    }
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += path.mr) {
+      const int m = static_cast<int>(std::min<int64_t>(path.mr, n_tokens - t0));
+      const TileFn tile = path.tiles[m - 1];
+      const int8_t* xq = a.q + t0 * a.K + kb0 * kQB;
+      const float* xd = a.d + t0 * a.nb + kb0;
+      const int32_t* xc = a.corr + t0 * a.nb + kb0;
+      for (int64_t p = 0; p < n_panels; ++p) {
+        const int64_t pr0 = r0 + p * NR;
+        const int64_t valid = std::min(NR, r1 - pr0);
+        const uint8_t* wp = packed + p * path.nv * slab_stride;
+        float* c = y + t0 * w.rows + pr0;
+        if (valid == NR) {
+          tile(wp, slab_stride, nbk, xq, a.K, xd, xc, a.nb, offset, c, w.rows, kb0 > 0);
+        } else {
+          for (int i = 0; i < m; ++i) {
+            std::memset(tmp + i * NR, 0, NR * sizeof(float));
+            if (kb0 > 0) std::memcpy(tmp + i * NR, c + i * w.rows, valid * sizeof(float));
+          }
+          tile(wp, slab_stride, nbk, xq, a.K, xd, xc, a.nb, offset, tmp, NR, kb0 > 0);
+          for (int i = 0; i < m; ++i) std::memcpy(c + i * w.rows, tmp + i * NR, valid * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool IsInt8MatMulType(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0; }
+
+const char* Int8MatMulPath() { return SelectPath().name; }
+
+void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d) {
+  TARMAC_CHECK(n % kQB == 0);
+  std::vector<int32_t> corr(n / kQB);
+  QuantizeRowScalar(x, n, 0, q, d, corr.data());
+}
+
+void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  TARMAC_CHECK(IsInt8MatMulType(w.type));
+  TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0 && w.cols >= 0 && w.cols % kQB == 0);
+  TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
+  if (n_tokens == 0 || w.rows == 0) return;
+  if (w.cols == 0) {
+    std::fill(y, y + n_tokens * w.rows, 0.0f);
+    return;
+  }
+  const Path& path = SelectPath();
+  const int64_t K = w.cols, nb = K / kQB;
+  const int offset = WeightOffset(w.type);
+  const int threads = pool ? pool->num_threads() : 1;
+
+  // Quantized activations: one buffer per calling thread, reused across calls.
+  thread_local AlignedBuffer act_buf;
+  const int64_t q_bytes = (n_tokens * K + 63) / 64 * 64;
+  const size_t need = static_cast<size_t>(q_bytes + n_tokens * nb * 8);
+  if (act_buf.size() < need) act_buf.Resize(need);
+  auto* q = act_buf.as<int8_t>();
+  auto* d = reinterpret_cast<float*>(act_buf.data() + q_bytes);
+  auto* corr = reinterpret_cast<int32_t*>(d + n_tokens * nb);
+  auto quant = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t)
+      path.quant(x + t * K, K, offset, q + t * K, d + t * nb, corr + t * nb);
+  };
+  if (threads == 1 || n_tokens * K < 16384) {
+    quant(0, n_tokens, 0);
+  } else {
+    pool->ParallelFor(n_tokens, std::max<int64_t>(1, n_tokens / (4 * threads)), quant);
+  }
+  const Acts acts{q, d, corr, K, nb};
+
+  // Row blocks of up to 4 panels, fewer when that leaves under ~4 blocks per thread.
+  const int64_t nr = kSlabRows * path.nv;
+  const int64_t panels_per_block =
+      std::clamp<int64_t>((w.rows + nr * 4 * threads - 1) / (nr * 4 * threads), 1, 4);
+  const int64_t block = nr * panels_per_block;
+  const int64_t n_blocks = (w.rows + block - 1) / block;
+  auto run = [&](int64_t b0, int64_t b1, int) {
+    for (int64_t b = b0; b < b1; ++b)
+      MatMulRowsInt8(path, w, acts, n_tokens, y, b * block, std::min(w.rows, (b + 1) * block));
+  };
+  if (threads == 1 || n_blocks == 1) {
+    run(0, n_blocks, 0);
+  } else {
+    pool->ParallelFor(n_blocks, 1, run);
+  }
+}
+
+void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  TARMAC_CHECK(IsInt8MatMulType(w.type) && w.cols % kQB == 0);
+  const int64_t K = w.cols, nb = K / kQB;
+  std::vector<int8_t> q(n_tokens * K);
+  std::vector<float> d(n_tokens * nb);
+  for (int64_t t = 0; t < n_tokens; ++t) QuantizeActivationsQ8Ref(x + t * K, K, &q[t * K], &d[t * nb]);
+  const int offset = WeightOffset(w.type);
+  std::vector<int> wq(K);
+  std::vector<float> wd(nb);
+  uint8_t u[kQB];
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      wd[b] = DecodeBlockU8(w.type, w.row(r), b, u);
+      for (int k = 0; k < kQB; ++k) wq[b * kQB + k] = int{u[k]} - offset;
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t isum = 0;
+        for (int k = 0; k < kQB; ++k) isum += wq[b * kQB + k] * q[t * K + b * kQB + k];
+        acc = std::fma(static_cast<float>(isum), wd[b] * d[t * nb + b], acc);
+      }
+      y[t * w.rows + r] = acc;
+    }
+  }
+}
+
+}  // namespace tarmac::kernels

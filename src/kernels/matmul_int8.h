@@ -1,0 +1,61 @@
+// MatMulInt8: prefill GEMM for Q8_0 / Q4_0 weights with 8-bit activations and integer dot
+// products (the llama.cpp strategy: activations quantized per 32-element block, int32
+// products per block, f32 scaling per block).
+//
+// Structure: the activations are quantized once per call (threads split tokens): per token and
+// 32-element block b, d = max_b|x| / 127, q = round_to_nearest_even(x · (1/d)) in [-127, 127],
+// stored as int8 with d (f32) and corr = -o · sum_b q, where o is the weight offset below.
+// Threads split weight rows (ThreadPool::ParallelFor over row blocks). For each K chunk, a row
+// block's weights are packed once into "slabs" of 16 rows: per 32-block, 8 groups of
+// [16 rows][4 consecutive k] unsigned bytes (u = w + o: Q8_0 o = 128, Q4_0 o = 8, i.e. the raw
+// nibble) followed by the 16 f32 row scales; then a register-blocked micro-kernel runs MR
+// tokens × NR rows, reusing each loaded weight vector across MR tokens:
+//   AVX-512 VNNI: vpdpbusd (u8 weights × broadcast s8 activations) into int32 accumulators
+//                 started at corr (so the offset o cancels exactly), MR = 6, NR = 32;
+//   AVX2:         |w| · sign(x, w) by vpmaddubsw + vpmaddwd (no saturation: |w| <= 128,
+//                 |x| <= 127), MR = 2, NR = 16;
+//   scalar:       the same integers in plain C++.
+// Per block and output: acc = fma(float(isum), dw · dx, acc) in block order, in f32. isum is
+// exact and the f32 operations are the same on every path, so all paths (and thread counts,
+// and K chunking) give bit-identical results, equal to MatMulInt8Ref.
+//
+// Numerics against the exact product (MatMulRef: exact weights, f32 x, double accumulation):
+//   |y - y_exact| <= sum_b (max_b|x| / 254) · sum_{k in b} |w_k|     (activation rounding)
+//                  + ~K/32 · 2^-24 · sum_k |w_k x_k|                 (f32 over blocks)
+// i.e. the activation rounding error is at most half a quantization step of each block's x;
+// for typical LLM activations that is ~0.2-0.5% of sum_k |w_k x_k| per output, in the same
+// range as llama.cpp's Q8_0 activations (which also round d to f16; we keep d in f32).
+// Blocks with max|x| < 2^-100 are treated as zero. Non-finite x in a block gives NaN outputs.
+//
+// Owns nothing; pure functions. Thread-safe per pool (one ParallelFor caller at a time).
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+#include "tensor/view.h"
+
+namespace tarmac::kernels {
+
+// Weight types MatMulInt8 handles: Q8_0, Q4_0.
+bool IsInt8MatMulType(DType type);
+
+// x: [n_tokens][w.cols] f32, y: [n_tokens][w.rows] f32 (must not alias x). pool may be nullptr.
+// Preconditions: IsInt8MatMulType(w.type); n_tokens >= 0; w.cols % 32 == 0.
+void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// Scalar reference that quantizes the activations the same way and accumulates in the same
+// order: MatMulInt8 must match it bit for bit.
+void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
+
+// The activation quantization of one row of n floats (n % 32 == 0), as MatMulInt8 uses it:
+// q[n], d[n/32]. Exposed for tests.
+void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);
+
+// Which code path MatMulInt8 takes on this machine now: "avx512vnni", "avx2" or "scalar".
+// It follows the Highway targets allowed at the moment (hwy::SetSupportedTargetsForTest in
+// tests): AVX-512 VNNI needs HWY_AVX3 allowed and a VNNI CPU, AVX2 needs HWY_AVX2 (or AVX3).
+const char* Int8MatMulPath();
+
+}  // namespace tarmac::kernels

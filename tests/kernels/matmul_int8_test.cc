@@ -1,0 +1,197 @@
+// MatMulInt8 (int8 activations × Q8_0/Q4_0 weights, integer dot products) against
+//  (1) MatMulInt8Ref, the scalar reference that quantizes activations the same way and
+//      accumulates in the same order: results must be BIT-IDENTICAL, on every code path
+//      (AVX-512 VNNI, AVX2, scalar; forced through the Highway target mask), thread count,
+//      token count (1..40, across the 6-token / 2-token tiles), row count (across the 16/32-row
+//      tiles) and K (across the 512-element K chunks);
+//  (2) MatMulRef (exact weights, f32 activations, double accumulation) with the stated bound:
+//        |y - y_exact| <= 1.001 · sum_b (max_b|x| / 254) · sum_{k in b} |w_k|
+//                         + 2e-5 · sum_k |w_k x_k| + 1e-30
+//      (half a quantization step of each block's activations, plus f32 accumulation over at
+//      most 4096/32 blocks). The test also prints the largest observed error relative to
+//      sum_k |w_k x_k|.
+#include "kernels/matmul_int8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "tensor/quant_ref.h"
+
+namespace tarmac::kernels {
+namespace {
+
+using testing::RandomActivations;
+using testing::RandomMatrix;
+
+double Int8Tolerance(const float* w, const float* x, int64_t n, double* abs_dot_out) {
+  double abs_dot = 0, quant = 0;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    double amax = 0, wsum = 0;
+    for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+      amax = std::max(amax, static_cast<double>(std::fabs(x[k])));
+      wsum += std::fabs(w[k]);
+      abs_dot += std::fabs(static_cast<double>(w[k]) * x[k]);
+    }
+    quant += amax / 254.0 * wsum;
+  }
+  *abs_dot_out = abs_dot;
+  return 1.001 * quant + 2e-5 * abs_dot + 1e-30;
+}
+
+struct Stats {
+  double max_rel = 0;  // max |err| / sum |w x|
+};
+
+// Checks one case: bit-identical to MatMulInt8Ref and within the bound of MatMulRef.
+void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t stride,
+               std::mt19937& rng, ThreadPool* pool, bool check_exact, Stats* st) {
+  const auto m = RandomMatrix(type, rows, cols, stride, rng);
+  const auto x = RandomActivations(tokens * cols, rng);
+  const MatrixView w{type, m.data(), rows, cols, stride};
+  std::vector<float> ref(tokens * rows), got(tokens * rows, NAN);
+  MatMulInt8Ref(w, x.data(), tokens, ref.data());
+  MatMulInt8(w, x.data(), tokens, got.data(), pool);
+  for (int64_t i = 0; i < tokens * rows; ++i) {
+    ASSERT_EQ(got[i], ref[i]) << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                              << " tokens=" << tokens << " t=" << i / rows << " r=" << i % rows
+                              << " threads=" << (pool ? pool->num_threads() : 1)
+                              << " path=" << Int8MatMulPath();
+  }
+  if (!check_exact) return;
+  std::vector<float> exact(tokens * rows), wf(rows * cols);
+  MatMulRef(w, x.data(), tokens, exact.data());
+  for (int64_t r = 0; r < rows; ++r) DequantizeRowRef(type, w.row(r), &wf[r * cols], cols);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double abs_dot;
+      const double tol = Int8Tolerance(&wf[r * cols], &x[t * cols], cols, &abs_dot);
+      const double err = std::fabs(double(got[t * rows + r]) - exact[t * rows + r]);
+      if (abs_dot > 0) st->max_rel = std::max(st->max_rel, err / abs_dot);
+      ASSERT_LE(err, tol) << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                          << " tokens=" << tokens << " t=" << t << " r=" << r;
+    }
+  }
+}
+
+const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0};
+
+TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
+  std::mt19937 rng(11);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    SCOPED_TRACE(Int8MatMulPath());
+    int i = 0;
+    for (DType type : kTypes) {
+      for (int64_t cols : {32, 96, 512, 544, 1056}) {
+        for (int64_t rows : {1, 5, 16, 17, 31, 32, 33, 64, 100, 129}) {
+          for (int64_t tokens : {2, 3, 5, 6, 7, 12, 13, 40}) {
+            if (rows * cols * tokens > 2'000'000) continue;
+            const int64_t stride = RowBytes(type, cols) + (i % 3 == 0 ? 6 : 0);
+            Stats st;
+            CheckCase(type, rows, cols, tokens, stride, rng, pools[i % 3], /*check_exact=*/false,
+                      &st);
+            if (::testing::Test::HasFatalFailure()) return;
+            ++i;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(MatMulInt8Test, WithinStatedBoundOfExactProduct) {
+  std::mt19937 rng(12);
+  ThreadPool pool2(2);
+  for (DType type : kTypes) {
+    Stats st;
+    for (int64_t cols : {32, 256, 2048, 4096}) {
+      for (int64_t rows : {7, 48, 130}) {
+        for (int64_t tokens : {1, 2, 9, 33}) {
+          if (rows * cols * tokens > 4'000'000) continue;
+          CheckCase(type, rows, cols, tokens, RowBytes(type, cols), rng, &pool2, true, &st);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+    std::printf("%s (%s): max |err| / sum|w x| = %.3g\n", std::string(DTypeName(type)).c_str(), Int8MatMulPath(),
+                st.max_rel);
+  }
+}
+
+// The real shapes of a 1B model's projections (K up to 4k, rows up to 4k), few tokens.
+TEST(MatMulInt8Test, LargeShapes) {
+  std::mt19937 rng(13);
+  ThreadPool pool2(2);
+  for (DType type : kTypes) {
+    Stats st;
+    CheckCase(type, 4096, 1024, 3, RowBytes(type, 1024), rng, &pool2, false, &st);
+    CheckCase(type, 300, 4096, 17, RowBytes(type, 4096), rng, &pool2, true, &st);
+  }
+}
+
+// MatMul dispatches Q8_0/Q4_0 with >= 2 tokens here (and 1 token to MatVec).
+TEST(MatMulInt8Test, MatMulDispatches) {
+  std::mt19937 rng(14);
+  for (DType type : kTypes) {
+    const auto m = RandomMatrix(type, 40, 256, RowBytes(type, 256), rng);
+    const auto x = RandomActivations(5 * 256, rng);
+    const MatrixView w{type, m.data(), 40, 256, RowBytes(type, 256)};
+    std::vector<float> a(5 * 40), b(5 * 40);
+    MatMul(w, x.data(), 5, a.data(), nullptr);
+    MatMulInt8Ref(w, x.data(), 5, b.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << DTypeName(type);
+  }
+}
+
+TEST(MatMulInt8Test, ActivationQuantization) {
+  std::mt19937 rng(15);
+  const auto x = RandomActivations(32 * 200, rng);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> d(x.size() / 32);
+  QuantizeActivationsQ8Ref(x.data(), x.size(), q.data(), d.data());
+  for (size_t b = 0; b < d.size(); ++b) {
+    int qmax = 0;
+    for (size_t k = 32 * b; k < 32 * b + 32; ++k) {
+      qmax = std::max(qmax, std::abs(int{q[k]}));
+      EXPECT_LE(std::fabs(x[k] - d[b] * q[k]), d[b] * (0.5 + 1e-4)) << k;
+    }
+    EXPECT_EQ(qmax, 127) << b;
+  }
+  // Zero and non-finite blocks.
+  std::vector<float> z(64, 0.0f);
+  z[40] = INFINITY;
+  QuantizeActivationsQ8Ref(z.data(), 64, q.data(), d.data());
+  EXPECT_EQ(d[0], 0.0f);
+  EXPECT_TRUE(std::isnan(d[1]));
+}
+
+TEST(MatMulInt8Test, NonFiniteActivationsGiveNaN) {
+  std::mt19937 rng(16);
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    const auto m = RandomMatrix(DType::kQ8_0, 20, 64, RowBytes(DType::kQ8_0, 64), rng);
+    auto x = RandomActivations(3 * 64, rng);
+    x[64 + 33] = NAN;  // token 1, block 1
+    const MatrixView w{DType::kQ8_0, m.data(), 20, 64, RowBytes(DType::kQ8_0, 64)};
+    std::vector<float> y(3 * 20);
+    MatMulInt8(w, x.data(), 3, y.data(), nullptr);
+    for (int r = 0; r < 20; ++r) {
+      EXPECT_TRUE(std::isfinite(y[r]));
+      EXPECT_TRUE(std::isnan(y[20 + r]));
+      EXPECT_TRUE(std::isfinite(y[40 + r]));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace tarmac::kernels
