@@ -48,6 +48,8 @@ struct Scheduler::Req {
   prefix::PrefixMatch lock;       // cached path this request keeps locked
   bool locked = false;
   int32_t cached_blocks = 0;      // leading blocks already inserted into the tree
+  bool admitted_once = false;
+  int32_t first_hit_tokens = 0;   // prefix-cache hit at the first admission
   RequestState state = RequestState::kWaiting;
 };
 
@@ -94,6 +96,12 @@ int32_t Scheduler::num_output(int64_t id) const {
   auto it = reqs_.find(id);
   TARMAC_CHECK(it != reqs_.end());
   return static_cast<int32_t>(it->second->tokens.size()) - it->second->prompt_len;
+}
+
+int32_t Scheduler::prefix_hit_tokens(int64_t id) const {
+  auto it = reqs_.find(id);
+  TARMAC_CHECK(it != reqs_.end());
+  return it->second->first_hit_tokens;
 }
 
 bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
@@ -223,6 +231,8 @@ SchedulerOutput Scheduler::Schedule() {
     }
     counters_.prefix_queried_tokens += static_cast<int64_t>(r->tokens.size());
     if (hit) counters_.prefix_hit_tokens += r->computed;
+    if (!r->admitted_once) r->first_hit_tokens = r->computed;
+    r->admitted_once = true;
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
     running_.push_back(r);
     r->state = RequestState::kRunning;

@@ -123,6 +123,8 @@ class Scheduler {
   bool Has(int64_t id) const { return reqs_.count(id) != 0; }
   RequestState state(int64_t id) const;
   int32_t num_output(int64_t id) const;
+  // Prompt tokens found in the prefix cache when the request was first admitted.
+  int32_t prefix_hit_tokens(int64_t id) const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const SchedulerConfig& config() const { return config_; }

@@ -1,0 +1,248 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "base/clock.h"
+#include "kv/kv_budget.h"
+
+namespace tarmac::engine {
+namespace {
+
+Result<EngineConfig> Resolve(const model::ModelConfig& mc, EngineConfig c) {
+  if (c.block_size < 1 || c.block_size > 1024)
+    return InvalidArgument("block size must be in [1, 1024], got {}", c.block_size);
+  if (c.max_batched_tokens < 1)
+    return InvalidArgument("max batched tokens must be >= 1, got {}", c.max_batched_tokens);
+  if (c.max_running < 1) return InvalidArgument("max running requests must be >= 1, got {}", c.max_running);
+  if (c.threads < 1) return InvalidArgument("threads must be >= 1, got {}", c.threads);
+  if (c.kv_blocks < 0 || c.kv_memory_bytes < 0) return InvalidArgument("KV memory must be >= 0");
+  if (c.max_context == 0) c.max_context = mc.n_ctx_train;
+  if (c.max_context < 1 || c.max_context > mc.n_ctx_train) {
+    return InvalidArgument("context {} is outside [1, {}] (the model's training context)",
+                           c.max_context, mc.n_ctx_train);
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
+                                                       const tok::Tokenizer* tokenizer,
+                                                       const EngineConfig& config) {
+  TARMAC_CHECK(model != nullptr);
+  const model::ModelConfig& mc = model->config();
+  TARMAC_ASSIGN_OR_RETURN(EngineConfig c, Resolve(mc, config));
+  model::KvShape shape{mc.n_layer, mc.n_head_kv, mc.head_dim, c.block_size, 0, c.kv_dtype};
+  const int64_t bpb = shape.BytesPerBlock();
+  if (c.kv_blocks > 0) {
+    shape.num_blocks = c.kv_blocks;
+  } else if (c.kv_memory_bytes > 0) {
+    TARMAC_ASSIGN_OR_RETURN(shape.num_blocks, kv::BlocksForBytes(c.kv_memory_bytes, bpb));
+  } else {
+    const int64_t per_seq = (c.max_context + c.block_size - 1) / c.block_size;
+    int64_t want = per_seq * c.max_running;
+    auto avail = kv::AvailableMemoryBytes();
+    if (avail.ok()) want = std::min<int64_t>(want, std::max<int64_t>(per_seq, *avail / 2 / bpb));
+    shape.num_blocks = static_cast<int32_t>(std::min<int64_t>(want, 1 << 30));
+  }
+  c.kv_blocks = shape.num_blocks;
+  c.kv_memory_bytes = bpb * shape.num_blocks;
+  return std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
+}
+
+EngineCore::EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer,
+                       const EngineConfig& config, const model::KvShape& shape)
+    : model_(model), tok_(tokenizer), config_(config), pool_threads_(config.threads),
+      cache_(shape) {
+  pool_ = std::make_unique<kv::BlockPool>(shape.num_blocks);
+  if (config_.prefix_cache) tree_ = std::make_unique<prefix::RadixTree>(pool_.get(), config_.block_size);
+  sched::SchedulerConfig sc;
+  sc.block_size = config_.block_size;
+  sc.max_batched_tokens = config_.max_batched_tokens;
+  sc.max_running = config_.max_running;
+  sc.max_context = config_.max_context;
+  sched_ = std::make_unique<sched::Scheduler>(sc, pool_.get(), tree_.get());
+}
+
+EngineCore::~EngineCore() {
+  sched_.reset();  // releases request blocks before the tree and pool go
+  tree_.reset();
+}
+
+int64_t EngineCore::kv_bytes() const {
+  return cache_.shape().BytesPerBlock() * cache_.shape().num_blocks;
+}
+
+Status EngineCore::Validate(const EngineRequest& r) const {
+  const int32_t n_vocab = model_->config().n_vocab;
+  if (r.max_tokens < 1) return InvalidArgument("max_tokens must be >= 1, got {}", r.max_tokens);
+  for (size_t i = 0; i < r.prompt.size(); ++i) {
+    if (r.prompt[i] < 0 || r.prompt[i] >= n_vocab)
+      return InvalidArgument("prompt token {} at index {} is outside the vocabulary of {}",
+                             r.prompt[i], i, n_vocab);
+  }
+  for (int32_t t : r.stop_token_ids) {
+    if (t < 0 || t >= n_vocab)
+      return InvalidArgument("stop token {} is outside the vocabulary of {}", t, n_vocab);
+  }
+  if (!r.stop.empty() && tok_ == nullptr)
+    return InvalidArgument("stop strings need a tokenizer (this engine has none)");
+  TARMAC_RETURN_IF_ERROR(r.sampling.Validate(n_vocab));
+  return sched::CheckAdmission(sched_->config(), pool_->num_blocks(),
+                               static_cast<int64_t>(r.prompt.size()), r.max_tokens);
+}
+
+void EngineCore::Add(int64_t id, EngineRequest r, std::shared_ptr<RequestStream> stream) {
+  Live live;
+  live.submit_s = NowSeconds();
+  live.sampler = std::make_unique<sampling::Sampler>(r.sampling, model_->config().n_vocab);
+  live.sampler->AddPrompt(r.prompt);
+  if (tok_ != nullptr) {
+    live.detok = std::make_unique<tok::StreamDetokenizer>(tok_);
+    live.stop = std::make_unique<StopMatcher>(r.stop);
+  }
+  live.metrics.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+  live.stream = std::move(stream);
+  Status st = sched_->Add({id, r.ns, r.priority, r.prompt, r.max_tokens});
+  TARMAC_CHECK(st.ok());  // Validate() ran first
+  live.req = std::move(r);
+  reqs_.emplace(id, std::move(live));
+}
+
+void EngineCore::FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error) {
+  auto it = reqs_.find(id);
+  TARMAC_CHECK(it != reqs_.end());
+  Live& L = it->second;
+  const double now = NowSeconds();
+  if (sched_->Has(id)) L.metrics.cached_prompt_tokens = sched_->prefix_hit_tokens(id);
+  sched_->Finish(id);
+  L.metrics.e2e_s = now - L.submit_s;
+  L.metrics.queue_s = (L.first_sched_s > 0 ? L.first_sched_s : now) - L.submit_s;
+  ev.finish = reason;
+  ev.error = error;
+  ev.metrics = std::move(L.metrics);
+  if (reason == FinishReason::kCancelled || reason == FinishReason::kError) {
+    ++stats_.requests_cancelled;
+  } else {
+    ++stats_.requests_finished;
+  }
+  stats_.prompt_tokens += ev.metrics.prompt_tokens;
+  std::shared_ptr<RequestStream> stream = std::move(L.stream);
+  reqs_.erase(it);
+  stream->Push(std::move(ev));
+}
+
+void EngineCore::Cancel(int64_t id) {
+  if (reqs_.count(id) == 0) return;
+  FinishRequest(id, FinishReason::kCancelled, TokenEvent{}, Status::Ok());
+}
+
+void EngineCore::AbortAll(const Status& error) {
+  std::vector<int64_t> ids;
+  for (const auto& [id, l] : reqs_) ids.push_back(id);
+  for (int64_t id : ids) FinishRequest(id, FinishReason::kError, TokenEvent{}, error);
+}
+
+void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
+  Live& L = reqs_.at(id);
+  sampling::SampleResult r = L.sampler->Sample(logits);
+  L.sampler->Accept(r.id);
+  sched_->AppendToken(id, r.id);
+  ++stats_.generation_tokens;
+  RequestMetrics& m = L.metrics;
+  if (m.output_tokens == 0) {
+    L.first_token_s = now;
+    m.ttft_s = now - L.submit_s;
+  } else {
+    m.itl_s.push_back(now - L.last_token_s);
+  }
+  L.last_token_s = now;
+  ++m.output_tokens;
+
+  TokenEvent ev;
+  ev.token = r.id;
+  ev.logprob = r.logprob;
+  ev.top = std::move(r.top);
+  FinishReason fin = FinishReason::kNone;
+  const bool stop_token =
+      std::find(L.req.stop_token_ids.begin(), L.req.stop_token_ids.end(), r.id) !=
+          L.req.stop_token_ids.end() ||
+      (!L.req.ignore_eos && tok_ != nullptr && tok_->IsEndOfGeneration(r.id));
+  bool stopped_by_string = false;
+  if (stop_token) {
+    fin = FinishReason::kStop;  // the stop token's own text is not part of the output
+  } else if (tok_ != nullptr) {
+    ev.text = L.stop->Push(L.detok->Push(r.id), &stopped_by_string);
+    if (stopped_by_string) fin = FinishReason::kStop;
+  }
+  if (fin == FinishReason::kNone && m.output_tokens >= L.req.max_tokens) fin = FinishReason::kLength;
+  if (fin == FinishReason::kNone) {
+    L.stream->Push(std::move(ev));
+    return;
+  }
+  if (tok_ != nullptr && !stopped_by_string) {
+    bool stopped = false;
+    ev.text += L.stop->Push(L.detok->Finish(), &stopped);
+    if (!stopped) ev.text += L.stop->Flush();
+  }
+  FinishRequest(id, fin, std::move(ev), Status::Ok());
+}
+
+bool EngineCore::Step() {
+  const double t0 = NowSeconds();
+  sched::SchedulerOutput out = sched_->Schedule();
+  for (int64_t id : out.preempted) ++reqs_.at(id).metrics.preemptions;
+  stats_.max_concurrent_running = std::max(stats_.max_concurrent_running, sched_->num_running());
+  if (out.empty()) return false;
+  const int32_t bs = config_.block_size;
+  batch_.Clear();
+  batch_.block_tables.resize(out.seqs.size());
+  StepStats step;
+  step.batch_size = static_cast<int32_t>(out.seqs.size());
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
+    Live& L = reqs_.at(s.id);
+    if (L.first_sched_s == 0) L.first_sched_s = t0;
+    batch_.block_tables[i] = *s.block_table;
+    const std::vector<int32_t>& table = batch_.block_tables[i];
+    for (int32_t t = 0; t < s.num_tokens; ++t) {
+      const int32_t pos = s.start + t;
+      batch_.tokens.push_back((*s.tokens)[pos]);
+      batch_.positions.push_back(pos);
+      batch_.seq.push_back(static_cast<int32_t>(i));
+      batch_.slots.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+    }
+    if (s.sample) batch_.logits_for.push_back(batch_.n_tokens() - 1);
+    if (s.num_tokens == 1 && s.sample && s.start >= L.metrics.prompt_tokens) {
+      ++step.decode_tokens;
+    } else {
+      step.prefill_tokens += s.num_tokens;
+    }
+  }
+  model_->Forward(batch_, &cache_, &pool_threads_, &logits_);
+  sched_->Commit(out);
+  const int32_t V = model_->config().n_vocab;
+  const double now = NowSeconds();
+  size_t k = 0;
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    if (!s.sample) continue;
+    Sample(s.id, std::span<float>(logits_.data() + k * V, static_cast<size_t>(V)), now);
+    ++k;
+  }
+  step.seconds = NowSeconds() - t0;
+  ++stats_.steps;
+  stats_.last_step = step;
+  return true;
+}
+
+EngineStats EngineCore::Stats() const {
+  EngineStats s = stats_;
+  s.num_running = sched_->num_running();
+  s.num_waiting = sched_->num_waiting();
+  s.kv = sched_->Usage();
+  s.sched = sched_->counters();
+  return s;
+}
+
+}  // namespace tarmac::engine

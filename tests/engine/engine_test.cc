@@ -1,0 +1,335 @@
+// EngineCore / EngineClient on the real wp models: batched, chunked, paged, prefix-cached and
+// preempted runs give the same greedy tokens as each request run alone.
+#include "engine/engine_client.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "common/test_util.h"
+#include "tokenizer/vocab_gguf.h"
+
+namespace tarmac::engine {
+namespace {
+
+const std::string kWp1m = TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf";
+
+struct Loaded {
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<tok::Tokenizer> tok;
+};
+
+Loaded& Get(const std::string& path) {
+  static std::map<std::string, Loaded> cache;
+  auto it = cache.find(path);
+  if (it != cache.end()) return it->second;
+  Loaded l;
+  l.model = std::move(model::LlamaModel::Load(path).value());
+  l.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(l.model->file()).value()).value());
+  return cache.emplace(path, std::move(l)).first->second;
+}
+
+EngineRequest Greedy(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t ns = 0) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.ns = ns;
+  return r;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  TokenEvent last;
+};
+
+Outcome Drain(RequestStream& s) {
+  Outcome o;
+  TokenEvent ev;
+  while (true) {
+    EXPECT_TRUE(s.Next(&ev, std::chrono::seconds(120))) << "stream stalled";
+    if (ev.token >= 0) o.tokens.push_back(ev.token);
+    o.text += ev.text;
+    if (ev.last()) break;
+  }
+  o.last = std::move(ev);
+  return o;
+}
+
+// Drives a core to completion, checking integrity after every step.
+void RunToEnd(EngineCore& core) {
+  for (int guard = 0; !core.idle() && guard < 100000; ++guard) {
+    core.Step();
+    ASSERT_TRUE(core.CheckIntegrity().ok()) << core.CheckIntegrity().message();
+  }
+  ASSERT_TRUE(core.idle());
+}
+
+std::vector<int32_t> RunAlone(Loaded& m, const EngineRequest& r) {
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  cfg.prefix_cache = false;
+  auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
+  auto stream = std::make_shared<RequestStream>(1);
+  core->Add(1, r, stream);
+  RunToEnd(*core);
+  return Drain(*stream).tokens;
+}
+
+// Prompts of mixed lengths; some share a long start so the prefix cache has work.
+std::vector<std::vector<int32_t>> Prompts(const tok::Tokenizer& t) {
+  const std::string shared =
+      "Well, Prince, so Genoa and Lucca are now just family estates of the Buonapartes. But I "
+      "warn you, if you don't tell me that this means war, if you still try to defend the "
+      "infamies and horrors perpetrated by that Antichrist, I really believe he is Antichrist.";
+  const std::vector<std::string> texts = {
+      shared + " And what",
+      "It was in July, 1805,",
+      shared + " Anna Pavlovna had had a cough for some days. She was, as she said,",
+      "Pierre",
+      shared + " I will have nothing more to do with you and you are no longer my friend, no "
+               "longer my faithful slave, as you call yourself! But how do you do?",
+      "The prince answered nothing, but she looked at him significantly, awaiting a reply.",
+  };
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& s : texts) out.push_back(t.Encode(s));
+  return out;
+}
+
+class EngineTest : public ::testing::TestWithParam<std::tuple<bool, int>> {};
+
+// N concurrent requests, chunked prefill (budget below the longest prompt), prefix cache on and
+// off, and a pool too small for all of them at once (forces preemption in one variant).
+TEST_P(EngineTest, ConcurrentMatchesAlone) {
+  const auto [prefix_cache, kv_blocks] = GetParam();
+  Loaded& m = Get(testing::kWp11m);
+  const auto prompts = Prompts(*m.tok);
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(RunAlone(m, Greedy(p, 24)));
+
+  EngineConfig cfg;
+  cfg.kv_blocks = kv_blocks;
+  cfg.prefix_cache = prefix_cache;
+  cfg.max_batched_tokens = 40;
+  auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    streams.push_back(std::make_shared<RequestStream>(i));
+    core->Add(static_cast<int64_t>(i), Greedy(prompts[i], 24), streams.back());
+    if (i == 2) {  // later arrivals join while the first ones decode
+      for (int s = 0; s < 3; ++s) core->Step();
+    }
+  }
+  RunToEnd(*core);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Outcome o = Drain(*streams[i]);
+    EXPECT_EQ(o.tokens, alone[i]) << "request " << i;
+    EXPECT_EQ(o.last.finish, FinishReason::kLength);
+    EXPECT_EQ(o.last.metrics.output_tokens, 24);
+  }
+  const EngineStats st = core->Stats();
+  if (prefix_cache) {
+    EXPECT_GT(st.sched.prefix_hit_tokens, 0);
+  } else {
+    EXPECT_EQ(st.sched.prefix_hit_tokens, 0);
+  }
+  if (kv_blocks < 20) {
+    EXPECT_GT(st.sched.preemptions, 0);
+  }
+  EXPECT_EQ(st.kv.request_blocks, 0);
+  EXPECT_EQ(st.kv.free_blocks + st.kv.cached_only_blocks, st.kv.total_blocks);
+}
+
+INSTANTIATE_TEST_SUITE_P(PrefixAndPool, EngineTest,
+                         ::testing::Values(std::make_tuple(true, 256), std::make_tuple(false, 256),
+                                           std::make_tuple(true, 14), std::make_tuple(false, 14)));
+
+TEST(EngineCoreTest, NoPrefixHitAcrossNamespaces) {
+  Loaded& m = Get(testing::kWp11m);
+  EngineConfig cfg;
+  cfg.kv_blocks = 128;
+  auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
+  const auto prompt = Prompts(*m.tok)[4];
+  auto run = [&](uint64_t ns) {
+    auto s = std::make_shared<RequestStream>(0);
+    static int64_t id = 100;
+    core->Add(id++, Greedy(prompt, 4, ns), s);
+    RunToEnd(*core);
+    return Drain(*s);
+  };
+  const Outcome a = run(/*ns=*/1);
+  EXPECT_EQ(a.last.metrics.cached_prompt_tokens, 0);
+  const Outcome b = run(/*ns=*/2);  // identical prompt, other tenant
+  EXPECT_EQ(b.last.metrics.cached_prompt_tokens, 0);
+  const Outcome c = run(/*ns=*/1);
+  EXPECT_EQ(c.last.metrics.cached_prompt_tokens,
+            (static_cast<int32_t>(prompt.size()) - 1) / 16 * 16);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.tokens, c.tokens);
+}
+
+// Arrivals, cancellations and a tiny pool forcing eviction and preemption, several
+// namespaces; integrity after every step; completed requests match their solo runs.
+TEST(EngineCoreTest, RandomisedWorkloadWithTinyPool) {
+  Loaded& m = Get(kWp1m);
+  std::mt19937_64 rng(7);
+  const auto base = Prompts(*m.tok);
+  EngineConfig cfg;
+  cfg.kv_blocks = 24;
+  cfg.block_size = 8;
+  cfg.max_batched_tokens = 24;
+  cfg.max_running = 6;
+  auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
+  std::map<int64_t, std::pair<EngineRequest, std::shared_ptr<RequestStream>>> live;
+  std::vector<std::pair<EngineRequest, Outcome>> done;
+  int64_t next = 0;
+  int cancelled = 0;
+  for (int step = 0; step < 600 && (next < 40 || !core->idle()); ++step) {
+    if (next < 40 && rng() % 2 == 0) {
+      auto p = base[rng() % base.size()];
+      p.resize(1 + rng() % p.size());
+      EngineRequest r = Greedy(p, 1 + static_cast<int32_t>(rng() % 24), rng() % 3);
+      r.priority = static_cast<int32_t>(rng() % 2);
+      ASSERT_TRUE(core->Validate(r).ok()) << core->Validate(r).message();
+      auto s = std::make_shared<RequestStream>(next);
+      core->Add(next, r, s);
+      live[next++] = {r, s};
+    }
+    if (rng() % 15 == 0 && !live.empty()) {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      core->Cancel(it->first);
+      Outcome o = Drain(*it->second.second);
+      EXPECT_EQ(o.last.finish, FinishReason::kCancelled);
+      live.erase(it);
+      ++cancelled;
+    }
+    core->Step();
+    ASSERT_TRUE(core->CheckIntegrity().ok()) << core->CheckIntegrity().message();
+    for (auto it = live.begin(); it != live.end();) {
+      if (it->second.second->done()) {
+        done.push_back({it->second.first, Drain(*it->second.second)});
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  ASSERT_TRUE(core->idle());
+  const EngineStats st = core->Stats();
+  EXPECT_EQ(st.kv.request_blocks, 0);
+  EXPECT_EQ(st.kv.free_blocks + st.kv.cached_only_blocks, st.kv.total_blocks);
+  EXPECT_GT(st.sched.preemptions + st.sched.evicted_blocks, 0);
+  EXPECT_GT(done.size(), 20u);
+  for (auto& [req, out] : done) EXPECT_EQ(out.tokens, RunAlone(m, req));
+  std::printf("finished %zu, cancelled %d, preemptions %lld, evicted blocks %lld\n", done.size(),
+              cancelled, static_cast<long long>(st.sched.preemptions),
+              static_cast<long long>(st.sched.evicted_blocks));
+}
+
+TEST(EngineClientTest, StreamsCancelsAndRejects) {
+  Loaded& m = Get(testing::kWp11m);
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  cfg.threads = 2;
+  auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
+  client->set_check_integrity(true);
+  const auto prompts = Prompts(*m.tok);
+
+  // Same as alone, through the thread.
+  auto s = client->Submit(Greedy(prompts[1], 12));
+  ASSERT_TRUE(s.ok());
+  Outcome o = Drain(**s);
+  EXPECT_EQ(o.tokens, RunAlone(m, Greedy(prompts[1], 12)));
+  EXPECT_EQ(o.text, m.tok->Decode(o.tokens));
+  EXPECT_GT(o.last.metrics.ttft_s, 0.0);
+  EXPECT_EQ(o.last.metrics.itl_s.size(), 11u);
+
+  // Cancel mid-stream: the final event says so and every block comes back.
+  auto c = client->Submit(Greedy(prompts[0], 400));
+  ASSERT_TRUE(c.ok());
+  TokenEvent ev;
+  ASSERT_TRUE((*c)->Next(&ev, std::chrono::seconds(60)));
+  client->Cancel((*c)->id());
+  Outcome rest = Drain(**c);
+  EXPECT_EQ(rest.last.finish, FinishReason::kCancelled);
+  for (int i = 0; i < 100 && client->Stats().kv.request_blocks != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(client->Stats().kv.request_blocks, 0);
+
+  // Rejected before queuing, with the reason.
+  auto too_long = client->Submit(Greedy(prompts[0], 100000));
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("exceeds the context"), std::string::npos);
+  EngineRequest bad = Greedy({1, 2, 3}, 4);
+  bad.sampling.top_p = 2.0f;
+  EXPECT_FALSE(client->Submit(bad).ok());
+  EXPECT_FALSE(client->Submit(Greedy({1, 999999}, 4)).ok());
+  EXPECT_FALSE(client->Submit(Greedy({}, 4)).ok());
+  EXPECT_FALSE(client->Submit(Greedy({1}, 0)).ok());
+}
+
+TEST(EngineClientTest, StopStringsEndTheRequestAndAreNotEmitted) {
+  Loaded& m = Get(testing::kWp11m);
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
+  const auto prompt = Prompts(*m.tok)[1];
+  Outcome free_run = Drain(**client->Submit(Greedy(prompt, 40)));
+  ASSERT_GT(free_run.text.size(), 12u);
+  // Pick a stop string from the middle of the unconstrained output.
+  const std::string stop = free_run.text.substr(8, 3);
+  const size_t at = free_run.text.find(stop);
+  EngineRequest r = Greedy(prompt, 40);
+  r.stop = {stop};
+  Outcome o = Drain(**client->Submit(r));
+  EXPECT_EQ(o.last.finish, FinishReason::kStop);
+  EXPECT_EQ(o.text, free_run.text.substr(0, at));
+}
+
+TEST(EngineClientTest, SeveralEnginesInOneProcess) {
+  Loaded& a = Get(testing::kWp11m);
+  Loaded& b = Get(kWp1m);
+  EngineConfig cfg;
+  cfg.kv_blocks = 32;
+  auto ea = std::move(EngineClient::Create(a.model.get(), a.tok.get(), cfg).value());
+  auto eb = std::move(EngineClient::Create(b.model.get(), b.tok.get(), cfg).value());
+  const auto p = Prompts(*a.tok)[3];
+  auto sa = ea->Submit(Greedy(p, 8));
+  auto sb = eb->Submit(Greedy(p, 8));
+  // Drain both before the solo runs: a model runs one forward at a time.
+  const Outcome oa = Drain(**sa), ob = Drain(**sb);
+  EXPECT_EQ(oa.tokens, RunAlone(a, Greedy(p, 8)));
+  EXPECT_EQ(ob.tokens, RunAlone(b, Greedy(p, 8)));
+}
+
+TEST(EngineClientTest, ShutdownFailsLiveRequests) {
+  Loaded& m = Get(kWp1m);
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
+  auto s = client->Submit(Greedy({1, 2, 3}, 500));
+  ASSERT_TRUE(s.ok());
+  client->Shutdown();
+  Outcome o = Drain(**s);
+  EXPECT_EQ(o.last.finish, FinishReason::kError);
+  EXPECT_FALSE(client->Submit(Greedy({1, 2, 3}, 5)).ok());
+}
+
+TEST(EngineCoreTest, BadConfigIsRejected) {
+  Loaded& m = Get(kWp1m);
+  EngineConfig cfg;
+  cfg.max_context = 1 << 20;
+  auto r = EngineCore::Create(m.model.get(), m.tok.get(), cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("training context"), std::string::npos);
+  cfg = EngineConfig();
+  cfg.kv_memory_bytes = 10;
+  EXPECT_FALSE(EngineCore::Create(m.model.get(), m.tok.get(), cfg).ok());
+}
+
+}  // namespace
+}  // namespace tarmac::engine
