@@ -15,5 +15,6 @@ void RegisterServe(CLI::App& app, RunFn* run);
 void RegisterGguf(CLI::App& app, RunFn* run);
 void RegisterGenerate(CLI::App& app, RunFn* run);  // generate, tokenize, perplexity
 void RegisterBench(CLI::App& app, RunFn* run);
+void RegisterTemplate(CLI::App& app, RunFn* run);  // template render
 
 }  // namespace tarmac::apps

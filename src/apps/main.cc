@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   tarmac::apps::RegisterGguf(app, &run);
   tarmac::apps::RegisterGenerate(app, &run);
   tarmac::apps::RegisterBench(app, &run);
+  tarmac::apps::RegisterTemplate(app, &run);
 
   try {
     app.parse(argc, argv);
