@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_offline.h"
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "base/clock.h"
@@ -104,6 +105,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", a->json, "one JSON line");
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
   cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
+  RegisterBenchOffline(bench, run);
 }
 
 }  // namespace tarmac::apps

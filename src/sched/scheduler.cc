@@ -299,11 +299,10 @@ KvUsage Scheduler::Usage() const {
   std::unordered_set<int32_t> held;
   for (const Req* r : running_) {
     held.insert(r->blocks.begin(), r->blocks.end());
-    const int64_t own = static_cast<int64_t>(r->blocks.size()) - r->cached_blocks;
-    u.allocated_slots += own * config_.block_size;
     u.unused_slots += static_cast<int64_t>(r->blocks.size()) * config_.block_size - r->computed;
   }
   u.request_blocks = static_cast<int32_t>(held.size());
+  u.allocated_slots = static_cast<int64_t>(held.size()) * config_.block_size;
   if (tree_ != nullptr) {
     for (int32_t b : tree_->CachedBlocks()) u.cached_only_blocks += held.count(b) == 0 ? 1 : 0;
   }

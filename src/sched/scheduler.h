@@ -89,8 +89,8 @@ struct KvUsage {
   int32_t free_blocks = 0;
   int32_t request_blocks = 0;      // held by at least one request
   int32_t cached_only_blocks = 0;  // held only by the prefix cache
-  int64_t allocated_slots = 0;     // token slots in blocks owned by running requests
-  int64_t unused_slots = 0;        // of those, not holding a computed token
+  int64_t allocated_slots = 0;     // token slots in blocks held by running requests
+  int64_t unused_slots = 0;        // of those, not holding a computed token (tail slack)
   double fragmentation() const {
     return allocated_slots == 0 ? 0.0 : static_cast<double>(unused_slots) / allocated_slots;
   }

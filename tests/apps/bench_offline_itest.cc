@@ -1,0 +1,57 @@
+// Runs `tarmac bench offline` for real: the JSON report has the documented fields and sane
+// values, the shared prefix is served from the cache, and bad flags exit 2 with a message.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+
+namespace tarmac {
+namespace {
+
+class BenchOfflineTest : public testing::TempDirTest {
+ protected:
+  testing::RunResult Run(std::vector<std::string> args) { return testing::RunTarmac(std::move(args), dir_.string()); }
+};
+
+TEST_F(BenchOfflineTest, JsonReportHasEveryField) {
+  auto r = Run({"bench", "offline", "-m", testing::kWp11m, "--requests", "8", "--concurrency",
+                "4", "--prompt-len", "16", "--output-len", "8", "--shared-prefix", "48",
+                "--length-spread", "0.5", "-t", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"output_tokens_per_s", "kv_waste", "prefix_hit_tokens",
+                        "prefill_tokens_saved", "preemptions", "max_concurrent_running"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"ttft_ms", "tpot_ms"})
+    for (const char* p : {"p50", "p95", "p99"}) EXPECT_TRUE(j[k].contains(p)) << k << "." << p;
+  EXPECT_GT(j["output_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_LE(j["max_concurrent_running"].get<int>(), 4);
+  EXPECT_GE(j["kv_waste"].get<double>(), 0.0);
+  EXPECT_LT(j["kv_waste"].get<double>(), 1.0);
+  // 48 shared tokens = 3 blocks; every request after the first finds them cached.
+  EXPECT_GE(j["prefix_hit_tokens"].get<int64_t>(), 48);
+  EXPECT_EQ(j["prefill_tokens_saved"], j["prefix_hit_tokens"]);
+
+  r = Run({"bench", "offline", "-m", testing::kWp11m, "--requests", "4", "--prompt-len", "16",
+           "--output-len", "4", "--shared-prefix", "48", "--no-prefix-cache", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prefix_hit_tokens"].get<int64_t>(), 0);
+}
+
+TEST_F(BenchOfflineTest, BadFlagsExitTwoWithAMessage) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"bench", "offline", "-m", testing::kWp11m, "--prompt-len", "600"},  // beyond context 512
+      {"bench", "offline", "-m", testing::kWp11m, "--kv-memory", "0.0000001"},
+      {"bench", "offline", "-m", testing::kWp11m, "--kv-dtype", "fp8"},
+      {"bench", "offline", "-m", testing::kWp11m, "--requests", "0"},
+  };
+  for (const auto& args : bad) {
+    auto r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << "\n" << r.err;
+    EXPECT_FALSE(r.err.empty()) << args.back();
+  }
+}
+
+}  // namespace
+}  // namespace tarmac
