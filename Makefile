@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MODEL ?= models/wp-11m-f16.gguf
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build serve test test-asan bench fuzz clean
+.PHONY: all deps build serve test test-asan bench fuzz fuzz-template clean
 
 all: build
 
@@ -38,6 +38,10 @@ bench: build
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	bash scripts/fuzz-gguf.sh $(FUZZ_SECONDS)
+
+# Bounded libFuzzer run of the chat-template parser + renderer: make fuzz-template FUZZ_SECONDS=300
+fuzz-template: deps
+	bash scripts/fuzz-template.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

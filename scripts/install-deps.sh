@@ -12,7 +12,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
   libpcre2-dev libssl-dev libboost-dev libyaml-cpp-dev
   libopenblas-dev                     # benchmark reference only (sgemm)
-  python3
+  python3 python3-jinja2              # python3-jinja2: reference renderings for the chat-template tests
 )
 
 missing=()

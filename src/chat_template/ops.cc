@@ -172,6 +172,9 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       // markupsafe: Markup + str escapes the plain side, and so does str + Markup.
+      if (a.AsString().size() + b.AsString().size() > static_cast<size_t>(kMaxBuiltSize)) {
+        throw TemplateError("string concatenation result too large");
+      }
       if (a.is_markup() || b.is_markup()) {
         std::string l = a.is_markup() ? a.AsString() : HtmlEscape(a.AsString());
         std::string r = b.is_markup() ? b.AsString() : HtmlEscape(b.AsString());
@@ -180,6 +183,9 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
       return Value::String(a.AsString() + b.AsString());
     }
     if (a.kind() == b.kind() && a.is_sequence_like()) {
+      if (a.AsList().size() + b.AsList().size() > static_cast<size_t>(kMaxBuiltSize)) {
+        throw TemplateError("list concatenation result too large");
+      }
       ValueList out = a.AsList();
       out.insert(out.end(), b.AsList().begin(), b.AsList().end());
       return a.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));

@@ -10,10 +10,6 @@
 
 namespace tarmac::chat_template {
 
-// Size cap for strings and lists built by * and range(): keeps hostile templates from
-// exhausting memory (the step limit bounds time, this bounds space).
-inline constexpr int64_t kMaxBuiltSize = 16 << 20;
-
 // op is one of + - * / // % **.
 Value BinaryOp(const std::string& op, const Value& a, const Value& b);
 Value Negate(const Value& v, bool negate);  // -v (negate) or +v

@@ -47,23 +47,43 @@ Value Value::String(std::string s, bool markup) {
   v.markup_ = markup;
   return v;
 }
+static uint16_t DepthOf(const ValueList& items) {
+  int d = 0;
+  for (const Value& i : items) d = std::max(d, i.depth());
+  if (d + 1 > kMaxValueDepth) throw TemplateError("value nested too deeply (over " + std::to_string(kMaxValueDepth) + " levels)");
+  return static_cast<uint16_t>(d + 1);
+}
 Value Value::List(ValueList items) {
   Value v;
   v.kind_ = Kind::kList;
+  v.depth_ = DepthOf(items);
   v.list_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 Value Value::Tuple(ValueList items) {
   Value v;
   v.kind_ = Kind::kTuple;
+  v.depth_ = DepthOf(items);
   v.list_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 Value Value::MakeDict(std::shared_ptr<const Dict> d) {
   Value v;
   v.kind_ = Kind::kDict;
+  int depth = 0;
+  for (const auto& kv : d->items) depth = std::max(depth, kv.second.depth());
+  if (depth + 1 > kMaxValueDepth) throw TemplateError("value nested too deeply (over " + std::to_string(kMaxValueDepth) + " levels)");
+  v.depth_ = static_cast<uint16_t>(depth + 1);
   v.dict_ = std::move(d);
   return v;
+}
+
+const void* Value::identity() const {
+  if (list_) return list_.get();
+  if (dict_) return dict_.get();
+  if (ns_) return ns_.get();
+  if (fn_) return fn_.get();
+  return nullptr;
 }
 Value Value::MakeNamespace(std::shared_ptr<Namespace> ns) {
   Value v;
@@ -150,58 +170,64 @@ const char* Value::TypeName() const {
   return "object";
 }
 
-static std::string DictRepr(const Dict& d) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [k, v] : d.items) {
-    if (!first) out += ", ";
-    first = false;
-    out += StringRepr(k);
-    out += ": ";
-    out += v.Repr();
+void Value::AppendStr(std::string* out, bool repr, int level) const {
+  if (level > kMaxValueDepth) throw TemplateError("value nested too deeply to print");
+  if (out->size() > static_cast<size_t>(kMaxBuiltSize)) throw TemplateError("printed value too large");
+  auto dict_repr = [&](const Dict& d) {
+    *out += '{';
+    bool first = true;
+    for (const auto& [k, v] : d.items) {
+      if (!first) *out += ", ";
+      first = false;
+      *out += StringRepr(k);
+      *out += ": ";
+      v.AppendStr(out, true, level + 1);
+    }
+    *out += '}';
+  };
+  switch (kind_) {
+    case Kind::kUndefined: *out += repr ? "Undefined" : ""; return;
+    case Kind::kNone: *out += "None"; return;
+    case Kind::kBool: *out += b_ ? "True" : "False"; return;
+    case Kind::kInt: *out += std::to_string(i_); return;
+    case Kind::kFloat: *out += FloatRepr(f_); return;
+    case Kind::kString:
+      if (!repr) *out += s_;
+      else if (markup_) *out += "Markup(" + StringRepr(s_) + ")";
+      else *out += StringRepr(s_);
+      return;
+    case Kind::kList:
+    case Kind::kTuple: {
+      *out += kind_ == Kind::kList ? '[' : '(';
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if (i) *out += ", ";
+        (*list_)[i].AppendStr(out, true, level + 1);
+      }
+      if (kind_ == Kind::kTuple && list_->size() == 1) *out += ',';
+      *out += kind_ == Kind::kList ? ']' : ')';
+      return;
+    }
+    case Kind::kDict: dict_repr(*dict_); return;
+    case Kind::kNamespace:
+      *out += "<Namespace ";
+      dict_repr(ns_->attrs);
+      *out += '>';
+      return;
+    case Kind::kCallable: *out += "<function " + fn_->name + ">"; return;
   }
-  out += "}";
-  return out;
 }
 
 std::string Value::Str() const {
-  switch (kind_) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return b_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(i_);
-    case Kind::kFloat: return FloatRepr(f_);
-    case Kind::kString: return s_;
-    case Kind::kList: {
-      std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i) out += ", ";
-        out += (*list_)[i].Repr();
-      }
-      return out + "]";
-    }
-    case Kind::kTuple: {
-      std::string out = "(";
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i) out += ", ";
-        out += (*list_)[i].Repr();
-      }
-      if (list_->size() == 1) out += ",";
-      return out + ")";
-    }
-    case Kind::kDict: return DictRepr(*dict_);
-    case Kind::kNamespace: return "<Namespace " + DictRepr(ns_->attrs) + ">";
-    case Kind::kCallable: return "<function " + fn_->name + ">";
-  }
-  return "";
+  if (kind_ == Kind::kString) return s_;
+  std::string out;
+  AppendStr(&out, false, 0);
+  return out;
 }
 
 std::string Value::Repr() const {
-  if (kind_ == Kind::kString) {
-    return markup_ ? "Markup(" + StringRepr(s_) + ")" : StringRepr(s_);
-  }
-  if (kind_ == Kind::kUndefined) return "Undefined";
-  return Str();
+  std::string out;
+  AppendStr(&out, true, 0);
+  return out;
 }
 
 const Value* Dict::Find(std::string_view key) const {
@@ -228,6 +254,7 @@ bool Equals(const Value& a, const Value& b) {
     return a.AsInt() == b.AsInt();
   }
   if (a.kind() != b.kind()) return false;
+  if (a.identity() && a.identity() == b.identity()) return true;  // Python: identity implies ==
   switch (a.kind()) {
     case K::kUndefined:
     case K::kNone: return true;
@@ -394,7 +421,8 @@ static void JsonString(std::string_view s, bool ensure_ascii, std::string* out) 
 
 static void JsonDumpsImpl(const Value& v, const JsonDumpOptions& o, int level, int depth,
                           std::string* out) {
-  if (depth > 512) throw TemplateError("tojson: value nested too deeply");
+  if (depth > kMaxValueDepth) throw TemplateError("tojson: value nested too deeply");
+  if (out->size() > static_cast<size_t>(kMaxBuiltSize)) throw TemplateError("tojson: result too large");
   const bool pretty = o.indent >= 0 || !o.indent_str.empty();
   const std::string item_sep = o.has_separators ? o.item_sep : (pretty ? "," : ", ");
   const std::string key_sep = o.has_separators ? o.key_sep : ": ";

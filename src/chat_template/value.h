@@ -50,6 +50,11 @@ struct Callable;
 using ValueList = std::vector<Value>;
 using KwArgs = std::vector<std::pair<std::string, Value>>;
 
+// Containers nest at most this deep (deeper values would overflow the stack when printed,
+// compared or destroyed); strings and lists built by the template stay under kMaxBuiltSize.
+inline constexpr int kMaxValueDepth = 1000;
+inline constexpr int64_t kMaxBuiltSize = 16 << 20;
+
 class Value {
  public:
   enum class Kind : uint8_t {
@@ -101,12 +106,21 @@ class Value {
   const std::string& undefined_hint() const { return s_; }
 
   bool Truthy() const;
-  std::string Str() const;   // Python str(x); undefined -> ""
-  std::string Repr() const;  // Python repr(x)
+  // Python str(x) (undefined -> "") and repr(x). Throw TemplateError past kMaxValueDepth levels
+  // (a namespace can contain itself) or kMaxBuiltSize bytes.
+  std::string Str() const;
+  std::string Repr() const;
+  // Nesting depth of a list/tuple/dict (0 for scalars); construction fails past kMaxValueDepth.
+  int depth() const { return depth_; }
+  // The shared container, for Python's identity shortcut in ==; nullptr for scalars.
+  const void* identity() const;
   const char* TypeName() const;  // Python type name: 'str', 'dict', 'NoneType', ...
 
  private:
+  void AppendStr(std::string* out, bool repr, int level) const;
+
   Kind kind_ = Kind::kUndefined;
+  uint16_t depth_ = 0;
   bool b_ = false;
   bool markup_ = false;
   int64_t i_ = 0;
