@@ -6,8 +6,9 @@
 //   BM_MatVec      y = W·x for W of ≥ 1.5 GiB per dtype (≫ L3); counter GB/s = weight bytes
 //                  read per second (bench/run_kernel_bench.sh divides its median by the
 //                  triad median at the same thread count).
-//   BM_MatMul      Y = X·Wᵀ, 512 tokens, f32/f16 weights (+ q8_0, q4_K on 2048×2048), LLM
-//                  shapes; GFLOP/s = 2·T·R·K / s.
+//   BM_MatMul      Y = X·Wᵀ, 512 tokens, f32/f16/q8_0/q4_0 weights (+ q4_K on 2048×2048), LLM
+//                  shapes (TinyLlama, Llama-3.2-1B MLP); GFLOP/s = 2·T·R·K / s. q8_0/q4_0 run the
+//                  int8-activation GEMM (kernels/matmul_int8.h; its path is in the label).
 //   BM_Sgemm       OpenBLAS cblas_sgemm on the same f32 shapes and thread count.
 // Args: {threads}, {dtype, threads, bytes} or {dtype, rows, cols, threads}. Buffers are filled
 // once and kept (see FillSaneBytes): ~4.8 GiB in all (3 GiB triad, 1.5 GiB matvec weights).
@@ -31,6 +32,7 @@
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
@@ -233,7 +235,9 @@ void BM_MatMul(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   SetFlops(state, rows, cols, threads);
-  state.SetLabel(std::string(DTypeName(type)));
+  std::string label(DTypeName(type));
+  if (IsInt8MatMulType(type)) label += std::string(" int8 ") + Int8MatMulPath();
+  state.SetLabel(label);
 }
 
 #ifdef TARMAC_HAVE_OPENBLAS
@@ -260,7 +264,8 @@ void BM_Sgemm(benchmark::State& state) {
 #endif
 
 const int64_t kThreads[] = {1, 2};
-const int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {576, 1536}};
+const int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {576, 1536},
+                              {8192, 2048}, {2048, 8192}};
 
 void Register() {
   for (int64_t t : kThreads) {
@@ -287,9 +292,10 @@ void Register() {
   }
   for (const auto& s : kShapes) {
     for (int64_t t : kThreads) {
-      // Quantized weights (dequantized into the packed panels) on the square shape only.
-      std::vector<DType> types = {DType::kF32, DType::kF16};
-      if (s[0] == 2048 && s[1] == 2048) types.insert(types.end(), {DType::kQ8_0, DType::kQ4_K});
+      // Q8_0/Q4_0 (int8 GEMM) everywhere; Q4_K (dequantized into f32 panels) on the square
+      // shape only.
+      std::vector<DType> types = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0};
+      if (s[0] == 2048 && s[1] == 2048) types.push_back(DType::kQ4_K);
       for (DType type : types) {
         benchmark::RegisterBenchmark(("BM_MatMul/" + std::string(DTypeName(type))).c_str(), BM_MatMul)
             ->Args({static_cast<int64_t>(type), s[0], s[1], t})->UseRealTime()

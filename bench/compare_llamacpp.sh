@@ -4,6 +4,7 @@
 # of --reps runs; ratios compare best thread count against best thread count.
 #
 # Usage: bench/compare_llamacpp.sh [--reps R] [--decode N] [MODEL.gguf ...]
+#   TARMAC_BIN (default build/bin/tarmac): the tarmac binary to measure.
 # Default models: models/wp-11m-f16.gguf, and 1B-class random models in q8_0 and q4_0
 # (made with `tarmac gguf make-random --shape llama-3.2-1b`, cached in /tmp/tarmac-bench).
 set -euo pipefail
@@ -18,7 +19,7 @@ while (($#)); do
     *) MODELS+=("$1"); shift ;;
   esac
 done
-BIN=build/bin/tarmac
+BIN=${TARMAC_BIN:-build/bin/tarmac}
 [[ -x $BIN ]] || make build >/dev/null
 if [[ ! -d bench/llamacpp/node_modules/node-llama-cpp ]]; then
   (cd bench/llamacpp && npm ci --no-audit --no-fund >/dev/null)

@@ -242,6 +242,15 @@ TARMAC_TARGET_VNNI void PackSlabAvx512(const MatrixView& w, int64_t r0, int64_t 
   }
 }
 
+// Broadcast of an int32 from memory that the compiler may not merge with another: each
+// accumulator starts from its own vpbroadcastd, a load-port uop, instead of a register copy
+// that would take a vector ALU slot from vpdpbusd.
+TARMAC_TARGET_VNNI inline __m512i BroadcastLoad(const int32_t* p) {
+  __m512i r;
+  asm volatile("vpbroadcastd %1, %0" : "=v"(r) : "m"(*p));
+  return r;
+}
+
 constexpr int kVnniMR = 6;
 constexpr int kVnniNV = 2;
 
@@ -264,9 +273,8 @@ TARMAC_TARGET_VNNI void TileVnni(const uint8_t* wp, int64_t slab_stride, int64_t
     __m512i ia[M][NV];
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
-      const __m512i ci = _mm512_set1_epi32(xc[m * ldb + b]);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) ia[m][v] = ci;
+      for (int v = 0; v < NV; ++v) ia[m][v] = BroadcastLoad(xc + m * ldb + b);
     }
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
