@@ -82,6 +82,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   const auto vscale = hn::Set(df, scale);
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
 
+  const bool row_dots = nq < 4;
   const int64_t last_pos = pos0 + nq - 1;
   const int64_t n_blocks = last_pos / bs + 1;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -95,11 +96,15 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       ConvertF16ToF32(kv.KRows(block, kv_head), s.tmp.data(), rows_b * hd);
       ConvertF16ToF32(kv.VRows(block, kv_head), vt, rows_b * hd);
     }
-    // Transpose K so one vector of scores (one lane per key) is a chain of FMAs over dims.
-    for (int64_t j = 0; j < rows_b; ++j)
-      for (int64_t d = 0; d < hd; ++d) kt[d * bs_pad + j] = s.tmp[j * hd + d];
-    for (int64_t d = 0; d < hd; ++d)
-      for (int64_t j = rows_b; j < bs_pad; ++j) kt[d * bs_pad + j] = 0.0f;
+    // Few queries (decode): a dot product per key row costs less than transposing the block.
+    // Many (prefill tiles): transpose K once so a vector of scores (one lane per key) is a
+    // chain of FMAs over dims, shared by every query of the tile.
+    if (!row_dots) {
+      for (int64_t j = 0; j < rows_b; ++j)
+        for (int64_t d = 0; d < hd; ++d) kt[d * bs_pad + j] = s.tmp[j * hd + d];
+      for (int64_t d = 0; d < hd; ++d)
+        for (int64_t j = rows_b; j < bs_pad; ++j) kt[d * bs_pad + j] = 0.0f;
+    }
 
     for (int32_t i = 0; i < nq; ++i) {
       const int64_t pos = pos0 + i;
@@ -109,7 +114,24 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
         const float* HWY_RESTRICT qh = q + i * q_stride + static_cast<int64_t>(h0 + g) * hd;
         const int64_t st = static_cast<int64_t>(i) * group + g;
         auto vmax = neg_inf;
-        for (int64_t j0 = 0; j0 < rows; j0 += N) {
+        if (row_dots) {
+          float smax = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < rows; ++j) {
+            const float* HWY_RESTRICT kj = s.tmp.data() + j * hd;
+            auto acc = hn::Zero(df);
+            int64_t d = 0;
+            for (; d + N <= hd; d += N)
+              acc = hn::MulAdd(hn::LoadU(df, qh + d), hn::LoadU(df, kj + d), acc);
+            float dot = hn::GetLane(hn::SumOfLanes(df, acc));
+            for (; d < hd; ++d) dot += qh[d] * kj[d];
+            p[j] = dot * scale;
+            smax = std::max(smax, p[j]);
+          }
+          for (int64_t j = rows; j < (rows + N - 1) / N * N; ++j)
+            p[j] = -std::numeric_limits<float>::infinity();
+          vmax = hn::Set(df, smax);
+        }
+        for (int64_t j0 = 0; !row_dots && j0 < rows; j0 += N) {
           auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
           int64_t d = 0;
           for (; d + 2 <= hd; d += 2) {
