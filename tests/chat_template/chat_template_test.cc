@@ -2,6 +2,7 @@
 // expected outputs (and which cases fail) were produced once with Python's Jinja2 3.1 configured
 // as transformers configures it (render_expected.py's make_env) and are inlined here, so these
 // tests need no Python.
+#include <ostream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -257,6 +258,8 @@ Result<std::string> Render(const std::string& source, const std::string& vars_js
   if (!opts.now) opts.now = FixedNow();
   return t->Render(nlohmann::ordered_json::parse(vars_json), opts);
 }
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class JinjaCaseTest : public testing::TestWithParam<Case> {};
 
