@@ -45,11 +45,19 @@ std::tm FixedNow() {
 
 TEST(RealTemplates, MatchJinja2ByteForByte) {
   if (!fs::is_directory(kTemplates)) GTEST_SKIP() << kTemplates << " absent";
-  if (std::system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3 with jinja2 not available (apt-get install python3-jinja2)";
+  // Debian's interpreter first (scripts/install-deps.sh installs python3-jinja2 for it); a
+  // python3 earlier on PATH (pyenv, venv) may lack the package.
+  std::string python;
+  for (const char* candidate : {"/usr/bin/python3", "python3"}) {
+    const std::string probe = std::string(candidate) + " -c 'import jinja2' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) {
+      python = candidate;
+      break;
+    }
   }
+  if (python.empty()) GTEST_SKIP() << "python3 with jinja2 not available (apt-get install python3-jinja2)";
   const fs::path out = fs::path(TARMAC_BINARY_DIR) / "chat_template_expected.json";
-  const std::string cmd = "python3 '" + (kHere / "render_expected.py").string() + "' '" + kTemplates.string() +
+  const std::string cmd = python + " '" + (kHere / "render_expected.py").string() + "' '" + kTemplates.string() +
                           "' '" + (kHere / "conversations.json").string() + "' '" + out.string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto expected = nlohmann::json::parse(ReadAll(out));
