@@ -37,7 +37,7 @@ struct Setup {
     view.head_dim = kHeadDim;
   }
   float Kf(int64_t pos, int head, int d) const {
-    return F16ToF32(view.KRows(table[pos / kBlock], head)[(pos % kBlock) * kHeadDim + d]);
+    return F16ToF32(view.KRows(table[pos / kBlock], head)[d * kBlock + pos % kBlock]);  // K is [hd][bs]
   }
   float Vf(int64_t pos, int head, int d) const {
     return F16ToF32(view.VRows(table[pos / kBlock], head)[(pos % kBlock) * kHeadDim + d]);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -28,9 +29,9 @@ using DF = hn::ScalableTag<float>;
 
 // Per-thread scratch, grown on first use and then reused (no allocation per step).
 struct Scratch {
-  std::vector<float> kt;     // [head_dim][bs_pad]: K of one block, transposed
+  std::vector<float> kt;     // [head_dim][bs_pad]: K of one block (stored transposed)
   std::vector<float> vt;     // [block_size][head_dim]
-  std::vector<float> tmp;    // [block_size][head_dim]: K before transposing
+  std::vector<float> tmp;    // [head_dim][block_size]: K before padding to bs_pad
   std::vector<float> p;      // [bs_pad]: scores, then probabilities
   std::vector<float> m, l;   // [nq * group]: running max and denominator
   std::vector<float> acc;    // [nq * group][head_dim]: running numerator
@@ -83,7 +84,6 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   const auto vscale = hn::Set(df, scale);
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
 
-  const bool row_dots = nq < 4;
   const int64_t last_pos = pos0 + nq - 1;
   const int64_t n_blocks = last_pos / bs + 1;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -103,22 +103,22 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
         hwy::Prefetch(nv + c);
       }
     }
+    // K is stored transposed ([head_dim][block_size]): a vector of scores (one lane per key)
+    // is a chain of FMAs over dims with no transpose and no horizontal sums.
+    float* HWY_RESTRICT kconv = bs == bs_pad ? kt : s.tmp.data();
     if (kv.is_int8()) {
       const int64_t off = kv.RowOffset(block, kv_head);
-      ConvertI8Scaled(kv.k8 + off, kv.KScale(block, kv_head), s.tmp.data(), rows_b * hd);
+      ConvertI8Scaled(kv.k8 + off, kv.KScale(block, kv_head), kconv, bs * hd);
       ConvertI8Scaled(kv.v8 + off, kv.VScale(block, kv_head), vt, rows_b * hd);
     } else {
-      ConvertF16ToF32(kv.KRows(block, kv_head), s.tmp.data(), rows_b * hd);
+      ConvertF16ToF32(kv.KRows(block, kv_head), kconv, bs * hd);
       ConvertF16ToF32(kv.VRows(block, kv_head), vt, rows_b * hd);
     }
-    // Few queries (decode): a dot product per key row costs less than transposing the block.
-    // Many (prefill tiles): transpose K once so a vector of scores (one lane per key) is a
-    // chain of FMAs over dims, shared by every query of the tile.
-    if (!row_dots) {
-      for (int64_t j = 0; j < rows_b; ++j)
-        for (int64_t d = 0; d < hd; ++d) kt[d * bs_pad + j] = s.tmp[j * hd + d];
-      for (int64_t d = 0; d < hd; ++d)
-        for (int64_t j = rows_b; j < bs_pad; ++j) kt[d * bs_pad + j] = 0.0f;
+    if (bs != bs_pad) {
+      for (int64_t d = 0; d < hd; ++d) {
+        std::memcpy(kt + d * bs_pad, kconv + d * bs, bs * sizeof(float));
+        for (int64_t j = bs; j < bs_pad; ++j) kt[d * bs_pad + j] = 0.0f;
+      }
     }
 
     for (int32_t i = 0; i < nq; ++i) {
@@ -129,24 +129,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
         const float* HWY_RESTRICT qh = q + i * q_stride + static_cast<int64_t>(h0 + g) * hd;
         const int64_t st = static_cast<int64_t>(i) * group + g;
         auto vmax = neg_inf;
-        if (row_dots) {
-          float smax = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j < rows; ++j) {
-            const float* HWY_RESTRICT kj = s.tmp.data() + j * hd;
-            auto acc = hn::Zero(df);
-            int64_t d = 0;
-            for (; d + N <= hd; d += N)
-              acc = hn::MulAdd(hn::LoadU(df, qh + d), hn::LoadU(df, kj + d), acc);
-            float dot = hn::GetLane(hn::SumOfLanes(df, acc));
-            for (; d < hd; ++d) dot += qh[d] * kj[d];
-            p[j] = dot * scale;
-            smax = std::max(smax, p[j]);
-          }
-          for (int64_t j = rows; j < (rows + N - 1) / N * N; ++j)
-            p[j] = -std::numeric_limits<float>::infinity();
-          vmax = hn::Set(df, smax);
-        }
-        for (int64_t j0 = 0; !row_dots && j0 < rows; j0 += N) {
+        for (int64_t j0 = 0; j0 < rows; j0 += N) {
           auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
           int64_t d = 0;
           for (; d + 2 <= hd; d += 2) {
@@ -224,7 +207,9 @@ namespace {
 double KvValue(const PagedKvView& kv, int kv_index, const int32_t* block_table, int64_t j,
                int32_t head, int32_t d) {
   const int32_t block = block_table[j / kv.block_size];
-  const int64_t idx = kv.RowOffset(block, head) + (j % kv.block_size) * kv.head_dim + d;
+  const int64_t row = j % kv.block_size;
+  const int64_t idx = kv.RowOffset(block, head) +
+                      (kv_index == 0 ? d * kv.block_size + row : row * kv.head_dim + d);
   if (kv.is_int8()) {
     const int8_t q = (kv_index == 0 ? kv.k8 : kv.v8)[idx];
     return static_cast<double>(q) * (kv_index == 0 ? kv.KScale(block, head) : kv.VScale(block, head));

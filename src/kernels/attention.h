@@ -11,9 +11,11 @@
 
 namespace tarmac::kernels {
 
-// One layer's paged K/V memory, f16 or int8. For block b and KV head h, K rows are
-//   k + (b * n_kv_heads + h) * block_size * head_dim   ([block_size][head_dim])
-// and the same for v. int8 (k8/v8 set, k/v null): same layout in int8, and one f32 scale per
+// One layer's paged K/V memory, f16 or int8. For block b and KV head h, K is at
+//   k + (b * n_kv_heads + h) * block_size * head_dim   as [head_dim][block_size] (transposed:
+//   element (position j, dim d) at d * block_size + j, so scores of a block's keys are
+//   vector FMAs over dims)
+// and V at the same offset of v as [block_size][head_dim] (rows, as the weighted sum wants). int8 (k8/v8 set, k/v null): same layout in int8, and one f32 scale per
 // (block, head): value = q * k_scale[b * n_kv_heads + h].
 struct PagedKvView {
   const uint16_t* k = nullptr;

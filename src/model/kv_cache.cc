@@ -59,8 +59,10 @@ kernels::PagedKvView KvCache::View(int32_t layer) const {
 
 void KvCache::WriteInt8Row(int kv, int32_t layer, int32_t block, int32_t head, int32_t off,
                            const float* x) {
-  const int32_t hd = shape_.head_dim;
-  int8_t* rows = data_.as<int8_t>() + Index(kv, layer, block, head);
+  const int32_t hd = shape_.head_dim, bs = shape_.block_size;
+  int8_t* base = data_.as<int8_t>() + Index(kv, layer, block, head);
+  // K is [head_dim][block_size] (element (j, d) at d * bs + j); V is [block_size][head_dim].
+  const int64_t pos_stride = kv == 0 ? 1 : hd, dim_stride = kv == 0 ? bs : 1;
   float& scale = scales_[((static_cast<int64_t>(kv) * shape_.n_layers + layer) * shape_.num_blocks +
                           block) * shape_.n_kv_heads + head];
   float amax = 0.0f;
@@ -69,31 +71,41 @@ void KvCache::WriteInt8Row(int kv, int32_t layer, int32_t block, int32_t head, i
   if (off == 0) {
     scale = needed;
   } else if (needed > scale) {
-    // Requantize the rows already stored so the whole block shares the larger scale.
+    // Requantize the positions already stored so the whole block shares the larger scale.
     const float ratio = scale / needed;
-    for (int64_t i = 0; i < static_cast<int64_t>(off) * hd; ++i)
-      rows[i] = static_cast<int8_t>(std::lrint(rows[i] * ratio));
+    for (int32_t j = 0; j < off; ++j)
+      for (int32_t d = 0; d < hd; ++d) {
+        int8_t& q = base[j * pos_stride + d * dim_stride];
+        q = static_cast<int8_t>(std::lrint(q * ratio));
+      }
     scale = needed;
   }
   const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-  int8_t* row = rows + static_cast<int64_t>(off) * hd;
   for (int32_t d = 0; d < hd; ++d) {
     const long q = std::lrint(x[d] * inv);
-    row[d] = static_cast<int8_t>(std::clamp<long>(q, -127, 127));
+    base[off * pos_stride + d * dim_stride] = static_cast<int8_t>(std::clamp<long>(q, -127, 127));
   }
 }
 
 void KvCache::WriteToken(int32_t layer, int64_t slot, const float* k, const float* v) {
   const int32_t block = static_cast<int32_t>(slot / shape_.block_size);
   const int32_t off = static_cast<int32_t>(slot % shape_.block_size);
-  const int64_t hd = shape_.head_dim;
+  const int64_t hd = shape_.head_dim, bs = shape_.block_size;
   for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
     if (shape_.dtype == KvDtype::kInt8) {
       WriteInt8Row(0, layer, block, h, off, k + h * hd);
       WriteInt8Row(1, layer, block, h, off, v + h * hd);
       continue;
     }
-    kernels::ConvertF32ToF16(k + h * hd, this->k(layer, block, h) + off * hd, hd);
+    // K column `off` of the transposed [head_dim][block_size] block.
+    alignas(64) uint16_t kh[1024];
+    const float* kr = k + h * hd;
+    uint16_t* kcol = this->k(layer, block, h) + off;
+    for (int64_t d0 = 0; d0 < hd; d0 += 1024) {
+      const int64_t n = std::min<int64_t>(1024, hd - d0);
+      kernels::ConvertF32ToF16(kr + d0, kh, n);
+      for (int64_t d = 0; d < n; ++d) kcol[(d0 + d) * bs] = kh[d];
+    }
     kernels::ConvertF32ToF16(v + h * hd, this->v(layer, block, h) + off * hd, hd);
   }
 }

@@ -3,10 +3,10 @@
 // (ids come from a BlockPool). Element type f16, or int8 with one f32 scale per (block, head)
 // for K and for V (half the memory).
 //
-// Layout per layer, per block, per KV head: [block_size][head_dim] elements for K and for V,
-// so attention for one head streams contiguous rows block after block.
-//   k(layer, block, head) -> uint16_t[block_size * head_dim]   (f16)
-//   k8(layer, block, head) -> int8_t[block_size * head_dim]    (int8)
+// Layout per layer, per block, per KV head: K as [head_dim][block_size] (transposed, so the
+// scores of a block's keys are vector FMAs over dims) and V as [block_size][head_dim] (rows, as
+// the weighted sum wants); see kernels::PagedKvView.
+//   k(layer, block, head) -> uint16_t[head_dim * block_size]   (f16)
 // int8 scales: a block's scale is set by its first row (offset 0, always the first written:
 // sequences fill blocks in order) as max|x| / 127, and grows when a later row has a larger
 // max|x|: the rows already stored are requantized to the new scale (double rounding, at most
@@ -53,7 +53,8 @@ class KvCache {
   // The view attention reads for one layer.
   kernels::PagedKvView View(int32_t layer) const;
 
-  // f16 only. K/V of one (layer, block, kv head): block_size rows of head_dim f16 values.
+  // f16 only. K ([head_dim][block_size]) / V ([block_size][head_dim]) of one (layer, block,
+  // kv head).
   uint16_t* k(int32_t layer, int32_t block, int32_t head) { return Ptr(0, layer, block, head); }
   uint16_t* v(int32_t layer, int32_t block, int32_t head) { return Ptr(1, layer, block, head); }
   const uint16_t* k(int32_t layer, int32_t block, int32_t head) const {
