@@ -1,31 +1,177 @@
-// `tarmac serve`: the OpenAI-compatible server. Not built yet: the command parses its flags,
-// says what it would serve, and exits non-zero so no one mistakes it for a running server.
+// `tarmac serve`: the OpenAI-compatible HTTP server (src/server). Binds the port first (so
+// /health answers 503 while models load), loads every -m model with its own engine, then
+// serves until SIGTERM/SIGINT, draining in-flight requests for up to --drain-timeout.
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/model_loading.h"
+#include "base/thread_pool.h"
+#include "server/http_server.h"
 
 namespace tarmac::apps {
+namespace {
+
+struct ServeArgs {
+  std::vector<std::string> models;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key_file;
+  int64_t max_body_bytes = 4 << 20;
+  int max_concurrent = 256;
+  int max_queue = 1024;
+  int64_t max_queue_tokens = 1 << 22;
+  double rate_limit = 0;
+  double rate_limit_burst = 0;
+  double request_timeout = 600;
+  double drain_timeout = 30;
+  double idle_timeout = 60;
+  int threads = ThreadPool::DefaultThreads();
+  int max_running = 64;
+  int max_batched_tokens = 512;
+  int max_context = 0;
+  int kv_blocks = 0;
+  double kv_memory_gib = 0;
+  std::string kv_dtype = "f16";
+  bool no_prefix_cache = false;
+  bool mmap = false;
+  bool check_integrity = false;
+};
+
+int RunServe(const ServeArgs& a) {
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = a.port;
+  sc.max_body_bytes = a.max_body_bytes;
+  sc.admission.max_concurrent = a.max_concurrent;
+  sc.admission.max_queue = a.max_queue;
+  sc.admission.max_queue_tokens = a.max_queue_tokens;
+  sc.rate_limit_rps = a.rate_limit;
+  sc.rate_limit_burst = a.rate_limit_burst;
+  sc.request_timeout_s = a.request_timeout;
+  sc.drain_timeout_s = a.drain_timeout;
+  sc.idle_timeout_s = a.idle_timeout;
+  if (!a.api_key_file.empty()) {
+    auto keys = server::ApiKeyStore::Load(a.api_key_file);
+    if (!keys.ok()) {
+      std::fprintf(stderr, "tarmac serve: --api-key-file: %s\n", keys.status().message().c_str());
+      return 2;
+    }
+    sc.keys = std::move(keys).value();
+  }
+  std::vector<std::string> names;
+  for (const std::string& path : a.models) {
+    std::string name = std::filesystem::path(path).stem().string();
+    for (const std::string& n : names) {
+      if (n == name) {
+        std::fprintf(stderr, "tarmac serve: two models are named '%s' (names are file stems)\n", name.c_str());
+        return 2;
+      }
+    }
+    names.push_back(name);
+  }
+  auto srv = server::Server::Create(sc);
+  if (!srv.ok()) {
+    std::fprintf(stderr, "tarmac serve: %s\n", srv.status().message().c_str());
+    return srv.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  server::Server& server = **srv;
+  std::fprintf(stderr, "tarmac serve: listening on http://%s:%d (loading %zu model(s))\n", a.host.c_str(),
+               server.port(), a.models.size());
+  std::thread io([&server] { server.Run(); });
+
+  engine::EngineConfig ec;
+  ec.threads = a.threads;
+  ec.max_running = a.max_running;
+  ec.max_batched_tokens = a.max_batched_tokens;
+  ec.max_context = a.max_context;
+  ec.kv_blocks = a.kv_blocks;
+  ec.kv_memory_bytes = static_cast<int64_t>(a.kv_memory_gib * (1ll << 30));
+  ec.kv_dtype = a.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16;
+  ec.prefix_cache = !a.no_prefix_cache;
+  std::vector<LoadedModel> loaded;  // outlive the server's engines (joined below first)
+  loaded.reserve(a.models.size());
+  int rc = 0;
+  for (size_t i = 0; i < a.models.size(); ++i) {
+    auto lm = LoadModelAndTokenizer(a.models[i], /*quiet=*/false, a.mmap);
+    if (!lm.ok()) {
+      std::fprintf(stderr, "tarmac serve: %s\n", lm.status().message().c_str());
+      rc = 2;
+      break;
+    }
+    loaded.push_back(std::move(lm).value());
+    auto sm = server::ServedModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
+                                          a.check_integrity);
+    if (!sm.ok()) {
+      std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), sm.status().message().c_str());
+      rc = 2;
+      break;
+    }
+    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", names[i].c_str(),
+                 (*sm)->max_context, (*sm)->engine->config().kv_blocks, (*sm)->engine->kv_bytes() / 1048576.0);
+    server.AddModel(std::move(sm).value());
+  }
+  if (rc != 0) {
+    server.Stop();
+  } else {
+    server.SetReady();
+    std::fprintf(stderr, "tarmac serve: ready\n");
+  }
+  io.join();
+  srv->reset();  // engines stop before the models they borrow are freed
+  return rc;
+}
+
+}  // namespace
 
 void RegisterServe(CLI::App& app, RunFn* run) {
   auto* cmd = app.add_subcommand("serve", "serve models over an OpenAI-compatible HTTP API");
-  auto models = std::make_shared<std::vector<std::string>>();
-  auto host = std::make_shared<std::string>("127.0.0.1");
-  auto port = std::make_shared<int>(8080);
-  cmd->add_option("-m,--model", *models, "GGUF model file (repeatable)")->required();
-  cmd->add_option("--host", *host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", *port, "port to listen on")->capture_default_str()
-      ->check(CLI::Range(1, 65535));
-  cmd->callback([=] {
-    *run = [=] {
-      std::fprintf(stderr,
-                   "tarmac serve: would serve %s at http://%s:%d, but the HTTP server is not "
-                   "built yet (see the open issues). Try `tarmac gguf inspect %s`.\n",
-                   models->front().c_str(), host->c_str(), *port, models->front().c_str());
-      return 3;
-    };
-  });
+  auto a = std::make_shared<ServeArgs>();
+  cmd->add_option("-m,--model", a->models, "GGUF model file (repeatable; the request's 'model' is the file stem)")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--host", a->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->port, "port to listen on (0: any free port)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key-file", a->api_key_file, "file of 'KEY TENANT' lines; when set, every route but /health needs 'Authorization: Bearer KEY'")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body (413 beyond)")->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
+  cmd->add_option("--max-concurrent", a->max_concurrent, "generation requests in the engines at once")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-queue", a->max_queue, "requests waiting for admission (429 beyond)")->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--max-queue-tokens", a->max_queue_tokens, "prompt + max_tokens of waiting requests (429 beyond)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--rate-limit", a->rate_limit, "generation requests per second per tenant (token bucket; 0: off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--rate-limit-burst", a->rate_limit_burst, "token bucket size (0: max(1, --rate-limit))")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--request-timeout", a->request_timeout, "seconds a request may wait and run (408 beyond)")
+      ->capture_default_str()->check(CLI::Range(0.001, 1e7));
+  cmd->add_option("--drain-timeout", a->drain_timeout, "seconds in-flight requests may finish after SIGTERM")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--idle-timeout", a->idle_timeout, "seconds to read a request / keep an idle connection")
+      ->capture_default_str()->check(CLI::Range(0.01, 1e7));
+  cmd->add_option("-t,--threads", a->threads, "compute threads per model")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--max-running", a->max_running, "requests batched (holding KV) per model")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens per engine step")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-context", a->max_context, "context per request (0: the model's)")->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--kv-blocks", a->kv_blocks, "KV blocks per model (0: from --kv-memory-gib or automatic)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--kv-memory-gib", a->kv_memory_gib, "KV memory per model (0: automatic)")->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--kv-dtype", a->kv_dtype, "f16 or int8")->capture_default_str()->check(CLI::IsMember({"f16", "int8"}));
+  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
+  cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping");
+  cmd->add_flag("--check-integrity", a->check_integrity, "test aid: check KV integrity after every engine step (abort on error)");
+  cmd->callback([a, run] { *run = [a] { return RunServe(*a); }; });
 }
 
 }  // namespace tarmac::apps

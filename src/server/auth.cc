@@ -1,0 +1,79 @@
+#include "server/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "base/hash.h"
+
+namespace tarmac::server {
+namespace {
+
+std::array<unsigned char, 32> Sha256(std::string_view s) {
+  std::array<unsigned char, 32> d;
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d.data());
+  return d;
+}
+
+}  // namespace
+
+Result<ApiKeyStore> ApiKeyStore::Load(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound("{}: cannot read the API key file", path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return Parse(ss.str(), path);
+}
+
+Result<ApiKeyStore> ApiKeyStore::Parse(std::string_view text, const std::string& origin) {
+  ApiKeyStore store;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream ls(line);
+    std::string key, tenant, extra;
+    if (!(ls >> key) || key[0] == '#') continue;
+    ls >> tenant;
+    if (ls >> extra) return InvalidArgument("{} line {}: expected 'KEY [TENANT]', found more fields", origin, lineno);
+    if (key.size() < 8) return InvalidArgument("{} line {}: API keys must be at least 8 characters", origin, lineno);
+    if (tenant.empty()) tenant = "key" + std::to_string(store.entries_.size() + 1);
+    store.entries_.push_back({Sha256(key), tenant});
+  }
+  if (store.entries_.empty()) return InvalidArgument("{}: no API keys found", origin);
+  return store;
+}
+
+std::optional<std::string> ApiKeyStore::Lookup(std::string_view key) const {
+  const auto d = Sha256(key);
+  const Entry* found = nullptr;
+  for (const Entry& e : entries_) {
+    // No early exit: every entry is compared whatever matched before.
+    const bool eq = CRYPTO_memcmp(d.data(), e.digest.data(), d.size()) == 0;
+    if (eq && found == nullptr) found = &e;
+  }
+  if (found == nullptr || key.empty()) return std::nullopt;
+  return found->tenant;
+}
+
+std::string_view BearerToken(std::string_view v) {
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  if (v.size() < 7) return {};
+  std::string scheme(v.substr(0, 7));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "bearer ") return {};
+  v.remove_prefix(7);
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  return v;
+}
+
+uint64_t PrefixNamespace(std::string_view tenant, std::string_view model) {
+  return SplitMix64(Fnv1a64(tenant) ^ SplitMix64(Fnv1a64(model)));
+}
+
+}  // namespace tarmac::server

@@ -1,0 +1,47 @@
+// ApiKeyStore: API keys mapped to tenants, loaded from a file, looked up in constant time.
+//
+// File format: one key per line, "KEY TENANT" (whitespace-separated; the tenant defaults to
+// "key<N>" when omitted); blank lines and lines starting with '#' are ignored. Keys are kept
+// only as SHA-256 digests; Lookup hashes the presented key and compares it with EVERY stored
+// digest with CRYPTO_memcmp, so the time taken depends neither on how much of a key matched
+// nor on which key matched (vLLM's CVE-2025-59425 was an early-exit comparison here).
+//
+// Immutable after Load; Lookup is thread-safe.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tarmac::server {
+
+class ApiKeyStore {
+ public:
+  static Result<ApiKeyStore> Load(const std::string& path);
+  static Result<ApiKeyStore> Parse(std::string_view text, const std::string& origin);
+
+  bool empty() const { return entries_.empty(); }
+  size_t size() const { return entries_.size(); }
+  // The tenant of `key`, or nullopt.
+  std::optional<std::string> Lookup(std::string_view key) const;
+
+ private:
+  struct Entry {
+    std::array<unsigned char, 32> digest;
+    std::string tenant;
+  };
+  std::vector<Entry> entries_;
+};
+
+// The key from an "Authorization: Bearer KEY" header value ("" when absent or malformed).
+std::string_view BearerToken(std::string_view authorization);
+
+// The prefix-cache namespace of (tenant, model): a salt derived on the server, never sent by
+// clients, so no tenant can reuse another tenant's cached prefix.
+uint64_t PrefixNamespace(std::string_view tenant, std::string_view model);
+
+}  // namespace tarmac::server

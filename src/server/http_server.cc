@@ -1,0 +1,146 @@
+#include "server/http_server.h"
+
+#include <cstdio>
+
+#include "base/log.h"
+#include "server/server_internal.h"
+
+namespace tarmac::server {
+
+Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
+  auto impl = std::make_unique<Impl>(std::move(config));
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(impl->config.host, ec);
+  if (ec) return InvalidArgument("--host '{}': not an IP address ({})", impl->config.host, ec.message());
+  tcp::endpoint ep(addr, static_cast<unsigned short>(impl->config.port));
+  impl->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(ep, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return IoError("cannot listen on {}:{}: {}", impl->config.host, impl->config.port, ec.message());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  // Engines stop before the sessions that borrow them go away with the io_context.
+  for (auto& m : impl_->models) m->engine->Shutdown();
+  impl_->inflight.clear();
+}
+
+int Server::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void Server::AddModel(std::unique_ptr<ServedModel> model) {
+  std::shared_ptr<ServedModel> holder(model.release());
+  asio::post(impl_->ioc, [impl = impl_.get(), holder]() mutable {
+    impl->models.push_back(std::unique_ptr<ServedModel>(new ServedModel(std::move(*holder))));
+  });
+}
+
+void Server::SetReady() {
+  asio::post(impl_->ioc, [impl = impl_.get()] { impl->ready = true; });
+}
+
+void Server::Stop() {
+  asio::post(impl_->ioc, [impl = impl_.get()] { impl->BeginDrain(); });
+}
+
+int Server::Run() {
+  Impl& s = *impl_;
+  s.signals.async_wait([&s](const beast::error_code& ec, int) {
+    if (!ec) s.BeginDrain();
+  });
+  s.Accept();
+  s.ioc.run();
+  return 0;
+}
+
+void Server::Impl::Accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (stopped) return;
+    if (!ec) {
+      socket.set_option(tcp::no_delay(true), ec);
+      std::make_shared<Session>(std::move(socket), this)->Start();
+    } else if (ec == asio::error::operation_aborted) {
+      return;
+    }
+    Accept();
+  });
+}
+
+ServedModel* Server::Impl::FindModel(const std::string& name) const {
+  for (const auto& m : models)
+    if (m->name == name) return m.get();
+  return nullptr;
+}
+
+void Server::Impl::Release(int64_t id, bool was_running) {
+  auto it = inflight.find(id);
+  if (it == inflight.end()) return;
+  std::shared_ptr<Session> keep = it->second;  // the session may be running this call
+  inflight.erase(it);
+  std::vector<int64_t> start;
+  if (was_running) {
+    start = admission.Finish(id);
+  } else {
+    admission.Withdraw(id);
+  }
+  for (int64_t next : start) {
+    auto n = inflight.find(next);
+    if (n != inflight.end()) {
+      std::shared_ptr<Session> s = n->second;
+      asio::post(ioc, [s] { s->StartGeneration(); });
+    }
+  }
+  CheckDrained();
+}
+
+void Server::Impl::BeginDrain() {
+  if (draining) return;
+  draining = true;
+  std::fprintf(stderr, "tarmac serve: draining (%zu requests in flight, up to %.0f s)\n", inflight.size(),
+               config.drain_timeout_s);
+  drain_timer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(config.drain_timeout_s * 1000)));
+  drain_timer.async_wait([this](const beast::error_code& ec) {
+    if (ec) return;
+    drain_deadline_passed = true;
+    std::vector<std::shared_ptr<Session>> left;
+    for (auto& [id, s] : inflight) left.push_back(s);
+    std::fprintf(stderr, "tarmac serve: drain timeout, cancelling %zu requests\n", left.size());
+    for (auto& s : left) s->Abort(Unavailable("the server is shutting down", 1));
+    // Cancelled requests end within one engine step; stop regardless after a grace period.
+    drain_timer.expires_after(std::chrono::seconds(2));
+    drain_timer.async_wait([this](const beast::error_code& ec2) {
+      if (ec2) return;
+      stopped = true;
+      ioc.stop();
+    });
+    CheckDrained();
+  });
+  CheckDrained();
+}
+
+void Server::Impl::CheckDrained() {
+  if (!draining || stopped || !inflight.empty()) return;
+  stopped = true;
+  beast::error_code ec;
+  acceptor.close(ec);
+  signals.cancel(ec);
+  drain_timer.cancel();
+  // Let queued writes (final SSE frames, last responses) reach the sockets, then stop.
+  auto t = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(100));
+  t->async_wait([this, t](const beast::error_code&) { ioc.stop(); });
+  std::fprintf(stderr, "tarmac serve: drained, exiting\n");
+}
+
+std::string Server::Impl::RenderMetrics() const {
+  std::vector<ModelSnapshot> snaps;
+  std::map<std::string, int32_t> queued;
+  for (const auto& [id, s] : inflight)
+    if (s->queued()) queued[s->model_name()]++;
+  for (const auto& m : models) snaps.push_back({m->name, m->engine->Stats(), queued[m->name]});
+  return metrics.Render(snaps, admission.running(), admission.queued(), open_connections.load());
+}
+
+}  // namespace tarmac::server

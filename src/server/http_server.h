@@ -1,0 +1,60 @@
+// Server: the OpenAI-compatible HTTP server. Asynchronous (Boost.Beast over one Asio
+// io_context run by one I/O thread: no thread per connection; thousands of idle or streaming
+// clients cost a socket and a few buffers each). Routes:
+//   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
+//   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
+//   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+// Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
+//
+// Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
+// returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for
+// up to drain_timeout_s, the rest are cancelled, then Run returns.
+//
+// Thread-safety: AddModel, SetReady and Stop may be called from any thread; Run from one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "server/auth.h"
+#include "server/limits.h"
+#include "server/served_model.h"
+
+namespace tarmac::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                          // 0: any free port (see Server::port())
+  std::optional<ApiKeyStore> keys;          // none: no auth, every request is tenant "default"
+  int64_t max_body_bytes = 4 << 20;         // larger bodies get 413
+  AdmissionConfig admission;
+  double rate_limit_rps = 0;                // per tenant; 0: off
+  double rate_limit_burst = 0;              // bucket size (0: max(1, rps))
+  double request_timeout_s = 600;           // admission wait + generation
+  double drain_timeout_s = 30;
+  double idle_timeout_s = 60;               // reading one request / idle keep-alive
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> Create(ServerConfig config);
+  ~Server();
+
+  int port() const;
+  void AddModel(std::unique_ptr<ServedModel> model);
+  void SetReady();
+  // Serves until drained. Returns 0.
+  int Run();
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tarmac::server

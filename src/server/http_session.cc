@@ -1,0 +1,443 @@
+// Session: one HTTP/1.1 connection (keep-alive, one request at a time). See server_internal.h.
+#include <cstdio>
+#include <ctime>
+
+#include "base/clock.h"
+#include "server/server_internal.h"
+
+namespace tarmac::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Reason(int status) {
+  return std::string(http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status))));
+}
+
+std::string HexChunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
+
+std::chrono::milliseconds Ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+}  // namespace
+
+Session::Session(tcp::socket socket, Server::Impl* srv)
+    : socket_(std::move(socket)), srv_(srv), read_timer_(srv->ioc), gen_timer_(srv->ioc) {
+  srv_->open_connections++;
+}
+
+Session::~Session() { srv_->open_connections--; }
+
+const std::string& Session::model_name() const {
+  static const std::string kNone;
+  return gen_ ? gen_->model().name : kNone;
+}
+
+void Session::DoRead() {
+  state_ = State::kReading;
+  response_complete_ = false;
+  route_.clear();
+  parser_.emplace();
+  parser_->body_limit(static_cast<uint64_t>(srv_->config.max_body_bytes));
+  parser_->header_limit(64 * 1024);
+  read_timer_.expires_after(Ms(srv_->config.idle_timeout_s));
+  read_timer_.async_wait([w = weak_from_this()](const beast::error_code& ec) {
+    if (ec) return;
+    if (auto s = w.lock(); s && s->state_ == State::kReading) s->Close();
+  });
+  http::async_read(socket_, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->read_timer_.cancel();
+    self->OnRead(ec);
+  });
+}
+
+void Session::OnRead(beast::error_code ec) {
+  if (state_ == State::kClosed) return;
+  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+      ec == asio::error::connection_reset) {
+    Close();
+    return;
+  }
+  keep_alive_ = true;
+  if (ec == http::error::body_limit) {
+    keep_alive_ = false;
+    route_ = "other";
+    RespondError(TooLarge(fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)",
+                                      srv_->config.max_body_bytes)));
+    return;
+  }
+  if (ec == http::error::header_limit) {
+    keep_alive_ = false;
+    route_ = "other";
+    ApiError e = BadRequest("", "the request headers are too large");
+    e.status = 431;
+    RespondError(e);
+    return;
+  }
+  if (ec) {
+    keep_alive_ = false;
+    route_ = "other";
+    RespondError(BadRequest("", "malformed HTTP request: " + ec.message(), "bad_request"));
+    return;
+  }
+  Handle();
+}
+
+void Session::Handle() {
+  state_ = State::kResponding;
+  auto& req = parser_->get();
+  keep_alive_ = req.keep_alive();
+  std::string target(req.target());
+  if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
+  const http::verb method = req.method();
+  struct Route {
+    const char* path;
+    http::verb verb;
+  };
+  static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
+                                  {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
+                                  {"/detokenize", http::verb::post},    {"/health", http::verb::get},
+                                  {"/metrics", http::verb::get}};
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes)
+    if (target == r.path) route = &r;
+  std::string one_model;
+  if (!route && target.rfind("/v1/models/", 0) == 0 && target.size() > 11) {
+    route = &kRoutes[2];
+    one_model = target.substr(11);
+  }
+  route_ = route ? route->path : "other";
+  if (!route) {
+    RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
+    return;
+  }
+  if (method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
+    ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
+                                            target, std::string(http::to_string(route->verb))), "method_not_allowed");
+    e.status = 405;
+    RespondError(e);
+    return;
+  }
+  if (route_ == "/health") {
+    if (srv_->draining) return RespondError(Unavailable("the server is draining"));
+    if (!srv_->ready) return RespondError(Unavailable("the server is loading models"));
+    Respond(200, "application/json", "{\"status\":\"ok\"}");
+    return;
+  }
+  if (srv_->draining) {
+    keep_alive_ = false;
+    srv_->metrics.CountRejected("draining");
+    RespondError(Unavailable("the server is shutting down", 1));
+    return;
+  }
+  std::string tenant = "default";
+  if (srv_->config.keys) {
+    auto it = req.find(http::field::authorization);
+    std::string_view key = it == req.end() ? std::string_view() : BearerToken(std::string_view(it->value().data(), it->value().size()));
+    if (key.empty()) {
+      srv_->metrics.CountRejected("unauthorized");
+      RespondError(Unauthorized("missing API key: send 'Authorization: Bearer KEY'"));
+      return;
+    }
+    auto t = srv_->config.keys->Lookup(key);
+    if (!t) {
+      srv_->metrics.CountRejected("unauthorized");
+      RespondError(Unauthorized("incorrect API key provided"));
+      return;
+    }
+    tenant = *t;
+  }
+  if (route_ == "/metrics") {
+    Respond(200, "text/plain; version=0.0.4; charset=utf-8", srv_->RenderMetrics());
+    return;
+  }
+  if (!srv_->ready) return RespondError(Unavailable("the server is loading models", 5));
+  if (route_ == "/v1/models") return HandleModels(one_model);
+  if (route_ == "/tokenize") return HandleTokenize(false);
+  if (route_ == "/detokenize") return HandleTokenize(true);
+  HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
+}
+
+void Session::HandleModels(const std::string& one) {
+  auto card = [](const ServedModel& m) {
+    return Json{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "tarmac"},
+                {"root", m.name}, {"max_model_len", m.max_context}};
+  };
+  if (!one.empty()) {
+    const ServedModel* m = srv_->FindModel(one);
+    if (!m) return RespondError(NotFound("The model '" + one + "' does not exist", "model", "model_not_found"));
+    Respond(200, "application/json", DumpJson(card(*m)));
+    return;
+  }
+  Json data = Json::array();
+  for (const auto& m : srv_->models) data.push_back(card(*m));
+  Respond(200, "application/json", DumpJson(Json{{"object", "list"}, {"data", std::move(data)}}));
+}
+
+void Session::HandleTokenize(bool detokenize) {
+  const std::string& body = parser_->get().body();
+  if (detokenize) {
+    DetokenizeRequest r;
+    if (auto e = ParseDetokenizeRequest(body, &r)) return RespondError(*e);
+    const ServedModel* m = srv_->FindModel(r.model);
+    if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      if (r.tokens[i] < 0 || r.tokens[i] >= m->tokenizer->n_vocab())
+        return RespondError(BadRequest("tokens", fmt::format("token {} at index {} is outside the vocabulary (0..{})",
+                                                             r.tokens[i], i, m->tokenizer->n_vocab() - 1), "invalid_value"));
+    }
+    Respond(200, "application/json", DumpJson(Json{{"prompt", m->tokenizer->Decode(r.tokens)}}));
+    return;
+  }
+  TokenizeRequest r;
+  if (auto e = ParseTokenizeRequest(body, &r)) return RespondError(*e);
+  const ServedModel* m = srv_->FindModel(r.model);
+  if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
+  std::vector<int32_t> ids;
+  if (r.is_chat) {
+    auto text = m->chat.Render(r.messages, nullptr, r.add_generation_prompt);
+    if (!text.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + text.status().message()));
+    ids = m->tokenizer->Encode(*text, m->chat.encode_options());
+  } else {
+    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, false});
+  }
+  Respond(200, "application/json",
+          DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));
+}
+
+void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
+  int retry = 1;
+  if (!srv_->limiter.Allow(tenant, NowSeconds(), &retry)) {
+    srv_->metrics.CountRejected("rate_limited");
+    return RespondError(TooManyRequests("rate limit reached for tenant '" + tenant + "'; retry later", retry, "rate_limit_exceeded"));
+  }
+  GenRequest req;
+  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
+  ServedModel* m = srv_->FindModel(req.model);
+  if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
+  gen_ = std::make_unique<Generation>(std::move(req), m, tenant);
+  if (auto e = gen_->Prepare()) {
+    gen_.reset();
+    return RespondError(*e);
+  }
+  // The request body is no longer needed; free it now (a long-lived stream must not pin it).
+  parser_.reset();
+  gen_id_ = srv_->next_gen_id++;
+  client_gone_ = timed_out_ = false;
+  aborted_.reset();
+  switch (srv_->admission.Arrive(gen_id_, gen_->admission_tokens(), gen_->priority())) {
+    case Admission::Decision::kRejected:
+      gen_.reset();
+      srv_->metrics.CountRejected("queue_full");
+      return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
+    case Admission::Decision::kQueued:
+      srv_->inflight[gen_id_] = shared_from_this();
+      state_ = State::kQueued;
+      ArmTimeout();
+      WatchDisconnect();
+      return;
+    case Admission::Decision::kRun:
+      srv_->inflight[gen_id_] = shared_from_this();
+      ArmTimeout();
+      StartGeneration();
+      return;
+  }
+}
+
+void Session::ArmTimeout() {
+  gen_timer_.expires_after(Ms(srv_->config.request_timeout_s));
+  gen_timer_.async_wait([w = weak_from_this()](const beast::error_code& ec) {
+    auto s = w.lock();
+    if (ec || !s) return;
+    s->Abort(ApiError{408, fmt::format("the request timed out after {} s (--request-timeout)", s->srv_->config.request_timeout_s),
+                      "timeout", "", "timeout"});
+  });
+}
+
+void Session::StartGeneration() {
+  if (!gen_ || state_ == State::kGenerating || state_ == State::kClosed) return;
+  if (client_gone_) {  // left while queued; the slot was already granted
+    srv_->Release(gen_id_, true);
+    return Close();
+  }
+  state_ = State::kGenerating;
+  std::weak_ptr<Session> weak = weak_from_this();
+  auto wake = wake_;
+  asio::io_context* ioc = &srv_->ioc;
+  auto notify = [weak, wake, ioc] {
+    if (!wake->exchange(true))
+      asio::post(*ioc, [weak] {
+        if (auto s = weak.lock()) s->OnEngineEvents();
+      });
+  };
+  if (auto e = gen_->Start(notify)) {
+    gen_timer_.cancel();
+    srv_->Release(gen_id_, true);
+    gen_.reset();
+    state_ = State::kResponding;
+    return RespondError(*e);
+  }
+  if (gen_->streaming()) {
+    Write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+          "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n");
+    std::string prelude = gen_->StreamPrelude();
+    if (!prelude.empty()) Write(HexChunk(prelude));
+  }
+  WatchDisconnect();
+  OnEngineEvents();
+}
+
+void Session::OnEngineEvents() {
+  wake_->store(false);
+  if (!gen_ || state_ != State::kGenerating) return;
+  std::string sse;
+  const bool done = gen_->Poll(&sse);
+  if (gen_->streaming() && !client_gone_ && !sse.empty()) Write(HexChunk(sse));
+  if (done) FinishGeneration();
+}
+
+void Session::FinishGeneration() {
+  gen_timer_.cancel();
+  for (const Choice& c : gen_->choices()) srv_->metrics.ObserveRequest(gen_->BucketOf(c), c.metrics, c.finish);
+  state_ = State::kResponding;
+  std::unique_ptr<Generation> gen = std::move(gen_);
+  const int64_t id = gen_id_;
+  if (client_gone_) {
+    srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
+    srv_->Release(id, true);
+    Close();
+    return;
+  }
+  if (gen->streaming()) {
+    std::string tail;
+    if (aborted_) tail += "data: " + aborted_->ToJson() + "\n\n";
+    tail += gen->StreamEpilogue();
+    Write(HexChunk(tail) + "0\r\n\r\n");
+    srv_->metrics.CountResponse(route_, aborted_ ? aborted_->status : 200);
+    ResponseDone();
+  } else if (aborted_) {
+    RespondError(*aborted_);
+  } else if (auto e = gen->EngineError()) {
+    RespondError(*e);
+  } else {
+    Respond(200, "application/json", gen->ResponseBody());
+  }
+  srv_->Release(id, true);
+}
+
+void Session::Abort(const ApiError& why) {
+  if (!gen_ || aborted_) return;
+  if (why.status == 408) timed_out_ = true;
+  aborted_ = why;
+  if (state_ == State::kQueued) {
+    gen_.reset();
+    state_ = State::kResponding;
+    srv_->metrics.CountRejected(why.status == 408 ? "timeout" : "draining");
+    const int64_t id = gen_id_;
+    RespondError(why);
+    srv_->Release(id, false);
+    return;
+  }
+  if (state_ == State::kGenerating) gen_->CancelAll();  // events end within one engine step
+}
+
+void Session::WatchDisconnect() {
+  if (watching_) return;
+  watching_ = true;
+  socket_.async_read_some(asio::buffer(watch_buf_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    self->watching_ = false;
+    if (self->read_after_watch_) {
+      self->read_after_watch_ = false;
+      if (n > 0) self->buf_.commit(asio::buffer_copy(self->buf_.prepare(n), asio::buffer(self->watch_buf_, n)));
+      if (!ec || ec == asio::error::operation_aborted) return self->DoRead();
+      return self->Close();
+    }
+    if (ec) return self->OnClientGone();
+    // Pipelined bytes of the next request: keep them for the next read (bounded).
+    self->buf_.commit(asio::buffer_copy(self->buf_.prepare(n), asio::buffer(self->watch_buf_, n)));
+    if (self->buf_.size() > static_cast<size_t>(self->srv_->config.max_body_bytes) + 65536) return self->OnClientGone();
+    if (self->state_ == State::kQueued || self->state_ == State::kGenerating) self->WatchDisconnect();
+  });
+}
+
+void Session::OnClientGone() {
+  if (client_gone_ || state_ == State::kClosed) return;
+  client_gone_ = true;
+  // An async_write in progress still reads outq_.front(): keep it until it completes.
+  while (outq_.size() > (writing_ ? 1u : 0u)) outq_.pop_back();
+  if (state_ == State::kQueued) {
+    gen_.reset();
+    gen_timer_.cancel();
+    srv_->metrics.CountRejected("client_gone");
+    const int64_t id = gen_id_;
+    Close();
+    srv_->Release(id, false);
+  } else if (state_ == State::kGenerating) {
+    gen_->CancelAll();  // FinishGeneration closes once the engine confirms
+  } else {
+    Close();
+  }
+}
+
+void Session::Respond(int status, const std::string& content_type, const std::string& body,
+                      const std::vector<std::pair<std::string, std::string>>& extra) {
+  status_ = status;
+  srv_->metrics.CountResponse(route_.empty() ? "other" : route_, status);
+  std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n", status,
+                              Reason(status), content_type, body.size(), keep_alive_ ? "keep-alive" : "close");
+  for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  h += "\r\n";
+  const bool head = parser_ && parser_->is_header_done() && parser_->get().method() == http::verb::head;
+  Write(h + (head ? std::string() : body));
+  ResponseDone();
+}
+
+void Session::RespondError(const ApiError& e) {
+  std::vector<std::pair<std::string, std::string>> extra;
+  if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
+  Respond(e.status, "application/json", e.ToJson(), extra);
+}
+
+void Session::ResponseDone() {
+  response_complete_ = true;
+  if (!writing_ && outq_.empty()) DoWrite();  // nothing pending: go on at once
+}
+
+void Session::Write(std::string bytes) {
+  if (client_gone_ || state_ == State::kClosed) return;
+  outq_.push_back(std::move(bytes));
+  if (!writing_) DoWrite();
+}
+
+void Session::DoWrite() {
+  if (outq_.empty()) {
+    if (!response_complete_ || state_ == State::kClosed) return;
+    response_complete_ = false;
+    if (!keep_alive_) return Close();
+    if (watching_) {  // stop the disconnect watch, then read the next request
+      read_after_watch_ = true;
+      beast::error_code ec;
+      socket_.cancel(ec);
+      return;
+    }
+    return DoRead();
+  }
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(outq_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->writing_ = false;
+    if (ec) return self->OnClientGone();
+    if (!self->outq_.empty()) self->outq_.pop_front();
+    self->DoWrite();
+  });
+}
+
+void Session::Close() {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  read_timer_.cancel();
+  beast::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+}
+
+}  // namespace tarmac::server

@@ -1,0 +1,124 @@
+// Internals of Server shared by http_server.cc (listener, routing state, drain) and
+// http_session.cc (one connection). Everything here runs on the server's single I/O thread
+// unless stated otherwise.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>  // before Asio: boost 1.74 awaitable.hpp uses std::exchange
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace tarmac::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+class Session;
+
+struct Server::Impl {
+  explicit Impl(ServerConfig c)
+      : config(std::move(c)), acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc),
+        admission(config.admission),
+        limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)) {}
+
+  void Accept();
+  void BeginDrain();
+  void CheckDrained();
+  ServedModel* FindModel(const std::string& name) const;
+  // A generation request (id) left the admission queue or the engine: frees its slot, starts
+  // queued requests, forgets the session.
+  void Release(int64_t id, bool was_running);
+  std::string RenderMetrics() const;
+
+  ServerConfig config;
+  std::atomic<int64_t> open_connections{0};  // before ioc: sessions die with its handlers
+  asio::io_context ioc{1};
+  tcp::acceptor acceptor;
+  asio::signal_set signals;
+  asio::steady_timer drain_timer;
+  bool ready = false;
+  bool draining = false;
+  bool drain_deadline_passed = false;
+  bool stopped = false;
+  std::vector<std::unique_ptr<ServedModel>> models;  // destroyed before ioc (declared after it)
+  Admission admission;
+  RateLimiter limiter;
+  ServerMetrics metrics;
+  std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
+  int64_t next_gen_id = 1;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Server::Impl* srv);
+  ~Session();
+  void Start() { DoRead(); }
+
+  // Called by the server.
+  void StartGeneration();   // admission granted
+  void Abort(const ApiError& why);  // drain deadline / shutdown: cancel or refuse
+  bool queued() const { return state_ == State::kQueued; }
+  const std::string& model_name() const;
+
+ private:
+  enum class State { kReading, kQueued, kGenerating, kResponding, kClosed };
+
+  void DoRead();
+  void OnRead(beast::error_code ec);
+  void Handle();
+  void HandleGeneration(ApiKind kind, const std::string& tenant);
+  void HandleTokenize(bool detokenize);
+  void HandleModels(const std::string& one);
+  void Respond(int status, const std::string& content_type, const std::string& body,
+               const std::vector<std::pair<std::string, std::string>>& extra = {});
+  void RespondError(const ApiError& e);
+  void Write(std::string bytes);
+  void DoWrite();
+  void ResponseDone();
+  void Close();
+  void WatchDisconnect();
+  void OnClientGone();
+  void OnEngineEvents();
+  void FinishGeneration();
+  void ArmTimeout();
+
+  tcp::socket socket_;
+  Server::Impl* srv_;
+  beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  asio::steady_timer read_timer_, gen_timer_;
+  std::deque<std::string> outq_;
+  bool writing_ = false;
+  bool response_complete_ = false;  // the whole current response is queued
+  bool keep_alive_ = true;
+  State state_ = State::kReading;
+  std::string route_;
+  int status_ = 0;
+  // Current generation.
+  std::unique_ptr<Generation> gen_;
+  int64_t gen_id_ = 0;
+  bool client_gone_ = false;
+  bool timed_out_ = false;
+  std::optional<ApiError> aborted_;
+  bool watching_ = false;
+  bool read_after_watch_ = false;
+  std::array<char, 1024> watch_buf_;
+  std::shared_ptr<std::atomic<bool>> wake_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+}  // namespace tarmac::server
