@@ -4,7 +4,10 @@
 
 #include "base/check.h"
 #include "base/clock.h"
+#include <fmt/format.h>
 #include "kv/kv_budget.h"
+#include "spec/draft_model_proposer.h"
+#include "spec/ngram_proposer.h"
 
 namespace tarmac::engine {
 namespace {
@@ -17,6 +20,11 @@ Result<EngineConfig> Resolve(const model::ModelConfig& mc, EngineConfig c) {
   if (c.max_running < 1) return InvalidArgument("max running requests must be >= 1, got {}", c.max_running);
   if (c.threads < 1) return InvalidArgument("threads must be >= 1, got {}", c.threads);
   if (c.kv_blocks < 0 || c.kv_memory_bytes < 0) return InvalidArgument("KV memory must be >= 0");
+  if (c.spec_k < 0 || c.spec_k > spec::kMaxDraft)
+    return InvalidArgument("draft length must be in [0, {}], got {}", spec::kMaxDraft, c.spec_k);
+  if (c.spec == SpecMode::kDraft && c.draft_model == nullptr)
+    return InvalidArgument("speculation mode 'draft' needs a draft model");
+  if (c.spec == SpecMode::kAuto) c.spec_policy = true;
   if (c.max_context == 0) c.max_context = mc.n_ctx_train;
   if (c.max_context < 1 || c.max_context > mc.n_ctx_train) {
     return InvalidArgument("context {} is outside [1, {}] (the model's training context)",
@@ -48,13 +56,24 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
   }
   c.kv_blocks = shape.num_blocks;
   c.kv_memory_bytes = bpb * shape.num_blocks;
-  return std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
+  std::unique_ptr<spec::Proposer> proposer;
+  const bool use_draft = c.spec == SpecMode::kDraft || (c.spec == SpecMode::kAuto && c.draft_model);
+  if (use_draft) {
+    TARMAC_ASSIGN_OR_RETURN(proposer, spec::DraftModelProposer::Create(
+                                          c.draft_model, mc.n_vocab, c.max_context,
+                                          c.max_running, c.threads));
+  } else if (c.spec == SpecMode::kNgram || c.spec == SpecMode::kAuto) {
+    proposer = std::make_unique<spec::NgramProposer>();
+  }
+  auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
+  core->proposer_ = std::move(proposer);
+  return core;
 }
 
 EngineCore::EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer,
                        const EngineConfig& config, const model::KvShape& shape)
     : model_(model), tok_(tokenizer), config_(config), pool_threads_(config.threads),
-      cache_(shape) {
+      cache_(shape), policy_(spec::SpecPolicyConfig{config.spec_k}) {
   pool_ = std::make_unique<kv::BlockPool>(shape.num_blocks);
   if (config_.prefix_cache) tree_ = std::make_unique<prefix::RadixTree>(pool_.get(), config_.block_size);
   sched::SchedulerConfig sc;
@@ -103,6 +122,7 @@ void EngineCore::Add(int64_t id, EngineRequest r, std::shared_ptr<RequestStream>
     live.stop = std::make_unique<StopMatcher>(r.stop);
   }
   live.metrics.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+  live.bucket = BucketOf(r);
   live.stream = std::move(stream);
   Status st = sched_->Add({id, r.ns, r.priority, r.prompt, r.max_tokens});
   TARMAC_CHECK(st.ok());  // Validate() ran first
@@ -117,6 +137,7 @@ void EngineCore::FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, c
   const double now = NowSeconds();
   if (sched_->Has(id)) L.metrics.cached_prompt_tokens = sched_->prefix_hit_tokens(id);
   sched_->Finish(id);
+  if (proposer_) proposer_->Release(id);
   L.metrics.e2e_s = now - L.submit_s;
   L.metrics.queue_s = (L.first_sched_s > 0 ? L.first_sched_s : now) - L.submit_s;
   ev.finish = reason;
@@ -144,11 +165,23 @@ void EngineCore::AbortAll(const Status& error) {
   for (int64_t id : ids) FinishRequest(id, FinishReason::kError, TokenEvent{}, error);
 }
 
+std::string EngineCore::BucketOf(const EngineRequest& r) {
+  const float t = r.sampling.temperature;
+  const char* temp = t == 0.0f ? "0" : (t <= 0.5f ? "low" : "high");
+  const char* out = r.max_tokens <= 64 ? "short" : (r.max_tokens <= 512 ? "medium" : "long");
+  return fmt::format("{}/T{}/out-{}", r.task.empty() ? "default" : r.task, temp, out);
+}
+
 void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
   Live& L = reqs_.at(id);
   sampling::SampleResult r = L.sampler->Sample(logits);
   L.sampler->Accept(r.id);
   sched_->AppendToken(id, r.id);
+  Emit(id, std::move(r), now);
+}
+
+bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
+  Live& L = reqs_.at(id);
   ++stats_.generation_tokens;
   RequestMetrics& m = L.metrics;
   if (m.output_tokens == 0) {
@@ -179,7 +212,7 @@ void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
   if (fin == FinishReason::kNone && m.output_tokens >= L.req.max_tokens) fin = FinishReason::kLength;
   if (fin == FinishReason::kNone) {
     L.stream->Push(std::move(ev));
-    return;
+    return false;
   }
   if (tok_ != nullptr && !stopped_by_string) {
     bool stopped = false;
@@ -187,12 +220,84 @@ void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
     if (!stopped) ev.text += L.stop->Flush();
   }
   FinishRequest(id, fin, std::move(ev), Status::Ok());
+  return true;
+}
+
+void EngineCore::Draft() {
+  drafts_.clear();
+  if (!proposer_) return;
+  const std::vector<int64_t> ready = sched_->DecodeReady();
+  std::vector<spec::ProposeRequest> reqs;
+  for (int64_t id : ready) {
+    Live& L = reqs_.at(id);
+    if (!L.req.speculative) continue;
+    int32_t k = config_.spec_policy
+                    ? policy_.ChooseK(L.bucket, static_cast<int32_t>(ready.size()))
+                    : config_.spec_k;
+    k = std::min(k, L.req.max_tokens - L.metrics.output_tokens - 1);  // never past max_tokens
+    if (k <= 0) continue;
+    reqs.push_back({id, &sched_->tokens(id), L.sampler.get(), k});
+  }
+  if (reqs.empty()) return;
+  const double t0 = NowSeconds();
+  std::vector<std::vector<sampling::DraftToken>> out;
+  proposer_->Propose(reqs, &out);
+  int32_t rounds = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    rounds = std::max(rounds, static_cast<int32_t>(out[i].size()));
+    if (out[i].empty()) continue;
+    sched_->SetLookahead(reqs[i].id, static_cast<int32_t>(out[i].size()));
+    drafts_[reqs[i].id] = std::move(out[i]);
+  }
+  const double dt = NowSeconds() - t0;
+  stats_.draft_seconds += dt;
+  if (std::string(proposer_->name()) == "draft") policy_.ObserveDraft(rounds, dt);
+}
+
+void EngineCore::Verify(int64_t id, float* logits, int32_t num_draft, double now) {
+  Live& L = reqs_.at(id);
+  const std::vector<sampling::DraftToken>& drafts = drafts_.at(id);
+  const int32_t V = model_->config().n_vocab;
+  const int32_t len_before = static_cast<int32_t>(sched_->tokens(id).size());
+  const std::string bucket = L.bucket;
+  int32_t accepted = 0;
+  bool finished = false;
+  for (int32_t i = 0; i <= num_draft && !finished; ++i) {
+    std::span<float> row(logits + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
+    Live& live = reqs_.at(id);
+    if (i == num_draft) {  // every draft passed: the bonus token
+      sampling::SampleResult r = live.sampler->Sample(row);
+      live.sampler->Accept(r.id);
+      sched_->AppendToken(id, r.id);
+      finished = Emit(id, std::move(r), now);
+      break;
+    }
+    sampling::VerifyOutcome v = sampling::VerifyDraft(*live.sampler, row, drafts[i]);
+    live.sampler->Accept(v.token.id);
+    if (v.accepted) {
+      ++accepted;
+      sched_->AcceptDraftToken(id, v.token.id);
+    } else {
+      sched_->AppendToken(id, v.token.id);
+    }
+    finished = Emit(id, std::move(v.token), now);
+    if (!v.accepted) break;
+  }
+  policy_.ObserveVerify(bucket, num_draft, accepted);  // the policy's input and the metrics
+  if (!finished) {
+    proposer_->Rollback(id, len_before + accepted);
+    sched_->TrimToComputed(id);
+  }
 }
 
 bool EngineCore::Step() {
   const double t0 = NowSeconds();
+  Draft();
   sched::SchedulerOutput out = sched_->Schedule();
-  for (int64_t id : out.preempted) ++reqs_.at(id).metrics.preemptions;
+  for (int64_t id : out.preempted) {
+    ++reqs_.at(id).metrics.preemptions;
+    if (proposer_) proposer_->Release(id);
+  }
   stats_.max_concurrent_running = std::max(stats_.max_concurrent_running, sched_->num_running());
   if (out.empty()) return false;
   const int32_t bs = config_.block_size;
@@ -206,34 +311,54 @@ bool EngineCore::Step() {
     if (L.first_sched_s == 0) L.first_sched_s = t0;
     batch_.block_tables[i] = *s.block_table;
     const std::vector<int32_t>& table = batch_.block_tables[i];
+    const int32_t known = s.num_tokens - s.num_draft;
     for (int32_t t = 0; t < s.num_tokens; ++t) {
       const int32_t pos = s.start + t;
-      batch_.tokens.push_back((*s.tokens)[pos]);
+      batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : drafts_.at(s.id)[t - known].id);
       batch_.positions.push_back(pos);
       batch_.seq.push_back(static_cast<int32_t>(i));
       batch_.slots.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+      // Logits of the last known token, and of every draft when verifying.
+      if (s.sample && t >= known - 1) batch_.logits_for.push_back(batch_.n_tokens() - 1);
     }
-    if (s.sample) batch_.logits_for.push_back(batch_.n_tokens() - 1);
-    if (s.num_tokens == 1 && s.sample && s.start >= L.metrics.prompt_tokens) {
+    if (s.num_draft > 0) {
+      step.decode_tokens += 1 + s.num_draft;
+    } else if (s.num_tokens == 1 && s.sample && s.start >= L.metrics.prompt_tokens) {
       ++step.decode_tokens;
     } else {
       step.prefill_tokens += s.num_tokens;
     }
   }
+  const double tf = NowSeconds();
   model_->Forward(batch_, &cache_, &pool_threads_, &logits_);
+  const double forward_s = NowSeconds() - tf;
+  policy_.ObserveStep(batch_.n_tokens(), forward_s);
   sched_->Commit(out);
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
   size_t k = 0;
+  bool verified = false;
   for (const sched::ScheduledSeq& s : out.seqs) {
     if (!s.sample) continue;
-    Sample(s.id, std::span<float>(logits_.data() + k * V, static_cast<size_t>(V)), now);
-    ++k;
+    if (s.num_draft > 0) {
+      Verify(s.id, logits_.data() + k * V, s.num_draft, now);
+      verified = true;
+    } else {
+      Sample(s.id, std::span<float>(logits_.data() + k * V, static_cast<size_t>(V)), now);
+    }
+    k += 1 + s.num_draft;
   }
+  if (verified) stats_.verify_seconds += forward_s;
   step.seconds = NowSeconds() - t0;
   ++stats_.steps;
   stats_.last_step = step;
   return true;
+}
+
+Status EngineCore::CheckIntegrity() const {
+  TARMAC_RETURN_IF_ERROR(sched_->CheckIntegrity());
+  if (proposer_) TARMAC_RETURN_IF_ERROR(proposer_->CheckIntegrity());
+  return Status::Ok();
 }
 
 EngineStats EngineCore::Stats() const {
@@ -242,6 +367,7 @@ EngineStats EngineCore::Stats() const {
   s.num_waiting = sched_->num_waiting();
   s.kv = sched_->Usage();
   s.sched = sched_->counters();
+  s.spec_buckets = policy_.stats();
   return s;
 }
 

@@ -27,6 +27,8 @@
 #include "prefix/radix_tree.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
+#include "spec/proposer.h"
+#include "spec/spec_policy.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,7 +60,8 @@ class EngineCore {
   bool idle() const { return reqs_.empty(); }
 
   EngineStats Stats() const;
-  Status CheckIntegrity() const { return sched_->CheckIntegrity(); }
+  // Scheduler (pool, tree, refcounts) and the draft proposer's KV.
+  Status CheckIntegrity() const;
   const EngineConfig& config() const { return config_; }  // with derived fields filled in
   int32_t num_blocks() const { return pool_->num_blocks(); }
   int64_t kv_bytes() const;
@@ -72,11 +75,21 @@ class EngineCore {
     std::unique_ptr<StopMatcher> stop;
     double submit_s = 0, first_sched_s = 0, first_token_s = 0, last_token_s = 0;
     RequestMetrics metrics;
+    std::string bucket;  // speculation bucket
   };
 
   EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer, const EngineConfig& config,
              const model::KvShape& shape);
+  // Emits a token already accepted into the sampler and the scheduler: timings, text, stop
+  // checks; finishes the request when it ends it. Returns true when the request finished.
+  bool Emit(int64_t id, sampling::SampleResult r, double now);
   void Sample(int64_t id, std::span<float> logits, double now);
+  // Verifies num_draft drafts against rows [0, num_draft] of logits (one row per position,
+  // the last known token's first) and emits what comes out.
+  void Verify(int64_t id, float* logits, int32_t num_draft, double now);
+  // Asks the proposer for drafts for decode-ready requests and reserves their lookahead.
+  void Draft();
+  static std::string BucketOf(const EngineRequest& r);
   void FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error);
 
   model::LlamaModel* model_;
@@ -88,6 +101,9 @@ class EngineCore {
   std::unique_ptr<prefix::RadixTree> tree_;
   std::unique_ptr<sched::Scheduler> sched_;
   std::unordered_map<int64_t, Live> reqs_;
+  std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
+  spec::SpecPolicy policy_;
+  std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
   model::ForwardBatch batch_;
   std::vector<float> logits_;
   EngineStats stats_;

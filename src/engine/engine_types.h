@@ -3,15 +3,23 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "model/kv_cache.h"
+#include "model/llama_model.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
+#include "spec/spec_policy.h"
 
 namespace tarmac::engine {
+
+// Speculative decoding: off, a draft model, n-gram prompt lookup, or auto (the draft model
+// when one is given, else n-gram; the per-bucket policy picks k, including 0).
+enum class SpecMode { kOff, kDraft, kNgram, kAuto };
+const char* SpecModeName(SpecMode m);
 
 struct EngineConfig {
   int32_t block_size = 16;           // tokens per KV block
@@ -25,6 +33,10 @@ struct EngineConfig {
   int32_t max_context = 0;           // 0: the model's training context
   bool prefix_cache = true;
   int32_t threads = 1;               // compute threads of this engine's pool
+  SpecMode spec = SpecMode::kOff;
+  model::LlamaModel* draft_model = nullptr;  // borrowed; needed for kDraft
+  int32_t spec_k = 4;                // draft length (kDraft/kNgram), max k for the policy (kAuto)
+  bool spec_policy = false;          // choose k per bucket (always on in kAuto)
 };
 
 struct EngineRequest {
@@ -36,6 +48,8 @@ struct EngineRequest {
   std::vector<std::string> stop;       // stop strings (not included in the text)
   uint64_t ns = 0;                     // prefix-cache namespace (tenant salt + model)
   int32_t priority = 0;                // smaller is more important
+  bool speculative = true;             // false: never speculate for this request
+  std::string task;                    // request bucket's task type (route or client given)
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -85,6 +99,10 @@ struct EngineStats {
   sched::KvUsage kv;
   sched::SchedulerCounters sched;
   StepStats last_step;
+  // Speculation, per request bucket ("task/T<band>/out<band>"), and time spent.
+  std::map<std::string, spec::BucketStats> spec_buckets;
+  double draft_seconds = 0;
+  double verify_seconds = 0;   // target steps that verified drafts
   double kv_usage() const {  // fraction of blocks in use by requests
     return kv.total_blocks == 0 ? 0.0 : static_cast<double>(kv.request_blocks) / kv.total_blocks;
   }

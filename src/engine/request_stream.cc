@@ -15,6 +15,16 @@ const char* FinishReasonName(FinishReason r) {
   return "";
 }
 
+const char* SpecModeName(SpecMode m) {
+  switch (m) {
+    case SpecMode::kOff: return "off";
+    case SpecMode::kDraft: return "draft";
+    case SpecMode::kNgram: return "ngram";
+    case SpecMode::kAuto: return "auto";
+  }
+  return "";
+}
+
 bool RequestStream::Next(TokenEvent* ev, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;

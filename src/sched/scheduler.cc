@@ -48,6 +48,7 @@ struct Scheduler::Req {
   prefix::PrefixMatch lock;       // cached path this request keeps locked
   bool locked = false;
   int32_t cached_blocks = 0;      // leading blocks already inserted into the tree
+  int32_t lookahead = 0;          // draft slots wanted this step (SetLookahead)
   bool admitted_once = false;
   int32_t first_hit_tokens = 0;   // prefix-cache hit at the first admission
   RequestState state = RequestState::kWaiting;
@@ -96,6 +97,12 @@ int32_t Scheduler::num_output(int64_t id) const {
   auto it = reqs_.find(id);
   TARMAC_CHECK(it != reqs_.end());
   return static_cast<int32_t>(it->second->tokens.size()) - it->second->prompt_len;
+}
+
+const std::vector<int32_t>& Scheduler::tokens(int64_t id) const {
+  auto it = reqs_.find(id);
+  TARMAC_CHECK(it != reqs_.end());
+  return it->second->tokens;
 }
 
 int32_t Scheduler::prefix_hit_tokens(int64_t id) const {
@@ -177,9 +184,9 @@ void Scheduler::Preempt(Req* r, SchedulerOutput* out, int32_t* budget) {
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int32_t budget = config_.max_batched_tokens;
-  auto push = [&](Req* r, int32_t n) {
-    const bool sample = r->computed + n == static_cast<int32_t>(r->tokens.size());
-    out.seqs.push_back({r->id, r->computed, n, sample, &r->tokens, &r->blocks});
+  auto push = [&](Req* r, int32_t n, int32_t draft) {
+    const bool sample = r->computed + n - draft == static_cast<int32_t>(r->tokens.size());
+    out.seqs.push_back({r->id, r->computed, n, sample, draft, &r->tokens, &r->blocks});
     out.num_tokens += n;
     budget -= n;
   };
@@ -194,16 +201,20 @@ SchedulerOutput Scheduler::Schedule() {
   for (Req* r : order) {
     if (budget == 0) break;
     if (r->state != RequestState::kRunning) continue;  // preempted by an earlier one
-    const int32_t n =
-        std::min<int32_t>(static_cast<int32_t>(r->tokens.size()) - r->computed, budget);
+    const int32_t known = static_cast<int32_t>(r->tokens.size()) - r->computed;
+    int32_t draft = known == 1 ? std::clamp(r->lookahead, 0, budget - 1) : 0;
+    draft = std::min(draft, config_.max_context - static_cast<int32_t>(r->tokens.size()));
+    draft = std::max(draft, 0);
+    const int32_t n = std::min<int32_t>(known, budget) + draft;
     TARMAC_DCHECK(n >= 1);
     while (!EnsureBlocks(r, static_cast<int64_t>(r->computed) + n)) {
       Req* v = PickVictim(nullptr);
       Preempt(v, &out, &budget);
       if (v == r) break;
     }
-    if (r->state == RequestState::kRunning) push(r, n);
+    if (r->state == RequestState::kRunning) push(r, n, draft);
   }
+  for (Req* r : running_) r->lookahead = 0;
 
   // 2. Waiting requests, most important first, while budget and running slots last.
   std::vector<Req*> queue = waiting_;
@@ -236,7 +247,7 @@ SchedulerOutput Scheduler::Schedule() {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
     running_.push_back(r);
     r->state = RequestState::kRunning;
-    push(r, n);
+    push(r, n, 0);
   }
   return out;
 }
@@ -264,7 +275,7 @@ void Scheduler::Commit(const SchedulerOutput& out) {
     TARMAC_CHECK(it != reqs_.end() && it->second->state == RequestState::kRunning);
     Req* r = it->second.get();
     TARMAC_CHECK(r->computed == s.start);
-    r->computed += s.num_tokens;
+    r->computed += s.num_tokens - s.num_draft;
     CacheFullBlocks(r);
   }
 }
@@ -276,6 +287,42 @@ void Scheduler::AppendToken(int64_t id, int32_t token) {
   TARMAC_CHECK(r->state == RequestState::kRunning &&
                r->computed == static_cast<int32_t>(r->tokens.size()));
   r->tokens.push_back(token);
+}
+
+void Scheduler::SetLookahead(int64_t id, int32_t n) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end() || it->second->state != RequestState::kRunning) return;
+  it->second->lookahead = std::max(n, 0);
+}
+
+void Scheduler::AcceptDraftToken(int64_t id, int32_t token) {
+  auto it = reqs_.find(id);
+  TARMAC_CHECK(it != reqs_.end());
+  Req* r = it->second.get();
+  TARMAC_CHECK(r->state == RequestState::kRunning &&
+               r->computed == static_cast<int32_t>(r->tokens.size()));
+  TARMAC_CHECK(static_cast<int64_t>(r->blocks.size()) * config_.block_size > r->computed);
+  r->tokens.push_back(token);
+  ++r->computed;
+  CacheFullBlocks(r);
+}
+
+void Scheduler::TrimToComputed(int64_t id) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  Req* r = it->second.get();
+  const size_t keep = static_cast<size_t>((r->computed + config_.block_size - 1) / config_.block_size);
+  while (r->blocks.size() > keep) {
+    pool_->Release(r->blocks.back());
+    r->blocks.pop_back();
+  }
+}
+
+std::vector<int64_t> Scheduler::DecodeReady() const {
+  std::vector<int64_t> ids;
+  for (const Req* r : running_)
+    if (static_cast<int32_t>(r->tokens.size()) - r->computed == 1) ids.push_back(r->id);
+  return ids;
 }
 
 void Scheduler::Finish(int64_t id) {

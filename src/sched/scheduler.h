@@ -59,11 +59,14 @@ struct NewRequest {
 };
 
 // One request's share of a step: compute tokens[start, start + num_tokens) at those positions.
+// With speculation, the last num_draft of them are draft tokens the engine supplies (they are
+// not in *tokens yet): positions start + num_tokens - num_draft ... are verified this step.
 struct ScheduledSeq {
   int64_t id;
   int32_t start;        // tokens already in the KV cache before this step
-  int32_t num_tokens;   // >= 1
+  int32_t num_tokens;   // >= 1, drafts included
   bool sample;          // after this step every known token is computed: sample the next one
+  int32_t num_draft;    // lookahead slots for draft tokens (0 without speculation)
   const std::vector<int32_t>* tokens;       // the request's prompt + output so far
   const std::vector<int32_t>* block_table;  // covers positions [0, start + num_tokens)
 };
@@ -116,6 +119,18 @@ class Scheduler {
   // Appends a sampled token to a running request. Preconditions: running, every known token
   // computed.
   void AppendToken(int64_t id, int32_t token);
+
+  // Speculation. Before Schedule(): reserve n lookahead slots for a running request whose known
+  // tokens are all computed but the last (a decode); Schedule() gives it 1 + n' tokens with
+  // n' <= n as the budget allows. Requests in any other state ignore it. Reset by Schedule().
+  void SetLookahead(int64_t id, int32_t n);
+  // After Commit(): the draft token verified at position == tokens.size() was accepted; its K/V
+  // (computed by the verify pass) becomes part of the sequence. Preconditions: as AppendToken.
+  void AcceptDraftToken(int64_t id, int32_t token);
+  // Returns blocks beyond what the computed tokens occupy (slots of rejected drafts).
+  void TrimToComputed(int64_t id);
+  // Running requests whose known tokens are all computed but the last (ready to decode).
+  std::vector<int64_t> DecodeReady() const;
   // Removes a request in any state (finished or cancelled), returning all its blocks.
   // A finished request's full computed blocks stay cached. No-op for unknown ids.
   void Finish(int64_t id);
@@ -125,6 +140,8 @@ class Scheduler {
   int32_t num_output(int64_t id) const;
   // Prompt tokens found in the prefix cache when the request was first admitted.
   int32_t prefix_hit_tokens(int64_t id) const;
+  // The request's prompt + output so far. Preconditions: Has(id).
+  const std::vector<int32_t>& tokens(int64_t id) const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const SchedulerConfig& config() const { return config_; }

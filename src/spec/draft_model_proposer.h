@@ -1,0 +1,62 @@
+// DraftModelProposer: a small model with the target's vocabulary drafts k tokens per request,
+// for many requests in one batched forward per draft position. It keeps its own paged KV
+// (own block pool, one block table per request) and remembers how far each request's tokens
+// are computed, so each step only feeds what is new (the accepted tokens) before drafting.
+//
+// Owns its KV cache, block pool, thread pool and per-request state; borrows the model. Not
+// thread-safe (the engine's step thread).
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "base/thread_pool.h"
+#include "kv/block_pool.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "spec/proposer.h"
+
+namespace tarmac::spec {
+
+class DraftModelProposer : public Proposer {
+ public:
+  // Errors when the vocabularies differ. context: tokens per request at most; max_seqs:
+  // requests drafting at once (KV is sized for max_seqs full contexts).
+  static Result<std::unique_ptr<DraftModelProposer>> Create(model::LlamaModel* draft,
+                                                            int32_t target_vocab,
+                                                            int32_t context, int32_t max_seqs,
+                                                            int32_t threads);
+  const char* name() const override { return "draft"; }
+  void Propose(std::span<const ProposeRequest> requests,
+               std::vector<std::vector<sampling::DraftToken>>* drafts) override;
+  void Rollback(int64_t id, int32_t valid_len) override;
+  void Release(int64_t id) override;
+  // Pool integrity; every request's blocks are held once and cover what it computed.
+  Status CheckIntegrity() const override;
+
+  int32_t num_seqs() const { return static_cast<int32_t>(seqs_.size()); }
+
+ private:
+  struct Seq {
+    std::vector<int32_t> blocks;  // block table in the draft's KV
+    int32_t computed = 0;         // leading tokens whose draft K/V is valid
+  };
+  DraftModelProposer(model::LlamaModel* draft, int32_t context, const model::KvShape& shape,
+                     int32_t threads);
+  bool Ensure(Seq* s, int32_t tokens);
+  void Trim(Seq* s);
+  void AddToken(int32_t seq_index, const Seq& s, int32_t token, int32_t pos);
+
+  model::LlamaModel* model_;
+  int32_t context_;
+  ThreadPool threads_;
+  model::KvCache cache_;
+  kv::BlockPool pool_;
+  std::unordered_map<int64_t, Seq> seqs_;
+  model::ForwardBatch batch_;
+  std::vector<float> logits_;
+  uint64_t draws_ = 0;  // decorrelates the draft's RNG streams from the target's
+};
+
+}  // namespace tarmac::spec

@@ -1,0 +1,104 @@
+#include "spec/spec_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tarmac::spec {
+
+SpecPolicy::SpecPolicy(const SpecPolicyConfig& config) : config_(config) {
+  config_.max_k = std::clamp(config_.max_k, 0, kMaxDraft);
+}
+
+int SpecPolicy::Bin(int32_t tokens) {
+  int b = 0;
+  while ((1 << (b + 1)) <= tokens && b < 15) ++b;
+  return b;
+}
+
+double SpecPolicy::StepSeconds(int32_t tokens) const {
+  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin; flat below
+  // the smallest measurement, proportional to tokens (compute-bound) above the largest.
+  double prev_t = -1, prev_s = 0;
+  for (int b = 0; b < 16; ++b) {
+    if (step_tokens_[b] <= 0) continue;
+    const double t = step_tokens_[b], sec = step_s_[b];
+    if (tokens <= t) {
+      if (prev_t < 0) return sec;
+      return prev_s + (tokens - prev_t) / (t - prev_t) * (sec - prev_s);
+    }
+    prev_t = t;
+    prev_s = sec;
+  }
+  if (prev_t < 0) return 0;
+  return prev_s * tokens / prev_t;
+}
+
+double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch) const {
+  if (k <= 0) return 1.0;
+  a = std::clamp(a, 0.0, 0.999);
+  const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
+  const double decode = StepSeconds(batch);
+  const double verify = StepSeconds(batch * (1 + k));
+  const double draft = k * draft_s_;
+  if (decode <= 0 || verify <= 0) return expected;  // nothing measured yet: optimistic
+  return expected * decode / (draft + verify);
+}
+
+int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch) {
+  BucketStats& st = buckets_[bucket];
+  Acc& acc = acc_[bucket];
+  ++st.decisions;
+  const double a = acc.accepted / (acc.accepted + acc.rejected);
+  st.accept_est = a;
+  int32_t best_k = 0;
+  double best = 1.0 + config_.min_gain;
+  for (int32_t k = 1; k <= config_.max_k; ++k) {
+    const double s = PredictSpeedup(a, k, batch);
+    if (s > best) {
+      best = s;
+      best_k = k;
+    }
+  }
+  if (best_k == 0 && config_.max_k > 0 && ++acc.since_probe >= config_.probe_every) {
+    acc.since_probe = 0;
+    best_k = std::min(2, config_.max_k);  // re-probe a switched-off bucket
+  }
+  if (best_k == 0) ++st.fallbacks;
+  st.last_k = best_k;
+  return best_k;
+}
+
+void SpecPolicy::ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted) {
+  if (proposed <= 0) return;
+  BucketStats& st = buckets_[bucket];
+  Acc& acc = acc_[bucket];
+  ++st.drafts;
+  st.draft_tokens += proposed;
+  st.accepted_tokens += accepted;
+  for (int32_t i = 0; i < accepted && i < kMaxDraft; ++i) ++st.accepted_at[i];
+  // Geometric model: `accepted` successes, then one failure unless all passed.
+  const double w = std::pow(config_.decay, proposed);
+  acc.accepted = acc.accepted * w + accepted;
+  acc.rejected = acc.rejected * w + (accepted < proposed ? 1 : 0);
+  st.accept_est = acc.accepted / (acc.accepted + acc.rejected);
+}
+
+void SpecPolicy::ObserveStep(int32_t tokens, double seconds) {
+  if (tokens <= 0) return;
+  const int b = Bin(tokens);
+  if (step_tokens_[b] == 0) {
+    step_s_[b] = seconds;
+    step_tokens_[b] = tokens;
+    return;
+  }
+  step_s_[b] = 0.9 * step_s_[b] + 0.1 * seconds;
+  step_tokens_[b] = 0.9 * step_tokens_[b] + 0.1 * tokens;
+}
+
+void SpecPolicy::ObserveDraft(int32_t positions, double seconds) {
+  if (positions <= 0) return;
+  const double per = seconds / positions;
+  draft_s_ = draft_s_ == 0 ? per : 0.9 * draft_s_ + 0.1 * per;
+}
+
+}  // namespace tarmac::spec

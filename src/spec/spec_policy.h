@@ -1,0 +1,86 @@
+// SpecPolicy: chooses the draft length k per request bucket from measured acceptance and
+// measured costs, using speedup(k) = E[tokens per verify](k) · C_decode / (C_draft(k) +
+// C_verify(k)), where
+//   E(k)       = (1 - a^(k+1)) / (1 - a), a the bucket's per-position acceptance estimate
+//                (accepted drafts / (accepted drafts + rejections), exponentially decayed);
+//   C_decode   = target step time at the current decode batch B (measured);
+//   C_verify   = target step time at B·(1 + k) tokens (measured; the table is filled as steps
+//                of different sizes run, so the compute-bound break-even is measured, not
+//                assumed);
+//   C_draft(k) = k · measured draft time per draft position.
+// k = 0 (off) when no k in 1..max_k beats 1 + min_gain. Buckets that are off are re-probed
+// every probe_every decisions (k = 2) so a bucket can recover.
+//
+// Not thread-safe (the engine's step thread). Stats() is a copy for metrics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace tarmac::spec {
+
+struct SpecPolicyConfig {
+  int32_t max_k = 8;
+  double decay = 0.98;      // weight kept per observation (older acceptance fades)
+  double min_gain = 0.02;   // speculate only when the model predicts > 2% speedup
+  int32_t probe_every = 32; // decisions between probes of a switched-off bucket
+};
+
+constexpr int kMaxDraft = 16;
+
+struct BucketStats {
+  int64_t decisions = 0;       // requests considered
+  int64_t fallbacks = 0;       // of those, speculation off (k = 0)
+  int64_t drafts = 0;          // verify steps with at least one draft
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::array<int64_t, kMaxDraft> accepted_at{};  // accepted at position i (0-based)
+  double accept_est = 0.5;     // current per-position acceptance estimate
+  int32_t last_k = 0;
+  double acceptance_rate() const {
+    return draft_tokens ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0;
+  }
+  double mean_accepted_length() const {
+    return drafts ? static_cast<double>(accepted_tokens) / drafts : 0.0;
+  }
+};
+
+class SpecPolicy {
+ public:
+  explicit SpecPolicy(const SpecPolicyConfig& config = {});
+
+  // k for one request of `bucket` when `batch` requests decode this step.
+  int32_t ChooseK(const std::string& bucket, int32_t batch);
+  // After verification: `proposed` drafts, the first `accepted` of them accepted.
+  void ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted);
+  // A target forward over `tokens` tokens took `seconds`.
+  void ObserveStep(int32_t tokens, double seconds);
+  // A draft round (one forward per draft position) produced `positions` positions.
+  void ObserveDraft(int32_t positions, double seconds);
+
+  // Expected speedup of k for acceptance a at decode batch B (exposed for tests/benchmarks).
+  double PredictSpeedup(double a, int32_t k, int32_t batch) const;
+  double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
+
+  const std::map<std::string, BucketStats>& stats() const { return buckets_; }
+  double draft_position_seconds() const { return draft_s_; }
+  const SpecPolicyConfig& config() const { return config_; }
+
+ private:
+  struct Acc {
+    double accepted = 1.0, rejected = 1.0;  // decayed counts; prior a = 0.5
+    int64_t since_probe = 0;
+  };
+  static int Bin(int32_t tokens);  // log2 bin of a token count
+
+  SpecPolicyConfig config_;
+  std::map<std::string, BucketStats> buckets_;
+  std::map<std::string, Acc> acc_;
+  std::array<double, 16> step_s_{};       // per log2 token bin: EMA of step seconds
+  std::array<double, 16> step_tokens_{};  // and of its token count (0: nothing measured)
+  double draft_s_ = 0;  // EMA seconds per draft position
+};
+
+}  // namespace tarmac::spec
