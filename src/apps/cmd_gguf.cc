@@ -1,4 +1,4 @@
-// `tarmac gguf ...`: inspect, quantize and make-random.
+// `tarmac gguf ...`: inspect, quantize, make-random and pad.
 //
 // Exit codes (commands.h): 0 ok; 2 bad usage or bad input (missing or malformed file, unknown
 // type or shape); 1 a failure while doing the work (e.g. writing the output). Errors go to
@@ -23,6 +23,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/make_random.h"
 #include "gguf/model_presets.h"
+#include "gguf/pad_model.h"
 #include "gguf/quantize_file.h"
 
 namespace tarmac::apps {
@@ -325,14 +326,67 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
   });
 }
 
+// `pad IN OUT --layers N [--ffn F]`: see gguf/pad_model.h.
+void RegisterPad(CLI::App* parent, RunFn* run) {
+  auto* cmd = parent->add_subcommand(
+      "pad", "append zero-output blocks (and widen the FFN) to a llama model: same logits, "
+             "more compute");
+  auto in = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto layers = std::make_shared<int64_t>(0);
+  auto ffn = std::make_shared<int64_t>(0);
+  cmd->add_option("IN", *in, "input GGUF file (llama architecture)")->required();
+  cmd->add_option("OUT", *out, "output GGUF file")->required();
+  cmd->add_option("--layers", *layers, "blocks to append (>= 0)")->required();
+  cmd->add_option("--ffn", *ffn, "FFN width of every block (>= the model's; default: unchanged)");
+  cmd->callback([=] {
+    *run = [=]() -> int {
+      if (*layers < 0) return Fail("pad", 2, fmt::format("--layers must be >= 0, got {}", *layers));
+      if (*ffn < 0) return Fail("pad", 2, fmt::format("--ffn must be >= 0, got {}", *ffn));
+      if (!fs::exists(*in)) return Fail("pad", 2, *in + ": no such file");
+      if (auto e = CheckOutputDir(*out)) return Fail("pad", 2, *e);
+      const std::string dir = fs::absolute(fs::path(*out)).parent_path().string();
+      if (::access(dir.c_str(), W_OK) != 0) {
+        return Fail("pad", 2, fmt::format("{}: directory {} is not writable", *out, dir));
+      }
+      gguf::PadOptions opts;
+      opts.extra_layers = *layers;
+      opts.ffn = *ffn;
+      const bool tty = ::isatty(STDERR_FILENO) != 0;
+      if (tty) {  // progress on a terminal only: a log would get one line per tensor
+        opts.on_tensor = [](const std::string& name, DType dt, size_t i, size_t n) {
+          std::fprintf(stderr, "\r[%4zu/%zu] %-32s %-5s%s", i + 1, n, name.c_str(),
+                       std::string(DTypeName(dt)).c_str(), i + 1 == n ? "\n" : "");
+        };
+      }
+      const auto start = std::chrono::steady_clock::now();
+      auto res = gguf::PadModel(*in, *out, opts);
+      if (!res.ok()) return Fail("pad", ExitCodeFor(res.status()), res.status().message());
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr,
+                   "padded %s (%lld blocks, ffn %lld, %lld parameters) -> %s (%lld blocks, ffn "
+                   "%lld, %lld parameters, %zu tensors, %s) in %.2f s\n",
+                   in->c_str(), static_cast<long long>(res->layers_in),
+                   static_cast<long long>(res->ffn_in),
+                   static_cast<long long>(res->parameters_in), out->c_str(),
+                   static_cast<long long>(res->layers_out), static_cast<long long>(res->ffn_out),
+                   static_cast<long long>(res->parameters_out), res->tensors_out,
+                   HumanBytes(res->tensor_bytes_out).c_str(), secs);
+      return 0;
+    };
+  });
+}
+
 }  // namespace
 
 void RegisterGguf(CLI::App& app, RunFn* run) {
-  auto* cmd = app.add_subcommand("gguf", "inspect, quantize and create GGUF files");
+  auto* cmd = app.add_subcommand("gguf", "inspect, quantize, create and pad GGUF files");
   cmd->require_subcommand(1);
   RegisterInspect(cmd, run);
   RegisterQuantize(cmd, run);
   RegisterMakeRandom(cmd, run);
+  RegisterPad(cmd, run);
 }
 
 }  // namespace tarmac::apps
