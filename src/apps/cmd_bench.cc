@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_offline.h"
+#include "apps/bench_serve.h"
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "base/clock.h"
@@ -106,6 +107,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
   cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
   RegisterBenchOffline(bench, run);
+  RegisterBenchServe(bench, run);
 }
 
 }  // namespace tarmac::apps
