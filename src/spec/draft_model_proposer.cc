@@ -82,7 +82,10 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
       continue;
     }
     active.push_back({i, &s, len, k, *r.sampler});
-    active.back().sampler.rng().Seed(SplitMix64(++draws_ ^ static_cast<uint64_t>(r.id)));
+    // The draft's randomness must be independent of the target's (whose RNG the copy
+    // carries) and of other requests': a stream per (request, draft round).
+    active.back().sampler.rng().Seed(
+        SplitMix64(SplitMix64(static_cast<uint64_t>(r.id) ^ 0x5bd1e995ull) + ++s.rounds));
     const int32_t seq_index = static_cast<int32_t>(batch_.block_tables.size());
     batch_.block_tables.push_back(s.blocks);
     for (int32_t p = s.computed; p < len; ++p) AddToken(seq_index, s, (*r.tokens)[p], p);

@@ -41,6 +41,7 @@ class DraftModelProposer : public Proposer {
   struct Seq {
     std::vector<int32_t> blocks;  // block table in the draft's KV
     int32_t computed = 0;         // leading tokens whose draft K/V is valid
+    uint64_t rounds = 0;          // Propose rounds so far (seeds the draft's RNG)
   };
   DraftModelProposer(model::LlamaModel* draft, int32_t context, const model::KvShape& shape,
                      int32_t threads);
@@ -56,7 +57,6 @@ class DraftModelProposer : public Proposer {
   std::unordered_map<int64_t, Seq> seqs_;
   model::ForwardBatch batch_;
   std::vector<float> logits_;
-  uint64_t draws_ = 0;  // decorrelates the draft's RNG streams from the target's
 };
 
 }  // namespace tarmac::spec

@@ -82,6 +82,26 @@ TEST(SpeculativeTest, OneTokenKeepsTargetDistribution) {
   }
 }
 
+// Deterministic proposals (n-gram lookup): q is a point mass at the guess.
+TEST(SpeculativeTest, PointMassDraftKeepsTargetDistribution) {
+  const std::vector<float> logits = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -2.0f};
+  const SamplingParams tp = Params(0.8f, 21);
+  const std::vector<float> p = Probs(tp, logits);
+  for (int32_t guess : {0, 5}) {  // the target's favourite, and a token it rarely picks
+    Sampler target(tp, kV);
+    const int n = 40000;
+    std::vector<int> counts(kV, 0);
+    for (int i = 0; i < n; ++i) {
+      auto l = logits;
+      DraftToken d;
+      d.id = guess;
+      ++counts[VerifyDraft(target, l, d).token.id];
+    }
+    const double chi = ChiSquare(counts, std::vector<double>(p.begin(), p.end()), n);
+    EXPECT_LT(chi, kChi2Crit7) << "guess " << guess;
+  }
+}
+
 // A toy model whose next-token logits depend on the previous token; a full speculative step
 // (k = 3 drafts, verification in order, bonus token when all pass) must emit its first two
 // tokens with the target's joint distribution p(a) p(b | a).
