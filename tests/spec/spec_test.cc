@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "spec/ngram_proposer.h"
+#include "spec/spec_policy.h"
+
+namespace tarmac::spec {
+namespace {
+
+TEST(NgramProposerTest, ProposesWhatFollowedTheLatestMatch) {
+  NgramProposer p(1, 3);
+  // ... 5 6 7 8 9 ... 5 6 7 -> 8 9 (the 3-gram "5 6 7" matched)
+  std::vector<int32_t> t = {1, 5, 6, 7, 8, 9, 2, 3, 5, 6, 7};
+  EXPECT_EQ(p.Lookup(t, 2), (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(p.Lookup(t, 10), (std::vector<int32_t>{8, 9, 2, 3, 5, 6, 7}));
+  // Latest match wins: "4" followed by 10 earlier and by 11 later.
+  t = {4, 10, 0, 4, 11, 0, 4};
+  EXPECT_EQ(p.Lookup(t, 1), (std::vector<int32_t>{11}));
+  // No earlier occurrence of the last token: nothing.
+  t = {1, 2, 3};
+  EXPECT_TRUE(p.Lookup(t, 4).empty());
+  EXPECT_TRUE(p.Lookup(std::vector<int32_t>{7}, 4).empty());
+}
+
+TEST(SpecPolicyTest, SpeculatesWhenBandwidthBoundAndAcceptanceIsHigh) {
+  SpecPolicyConfig cfg;
+  cfg.max_k = 8;
+  SpecPolicy p(cfg);
+  // Bandwidth-bound target: a step costs the same for 1..16 tokens; drafts are cheap.
+  for (int t : {1, 2, 4, 8, 16}) p.ObserveStep(t, 0.010);
+  p.ObserveDraft(1, 0.0005);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 4, 3);  // ~75% per position
+  const int32_t k = p.ChooseK("qa", 1);
+  EXPECT_GE(k, 3);
+  EXPECT_GT(p.PredictSpeedup(0.75, k, 1), 2.0);
+}
+
+TEST(SpecPolicyTest, SwitchesOffWhenComputeBoundOrAcceptanceIsLow) {
+  SpecPolicy p;
+  // Compute-bound at large batches: time proportional to tokens above 32.
+  for (int t : {1, 8, 32}) p.ObserveStep(t, 0.010);
+  for (int t : {64, 128, 256, 512}) p.ObserveStep(t, 0.010 * t / 32.0);
+  p.ObserveDraft(1, 0.0005);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 4, 3);
+  EXPECT_GT(p.ChooseK("qa", 1), 0);    // batch 1: still pays
+  EXPECT_EQ(p.ChooseK("qa", 64), 0);   // batch 64: verify costs (1 + k)x, off
+  // Low acceptance pays at no batch size.
+  for (int i = 0; i < 80; ++i) p.ObserveVerify("creative", 4, 0);
+  EXPECT_EQ(p.ChooseK("creative", 1), 0);
+  EXPECT_GT(p.stats().at("creative").fallbacks, 0);
+}
+
+TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
+  SpecPolicyConfig cfg;
+  cfg.probe_every = 10;
+  SpecPolicy p(cfg);
+  for (int t : {1, 2, 4, 8}) p.ObserveStep(t, 0.010);
+  p.ObserveDraft(1, 0.002);
+  for (int i = 0; i < 80; ++i) p.ObserveVerify("b", 4, 0);
+  int probes = 0;
+  for (int i = 0; i < 30; ++i) probes += p.ChooseK("b", 1) > 0;
+  EXPECT_EQ(probes, 3);
+  // Acceptance recovers: the bucket turns back on.
+  for (int i = 0; i < 300; ++i) p.ObserveVerify("b", 2, 2);
+  EXPECT_GT(p.ChooseK("b", 1), 0);
+}
+
+}  // namespace
+}  // namespace tarmac::spec
