@@ -1,0 +1,36 @@
+// The official `openai` npm package (pinned in tests/server/openai_client/package-lock.json,
+// installed here with `npm ci`) as a client of `tarmac serve`: runs client_test.mjs against a
+// started server. Skips with a message when node/npm are missing or the install fails.
+#include <cstdlib>
+
+#include "server_test_util.h"
+
+namespace tarmac::testing {
+namespace {
+
+const std::string kClientDir = TARMAC_SOURCE_DIR "/tests/server/openai_client";
+
+class OpenAiClientTest : public TempDirTest {};
+
+TEST_F(OpenAiClientTest, OfficialClientWorksUnchanged) {
+  if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "node/npm not installed: skipping the openai npm client test";
+  if (std::system(("test -d " + kClientDir + "/node_modules/openai || (cd " + kClientDir +
+                   " && npm ci --no-audit --no-fund --loglevel=error > " + Path("npm.log") + " 2>&1)").c_str()) != 0)
+    GTEST_SKIP() << "npm ci failed (no registry access?): " << Slurp(Path("npm.log"));
+  {
+    std::ofstream f(Path("keys.txt"));
+    f << "sk-test-openai-client tenant-a\n";
+  }
+  ServerProcess srv({"--api-key-file", Path("keys.txt")}, Path("server.log"));
+  ASSERT_TRUE(srv.WaitReady()) << Slurp(Path("server.log"));
+  const std::string cmd = "node " + kClientDir + "/client_test.mjs http://127.0.0.1:" + std::to_string(srv.port()) +
+                          "/v1 wp-11m-f16 sk-test-openai-client > " + Path("node.log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << Slurp(Path("node.log")) << "\n--- server log ---\n" << Slurp(Path("server.log"));
+  std::fprintf(stderr, "%s", Slurp(Path("node.log")).c_str());
+  EXPECT_TRUE(srv.Alive());
+}
+
+}  // namespace
+}  // namespace tarmac::testing
