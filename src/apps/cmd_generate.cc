@@ -10,6 +10,8 @@
 
 #include "apps/commands.h"
 #include "apps/model_loading.h"
+#include "apps/spec_flags.h"
+#include "engine/engine_core.h"
 #include "base/clock.h"
 #include "model/sequence_runner.h"
 #include "sampling/sampler.h"
@@ -34,7 +36,71 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool no_bos = false;
   bool mmap = false;
+  SpecArgs spec;
 };
+
+// With speculation: one request through an in-process engine (draft, verify, rollback), the
+// same sampling; prints acceptance next to the speeds.
+int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
+                           const tok::Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                           const sampling::SamplingParams& sp, int ctx) {
+  auto setup = LoadSpec(a.spec, a.model);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "tarmac generate: %s\n", setup.status().message().c_str());
+    return 2;
+  }
+  engine::EngineConfig cfg;
+  cfg.max_context = ctx;
+  cfg.kv_blocks = (ctx + 15) / 16;
+  cfg.max_running = 1;
+  cfg.threads = a.threads;
+  cfg.prefix_cache = false;
+  ApplySpec(*setup, &cfg);
+  auto core = engine::EngineCore::Create(&m, &tokenizer, cfg);
+  if (!core.ok()) {
+    std::fprintf(stderr, "tarmac generate: %s\n", core.status().message().c_str());
+    return 2;
+  }
+  engine::EngineRequest r;
+  r.prompt = prompt;
+  r.sampling = sp;
+  r.max_tokens = a.n_predict;
+  r.ignore_eos = a.ignore_eos;
+  if (Status st = (*core)->Validate(r); !st.ok()) {
+    std::fprintf(stderr, "tarmac generate: %s\n", st.message().c_str());
+    return 2;
+  }
+  auto stream = std::make_shared<engine::RequestStream>(1);
+  (*core)->Add(1, r, stream);
+  engine::TokenEvent ev;
+  engine::RequestMetrics metrics;
+  while (!(*core)->idle()) {
+    (*core)->Step();
+    while (stream->TryNext(&ev)) {
+      std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+      std::fflush(stdout);
+      if (ev.last()) metrics = ev.metrics;
+    }
+  }
+  std::fputc('\n', stdout);
+  const engine::EngineStats st = (*core)->Stats();
+  int64_t drafted = 0, accepted = 0, verifies = 0;
+  for (const auto& [b, bs] : st.spec_buckets) {
+    drafted += bs.draft_tokens;
+    accepted += bs.accepted_tokens;
+    verifies += bs.drafts;
+  }
+  const double decode_s = metrics.e2e_s - metrics.ttft_s;
+  const int decode_steps = std::max(metrics.output_tokens - 1, 0);
+  std::fprintf(stderr,
+               "prefill: %zu tokens in %.1f ms; decode: %d tokens in %.1f ms (%.1f tok/s); "
+               "spec %s k %d: acceptance %.1f%%, mean accepted length %.2f; threads %d\n",
+               prompt.size(), metrics.ttft_s * 1e3, decode_steps, decode_s * 1e3,
+               decode_steps > 0 ? decode_steps / decode_s : 0.0, a.spec.mode.c_str(), a.spec.k,
+               drafted ? 100.0 * accepted / drafted : 0.0,
+               verifies ? static_cast<double>(accepted) / verifies : 0.0, a.threads);
+  return 0;
+}
 
 int RunGenerate(const GenerateArgs& a) {
   auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap);
@@ -70,6 +136,7 @@ int RunGenerate(const GenerateArgs& a) {
                  prompt.size(), a.n_predict, ctx);
     return 2;
   }
+  if (a.spec.mode != "off") return RunGenerateSpeculative(a, m, tokenizer, prompt, sp, ctx);
   ThreadPool pool(a.threads);
   model::SequenceRunner runner(&m, ctx, &pool);
   std::fprintf(stderr, "context %d tokens, KV cache f16 %.1f MiB, %d threads\n", ctx,
@@ -251,6 +318,7 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
     cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
     cmd->add_flag("--no-bos", a->no_bos, "do not add BOS even if the model asks for it");
     cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
+    AddSpecFlags(cmd, &a->spec);
     cmd->callback([a, run] { *run = [a] { return RunGenerate(*a); }; });
   }
   {
