@@ -44,6 +44,26 @@ void Session::DoRead() {
     if (ec) return;
     if (auto s = w.lock(); s && s->state_ == State::kReading) s->Close();
   });
+  // Header first: a client that sent "Expect: 100-continue" (curl does for larger bodies)
+  // waits for the interim response before it sends the body.
+  http::async_read_header(socket_, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec || self->state_ == State::kClosed) {
+      self->read_timer_.cancel();
+      return self->OnRead(ec);
+    }
+    auto& req = self->parser_->get();
+    auto it = req.find(http::field::expect);
+    const bool expect_continue = it != req.end() && beast::iequals(it->value(), "100-continue");
+    if (!expect_continue || self->parser_->is_done()) return self->ReadBody();
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(self->socket_, asio::buffer(kContinue), [self](beast::error_code wec, size_t) {
+      if (wec) return self->Close();
+      self->ReadBody();
+    });
+  });
+}
+
+void Session::ReadBody() {
   http::async_read(socket_, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
     self->read_timer_.cancel();
     self->OnRead(ec);

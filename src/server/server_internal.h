@@ -79,6 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
   enum class State { kReading, kQueued, kGenerating, kResponding, kClosed };
 
   void DoRead();
+  void ReadBody();
   void OnRead(beast::error_code ec);
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);

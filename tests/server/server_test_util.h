@@ -20,19 +20,6 @@
 
 namespace tarmac::testing {
 
-inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 inline int Connect(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -134,9 +121,10 @@ inline HttpResponse Get(int port, const std::string& path, const std::string& he
 // `tarmac serve` as a child process on a free port; killed (SIGKILL) on destruction if alive.
 class ServerProcess {
  public:
-  ServerProcess(std::vector<std::string> extra, const std::string& log_path) : port_(FreePort()) {
-    std::vector<std::string> args = {kTarmacBinary, "serve", "-m", kWp11m, "--port", std::to_string(port_),
-                                     "--threads", "2"};
+  // Port 0: the server picks a free port and logs it; WaitReady reads it from the log (no
+  // race with other tests choosing ports at the same time).
+  ServerProcess(std::vector<std::string> extra, const std::string& log_path) : log_path_(log_path) {
+    std::vector<std::string> args = {kTarmacBinary, "serve", "-m", kWp11m, "--port", "0", "--threads", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -161,6 +149,15 @@ class ServerProcess {
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
     while (std::chrono::steady_clock::now() < end) {
       if (!Alive()) return false;
+      if (port_ == 0) {
+        const std::string log = Slurp(log_path_), key = "listening on http://127.0.0.1:";
+        const size_t p = log.find(key);
+        if (p != std::string::npos) port_ = std::atoi(log.c_str() + p + key.size());
+        if (port_ == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          continue;
+        }
+      }
       if (Get(port_, "/health").status == 200) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -193,7 +190,8 @@ class ServerProcess {
   }
 
  private:
-  int port_;
+  std::string log_path_;
+  int port_ = 0;
   pid_t pid_ = -1;
   bool exited_ = false;
   int exit_code_ = -1;
