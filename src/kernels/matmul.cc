@@ -12,6 +12,7 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
+#include "kernels/matvec_multi.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/quant_ref.h"
 
@@ -174,6 +175,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
   if (n_tokens == 0 || w.rows == 0) return;
   if (n_tokens == 1) return MatVec(w, x, y, pool);
+  // A few tokens (small decode batches, speculative verification) are still bound by reading
+  // the weights: stream each row once rather than packing a copy of the whole matrix.
+  if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type))
+    return MatVecMulti(w, x, n_tokens, y, pool);
   // Q8_0 / Q4_0: int8 activations and integer dot products (matmul_int8.h).
   if (IsInt8MatMulType(w.type)) return MatMulInt8(w, x, n_tokens, y, pool);
   if (w.cols == 0) {
