@@ -4,6 +4,9 @@
 // shared prefix; outputs ignore end-of-generation so every request produces --output-len.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -15,6 +18,7 @@
 
 #include "apps/bench_offline.h"
 #include "apps/model_loading.h"
+#include "apps/spec_flags.h"
 #include "base/clock.h"
 #include "engine/engine_client.h"
 
@@ -38,6 +42,10 @@ struct OfflineArgs {
   int threads = ThreadPool::DefaultThreads();
   uint64_t seed = 1;
   bool json = false;
+  float temp = 0.0f;
+  std::string workload = "random";  // random | text | copy | mixed
+  std::string prompt_file;
+  SpecArgs spec;
 };
 
 struct Pct {
@@ -83,6 +91,12 @@ int RunBenchOffline(const OfflineArgs& a) {
   cfg.max_running = a.max_running > 0 ? a.max_running : a.concurrency;
   cfg.prefix_cache = !a.no_prefix_cache;
   cfg.threads = a.threads;
+  auto spec = LoadSpec(a.spec, a.model);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "tarmac bench offline: %s\n", spec.status().message().c_str());
+    return 2;
+  }
+  ApplySpec(*spec, &cfg);
   auto client_r = engine::EngineClient::Create(&m, &tk, cfg);
   if (!client_r.ok()) {
     std::fprintf(stderr, "tarmac bench offline: %s\n", client_r.status().message().c_str());
@@ -105,16 +119,58 @@ int RunBenchOffline(const OfflineArgs& a) {
     std::uniform_real_distribution<double> u(1.0 - a.length_spread, 1.0 + a.length_spread);
     return std::max(1, static_cast<int>(std::lround(base * u(rng))));
   };
-  const std::vector<int32_t> prefix = rand_tokens(a.shared_prefix);
+  // Text workloads draw prompts from slices of a file (the model's own domain, so a draft
+  // model and n-gram lookup see realistic text).
+  std::vector<int32_t> corpus;
+  if (a.workload != "random") {
+    if (a.prompt_file.empty()) {
+      std::fprintf(stderr, "tarmac bench offline: --workload %s needs --prompt-file FILE\n",
+                   a.workload.c_str());
+      return 2;
+    }
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    tok::EncodeOptions eo;
+    eo.add_special = false;
+    corpus = tk.Encode(ss.str(), eo);
+    if (static_cast<int64_t>(corpus.size()) < 4ll * a.prompt_len) {
+      std::fprintf(stderr, "tarmac bench offline: --prompt-file %s has %zu tokens, too few for "
+                   "prompts of %d\n", a.prompt_file.c_str(), corpus.size(), a.prompt_len);
+      return 2;
+    }
+  }
+  auto text_tokens = [&](int n) {
+    const size_t start = rng() % (corpus.size() - static_cast<size_t>(n));
+    return std::vector<int32_t>(corpus.begin() + start, corpus.begin() + start + n);
+  };
+  const std::vector<int32_t> prefix =
+      a.workload == "random" ? rand_tokens(a.shared_prefix) : text_tokens(a.shared_prefix);
   std::vector<engine::EngineRequest> reqs;
   for (int i = 0; i < a.requests; ++i) {
     engine::EngineRequest r;
     r.prompt = prefix;
-    const auto own = rand_tokens(spread(a.prompt_len));
+    const int len = spread(a.prompt_len);
+    std::vector<int32_t> own;
+    if (a.workload == "random") {
+      own = rand_tokens(len);
+    } else if (a.workload == "copy") {
+      // A passage, then its first half again: the continuation quotes the prompt.
+      own = text_tokens(len);
+      own.insert(own.end(), own.begin(), own.begin() + len / 2);
+    } else {
+      own = text_tokens(len);
+    }
     r.prompt.insert(r.prompt.end(), own.begin(), own.end());
     r.max_tokens = spread(a.output_len);
-    r.sampling.temperature = 0.0f;
+    r.sampling.temperature = a.temp;
+    r.sampling.seed = a.seed * 1000003 + static_cast<uint64_t>(i);
     r.ignore_eos = true;
+    r.task = a.workload;
+    if (a.workload == "mixed") {  // half extraction-like greedy, half creative sampling
+      r.task = i % 2 == 0 ? "qa" : "creative";
+      r.sampling.temperature = i % 2 == 0 ? 0.0f : 1.5f;
+    }
     reqs.push_back(std::move(r));
   }
   {  // warm-up request (not measured): faults pages, sizes scratch buffers
@@ -139,7 +195,9 @@ int RunBenchOffline(const OfflineArgs& a) {
   std::condition_variable cv;
   int pending_events = 0;
   std::vector<std::shared_ptr<engine::RequestStream>> inflight;
+  std::vector<std::string> inflight_task;
   std::vector<engine::RequestMetrics> done;
+  std::vector<std::string> done_task;
   double frag_sum = 0, frag_max = 0;
   int64_t frag_samples = 0;
   size_t next = 0;
@@ -157,6 +215,7 @@ int RunBenchOffline(const OfflineArgs& a) {
       cv.notify_one();
     });
     inflight.push_back(*s);
+    inflight_task.push_back(reqs[next].task);
     ++next;
     return true;
   };
@@ -184,11 +243,13 @@ int RunBenchOffline(const OfflineArgs& a) {
             return 1;
           }
           done.push_back(std::move(ev.metrics));
+          done_task.push_back(inflight_task[i]);
           finished = true;
         }
       }
       if (finished) {
         inflight.erase(inflight.begin() + static_cast<std::ptrdiff_t>(i));
+        inflight_task.erase(inflight_task.begin() + static_cast<std::ptrdiff_t>(i));
         if (next < reqs.size() && !submit_next()) return 2;
       } else {
         ++i;
@@ -247,6 +308,47 @@ int RunBenchOffline(const OfflineArgs& a) {
       {"max_concurrent_running", after.max_concurrent_running},
       {"steps", after.steps - before.steps},
   };
+  // Per task (request bucket) latencies, and speculation per engine bucket.
+  std::map<std::string, std::vector<size_t>> by_task;
+  for (size_t i = 0; i < done.size(); ++i) by_task[done_task[i]].push_back(i);
+  nlohmann::json tasks = nlohmann::json::object();
+  for (const auto& [task, idx] : by_task) {
+    std::vector<double> tt, tp;
+    int64_t out = 0;
+    for (size_t i : idx) {
+      const auto& d = done[i];
+      out += d.output_tokens;
+      tt.push_back(d.ttft_s * 1e3);
+      if (d.output_tokens > 1) tp.push_back((d.e2e_s - d.ttft_s) * 1e3 / (d.output_tokens - 1));
+    }
+    tasks[task] = {{"requests", idx.size()}, {"output_tokens", out},
+                   {"ttft_ms", PctJson(Percentiles(tt))}, {"tpot_ms", PctJson(Percentiles(tp))}};
+  }
+  j["tasks"] = tasks;
+  int64_t drafted = 0, accepted = 0, verifies = 0, decisions = 0, fallbacks = 0;
+  nlohmann::json buckets = nlohmann::json::object();
+  for (const auto& [b, st] : after.spec_buckets) {
+    drafted += st.draft_tokens;
+    accepted += st.accepted_tokens;
+    verifies += st.drafts;
+    decisions += st.decisions;
+    fallbacks += st.fallbacks;
+    nlohmann::json at = nlohmann::json::array();
+    for (int i = 0; i < spec::kMaxDraft && st.accepted_at[i] > 0; ++i) at.push_back(st.accepted_at[i]);
+    buckets[b] = {{"drafts", st.drafts}, {"draft_tokens", st.draft_tokens},
+                  {"accepted_tokens", st.accepted_tokens}, {"acceptance_rate", st.acceptance_rate()},
+                  {"mean_accepted_length", st.mean_accepted_length()},
+                  {"accepted_per_position", at}, {"decisions", st.decisions},
+                  {"fallbacks", st.fallbacks}, {"last_k", st.last_k},
+                  {"acceptance_estimate", st.accept_est}};
+  }
+  j["spec"] = a.spec.mode;
+  j["acceptance_rate"] = drafted ? static_cast<double>(accepted) / drafted : 0.0;
+  j["mean_accepted_length"] = verifies ? static_cast<double>(accepted) / verifies : 0.0;
+  j["spec_fallback_rate"] = decisions ? static_cast<double>(fallbacks) / decisions : 0.0;
+  j["spec_buckets"] = buckets;
+  j["draft_seconds"] = after.draft_seconds - before.draft_seconds;
+  j["verify_seconds"] = after.verify_seconds - before.verify_seconds;
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -302,6 +404,16 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
       ->check(CLI::Range(1, 256));
   cmd->add_option("--seed", a->seed, "seed of the synthetic prompts")->capture_default_str();
   cmd->add_flag("--json", a->json, "one JSON object");
+  cmd->add_option("--temp", a->temp, "sampling temperature (0: greedy)")->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--workload", a->workload,
+                  "random: random ids; text: slices of --prompt-file; copy: a slice then its first "
+                  "half again (output quotes the prompt); mixed: text, half greedy 'qa', half "
+                  "temperature-1.5 'creative'")
+      ->capture_default_str()->check(CLI::IsMember({"random", "text", "copy", "mixed"}));
+  cmd->add_option("--prompt-file", a->prompt_file, "text file for text/copy/mixed workloads")
+      ->check(CLI::ExistingFile);
+  AddSpecFlags(cmd, &a->spec);
   cmd->callback([a, run] { *run = [a] { return RunBenchOffline(*a); }; });
 }
 
