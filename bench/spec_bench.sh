@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Speculative decoding benchmarks (issue 6), through `tarmac bench offline`. Not in `make test`.
+#   bash bench/spec_bench.sh [REPS]
+# Targets: wp-11m padded to ~0.58B parameters (24 zero-output blocks, FFN 16384: exactly
+# wp-11m's function at a large model's memory cost; made with `tarmac gguf pad`) and wp-11m
+# itself; draft wp-1m. Prompts are slices of ../shared/data/war-and-peace.txt.
+# 1. batch 1, T=0 and T=0.8: draft k=2,3 vs off (padded), and wp-11m unpadded;
+# 2. n-gram on a copy-heavy workload (prompt = passage + its first half), padded target;
+# 3. batch 32 and 64 on wp-11m: --spec auto (policy) vs off;
+# 4. mixed workload (greedy 'qa' + temperature-1.5 'creative'), batch 8, padded target:
+#    per-bucket p99 TPOT with --spec auto vs off.
+# Medians of REPS runs (default 3); ratios are taken within this run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-3}
+BIN=build/bin/tarmac
+WP=models/wp-11m-f16.gguf
+DRAFT=models/wp-1m-f16.gguf
+TEXT=../shared/data/war-and-peace.txt
+CACHE=/tmp/tarmac-bench
+PAD=$CACHE/wp-11m-pad24.gguf
+T=${THREADS:-2}
+mkdir -p "$CACHE"
+[[ -f $TEXT ]] || { echo "needs $TEXT" >&2; exit 2; }
+[[ -f $PAD ]] || $BIN gguf pad $WP $PAD --layers 24 --ffn 16384 >/dev/null
+
+run() {  # run FIELD-EXPR ARGS... -> median of FIELD over REPS runs
+  local expr=$1; shift
+  for _ in $(seq "$REPS"); do $BIN bench offline --json -t $T "$@" 2>/dev/null; done |
+    python3 -c "import sys,json,statistics as s; v=[eval(sys.argv[1],{'j':json.loads(l)}) for l in sys.stdin if l.strip()]; print(s.median(v))" "$expr"
+}
+TPS="j['output_tokens_per_s']"
+ACC="j['acceptance_rate']"
+MAL="j['mean_accepted_length']"
+b1() { run "$1" -m $2 --requests 3 --concurrency 1 --prompt-len 64 --output-len 48 --workload text --prompt-file $TEXT "${@:3}"; }
+
+out=$(mktemp)
+for target in $PAD $WP; do
+  name=$(basename $target .gguf)
+  for temp in 0 0.8; do
+    off=$(b1 "$TPS" $target --temp $temp)
+    for k in 2 3; do
+      on=$(b1 "$TPS" $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k)
+      acc=$(b1 "$ACC" $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k)
+      mal=$(b1 "$MAL" $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k)
+      python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:5]); print(f'{sys.argv[5]:14s} T={sys.argv[6]:3s} draft k={sys.argv[7]}: {b:7.2f} tok/s vs off {a:7.2f} = {b/a:.2f}x; acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$name" "$temp" "$k" | tee -a $out
+    done
+  done
+done
+# 2. n-gram, copy-heavy
+off=$(run "$TPS" -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT)
+on=$(run "$TPS" -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT --spec ngram --spec-k 4)
+acc=$(run "$ACC" -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT --spec ngram --spec-k 4)
+python3 -c "import sys; a,b,c=map(float,sys.argv[1:4]); print(f'ngram k=4 copy workload (padded): {b:.2f} tok/s vs off {a:.2f} = {b/a:.2f}x; acceptance {100*c:.1f}%')" "$off" "$on" "$acc" | tee -a $out
+# 3. large batches with the policy
+for c in 32 64; do
+  off=$(run "$TPS" -m $WP --requests $c --concurrency $c --prompt-len 64 --output-len 64 --workload text --prompt-file $TEXT)
+  on=$(run "$TPS" -m $WP --requests $c --concurrency $c --prompt-len 64 --output-len 64 --workload text --prompt-file $TEXT --spec auto --draft-model $DRAFT)
+  python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'wp-11m batch {sys.argv[3]}: spec auto {b:.1f} tok/s vs off {a:.1f} = {b/a:.3f}x')" "$off" "$on" "$c" | tee -a $out
+done
+# 4. mixed buckets
+for mode in off auto; do
+  $BIN bench offline --json -t $T -m $PAD --requests 8 --concurrency 8 --prompt-len 64 --output-len 32 \
+    --workload mixed --prompt-file $TEXT --spec $mode --draft-model $DRAFT 2>/dev/null > $CACHE/mixed_$mode.json
+done
+python3 - $CACHE/mixed_off.json $CACHE/mixed_auto.json <<'PY' | tee -a $out
+import json, sys
+off, on = (json.load(open(p)) for p in sys.argv[1:3])
+for task in sorted(off['tasks']):
+    a, b = off['tasks'][task]['tpot_ms'], on['tasks'][task]['tpot_ms']
+    print(f"mixed (padded, batch 8) bucket {task:9s}: TPOT p50 {a['p50']:.1f} -> {b['p50']:.1f} ms, p99 {a['p99']:.1f} -> {b['p99']:.1f} ms ({b['p99']/a['p99']:.2f}x)")
+for b, st in on['spec_buckets'].items():
+    print(f"  bucket {b}: acceptance {100*st['acceptance_rate']:.1f}%, mean accepted {st['mean_accepted_length']:.2f}, fallbacks {st['fallbacks']}/{st['decisions']}")
+PY
+echo; cat $out
