@@ -99,7 +99,13 @@ void Session::OnRead(beast::error_code ec) {
     RespondError(BadRequest("", "malformed HTTP request: " + ec.message(), "bad_request"));
     return;
   }
-  Handle();
+  // Nothing a request contains should throw; if something does, answer 500 and keep serving.
+  try {
+    Handle();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tarmac serve: internal error handling %s: %s\n", route_.c_str(), e.what());
+    if (state_ == State::kResponding && !gen_) RespondError(ServerError(std::string("internal error: ") + e.what()));
+  }
 }
 
 void Session::Handle() {
@@ -310,7 +316,13 @@ void Session::OnEngineEvents() {
   wake_->store(false);
   if (!gen_ || state_ != State::kGenerating) return;
   std::string sse;
-  const bool done = gen_->Poll(&sse);
+  bool done = false;
+  try {
+    done = gen_->Poll(&sse);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tarmac serve: internal error streaming a response: %s\n", e.what());
+    gen_->CancelAll();
+  }
   if (gen_->streaming() && !client_gone_ && !sse.empty()) Write(HexChunk(sse));
   if (done) FinishGeneration();
 }

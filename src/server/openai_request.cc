@@ -89,10 +89,21 @@ std::optional<ApiError> GetString(const Json& j, const char* key, std::string* o
 }
 
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
+  // The parser itself is iterative, but copying or walking a value recurses: values nested
+  // deeper than kMaxJsonDepth are dropped while parsing and the request refused.
+  bool too_deep = false;
+  auto limit = [&too_deep](int depth, Json::parse_event_t, Json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;
+  };
   try {
-    *out = Json::parse(body);
+    *out = Json::parse(body, limit);
   } catch (const nlohmann::json::exception& e) {
     return BadRequest("", std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
+  }
+  if (too_deep) {
+    *out = nullptr;
+    return BadRequest("", "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels", "invalid_json");
   }
   if (!out->is_object()) return BadRequest("", "the request body must be a JSON object", "invalid_json");
   return std::nullopt;

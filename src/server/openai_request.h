@@ -29,6 +29,7 @@ inline constexpr int kMaxStop = 16;           // stop strings
 inline constexpr int kMaxStopBytes = 512;     // bytes per stop string
 inline constexpr int kMaxLogitBias = 1024;    // logit_bias entries
 inline constexpr int kMaxMessages = 4096;
+inline constexpr int kMaxJsonDepth = 64;     // nesting of the request body
 
 struct PromptInput {
   bool is_ids = false;

@@ -172,6 +172,12 @@ TEST_F(ServerTest, HostileRequestsGet4xx) {
                           "{\"prompt\":\"hi\"} trailing", "{\"a\":1e999}", "\xff\xfe", "{\"prompt\":\"\xc3\x28\"}"})
     cases.push_back({C, raw});
   cases.push_back({C, std::string(200000, '[')});
+  {
+    const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+    cases.push_back({C, "{\"model\":\"" + kModel + "\",\"prompt\":\"hi\",\"metadata\":" + deep + "}"});
+    cases.push_back({H, "{\"model\":\"" + kModel + "\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + deep + "}]}"});
+    cases.push_back({"/tokenize", "{\"model\":\"" + kModel + "\",\"prompt\":\"hi\",\"x\":" + deep + "}"});
+  }
   cases.push_back({C, "{\"model\":\"" + kModel + "\",\"prompt\":\"bad \xed\xa0\x80 utf8\"}"});
   cases.push_back({H, "{\"model\":\"" + kModel + "\",\"messages\":[{\"role\":\"user\",\"content\":\"\xf8\x88\x80\x80\x80\"}]}"});
   const std::vector<Json> wrong_values = {"str", Json::object(), Json::array({1}), true, 1.5};
