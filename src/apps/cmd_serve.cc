@@ -1,6 +1,8 @@
 // `tarmac serve`: the OpenAI-compatible HTTP server (src/server). Binds the port first (so
 // /health answers 503 while models load), loads every -m model with its own engine, then
 // serves until SIGTERM/SIGINT, draining in-flight requests for up to --drain-timeout.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -73,6 +75,11 @@ int RunServe(const ServeArgs& a) {
       }
     }
     names.push_back(name);
+  }
+  // One descriptor per connection: raise the soft limit to the hard one (often 1024 -> 1M).
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
   }
   auto srv = server::Server::Create(sc);
   if (!srv.ok()) {

@@ -59,12 +59,15 @@ int Server::Run() {
 void Server::Impl::Accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (stopped) return;
-    if (!ec) {
-      socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<Session>(std::move(socket), this)->Start();
-    } else if (ec == asio::error::operation_aborted) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of file descriptors or similar: back off instead of spinning on the error.
+      auto t = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(50));
+      t->async_wait([this, t](const beast::error_code&) { Accept(); });
       return;
     }
+    socket.set_option(tcp::no_delay(true), ec);
+    std::make_shared<Session>(std::move(socket), this)->Start();
     Accept();
   });
 }

@@ -411,6 +411,18 @@ TEST_F(ServerProcessTest, AuthWithKeyFile) {
   EXPECT_EQ(Post(srv.port(), "/v1/completions", body, "Authorization: Bearer sk-alpha-123456\r\n").status, 200);
   EXPECT_EQ(Post(srv.port(), "/v1/completions", body, "Authorization: Bearer sk-beta-1234567\r\n").status, 200);
   EXPECT_EQ(Get(srv.port(), "/v1/models", "Authorization: Bearer sk-beta-1234567\r\n").status, 200);
+  // The prefix cache is scoped by tenant: alpha's repeat hits its own cache, beta starts cold.
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "Prince Andrew looked at Natasha. ";
+  const std::string p = Json{{"model", kModel}, {"prompt", prompt}, {"max_tokens", 2}}.dump();
+  auto cached = [&](const char* key) {
+    HttpResponse r = Post(srv.port(), "/v1/completions", p, std::string("Authorization: Bearer ") + key + "\r\n");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached("sk-alpha-123456"), 0);
+  EXPECT_GT(cached("sk-alpha-123456"), 0);
+  EXPECT_EQ(cached("sk-beta-1234567"), 0);
 }
 
 TEST_F(ServerProcessTest, OverloadGets429QuicklyAndMemoryStaysFlat) {
