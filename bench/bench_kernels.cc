@@ -240,6 +240,24 @@ void BM_MatMul(benchmark::State& state) {
   state.SetLabel(label);
 }
 
+// The int8 GEMM (q8_0, 2048×2048, 1 thread) at prefill-chunk sizes: its per-call costs
+// (activation quantization, weight packing) are amortized over fewer tokens.
+void BM_MatMulTokens(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t tokens = state.range(1), rows = 2048, cols = 2048;
+  ThreadPool pool(1);
+  const MatrixView w = Weights(type, cols, rows * RowBytes(type, cols), "matmul/2048x2048");
+  const auto x = RandomVector(tokens * cols, 11);
+  std::vector<float> y(tokens * rows);
+  for (auto _ : state) {
+    MatMul(w, x.data(), tokens, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * tokens * rows * cols / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(DTypeName(type)));
+}
+
 #ifdef TARMAC_HAVE_OPENBLAS
 void BM_Sgemm(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
@@ -289,6 +307,14 @@ void Register() {
                                  BM_MatVec)
         ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20})->UseRealTime()
         ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+  }
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    for (int64_t tokens : {4, 16, 64, 512}) {
+      benchmark::RegisterBenchmark(("BM_MatMulTokens/" + std::string(DTypeName(type))).c_str(),
+                                   BM_MatMulTokens)
+          ->Args({static_cast<int64_t>(type), tokens})->UseRealTime()
+          ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    }
   }
   for (const auto& s : kShapes) {
     for (int64_t t : kThreads) {

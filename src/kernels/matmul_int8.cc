@@ -210,31 +210,54 @@ TARMAC_TARGET_VNNI void QuantizeRowAvx512(const float* x, int64_t n, int offset,
   }
 }
 
-// Full 16-row slab by gathers: one dword (4 consecutive k) from each of the 16 rows per
-// vector. Requires 15 · row_stride < 2^31 (checked by the caller).
+// 16 bytes (4 dwords) at byte offset `off` of each of 16 rows, transposed: out[j] = dword j
+// of rows 0..15. Each 128-bit lane L of z[i] holds row i + 4L, so a 4×4 dword transpose
+// within lanes (unpack 32, unpack 64) leaves rows 0..15 in order.
+TARMAC_TARGET_VNNI inline void Transpose16x4(const uint8_t* p, int64_t stride, __m512i out[4]) {
+  __m512i z[4];
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t* q = p + i * stride;
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 4 * stride)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 8 * stride)), 2);
+    z[i] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 12 * stride)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Full 16-row slab: quants by in-register transposes, the 16 f16 scales by one gather
+// (requires 15 · row_stride < 2^31, checked by the caller).
 TARMAC_TARGET_VNNI void PackSlabAvx512(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk,
                                        uint8_t* dst) {
-  const int32_t st = static_cast<int32_t>(w.row_stride);
+  const int64_t st = w.row_stride;
   const __m512i vidx = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(st));
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(st)));
   const int64_t bb = WeightBlockBytes(w.type);
   const uint8_t* base = w.row(r0) + b0 * bb;
   const bool q8 = w.type == DType::kQ8_0;
   const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
   const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f);
+  __m512i t[4];
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* blk = base + b * bb;
     uint8_t* db = dst + b * kBlockBytes;
     if (q8) {
-      for (int k4 = 0; k4 < 8; ++k4) {
-        const __m512i g = _mm512_i32gather_epi32(vidx, blk + 2 + 4 * k4, 1);
-        _mm512_store_si512(db + 64 * k4, _mm512_xor_si512(g, flip));
+      for (int h = 0; h < 2; ++h) {  // k 16h .. 16h + 15
+        Transpose16x4(blk + 2 + 16 * h, st, t);
+        for (int j = 0; j < 4; ++j)
+          _mm512_store_si512(db + 64 * (4 * h + j), _mm512_xor_si512(t[j], flip));
       }
     } else {
+      Transpose16x4(blk + 2, st, t);
       for (int j = 0; j < 4; ++j) {
-        const __m512i g = _mm512_i32gather_epi32(vidx, blk + 2 + 4 * j, 1);
-        _mm512_store_si512(db + 64 * j, _mm512_and_si512(g, low4));
-        _mm512_store_si512(db + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi32(g, 4), low4));
+        _mm512_store_si512(db + 64 * j, _mm512_and_si512(t[j], low4));
+        _mm512_store_si512(db + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi32(t[j], 4), low4));
       }
     }
     const __m512i s = _mm512_i32gather_epi32(vidx, blk, 1);
