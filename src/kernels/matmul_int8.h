@@ -22,9 +22,11 @@
 // Numerics against the exact product (MatMulRef: exact weights, f32 x, double accumulation):
 //   |y - y_exact| <= sum_b (max_b|x| / 254) · sum_{k in b} |w_k|     (activation rounding)
 //                  + ~K/32 · 2^-24 · sum_k |w_k x_k|                 (f32 over blocks)
-// i.e. the activation rounding error is at most half a quantization step of each block's x;
-// for typical LLM activations that is ~0.2-0.5% of sum_k |w_k x_k| per output, in the same
-// range as llama.cpp's Q8_0 activations (which also round d to f16; we keep d in f32).
+// i.e. the activation rounding error is at most half a quantization step of each block's x.
+// Observed (matmul_int8_test): max |err| / sum_k |w_k x_k| = 0.2% for gaussian x, up to 6%
+// when a block mixes values four decades apart (small ones round to 0). Same scheme as
+// llama.cpp's Q8_0 activations, which additionally round d to f16 (we keep d in f32).
+// wp-11m perplexity changes by < 0.05% (q8_0 +0.001%, q4_0 -0.03%) vs the f32 path.
 // Blocks with max|x| < 2^-100 are treated as zero. Non-finite x in a block gives NaN outputs.
 //
 // Owns nothing; pure functions. Thread-safe per pool (one ParallelFor caller at a time).
