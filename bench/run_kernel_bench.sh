@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds bench_kernels (Release) and prints one table of medians: STREAM-like triad GB/s,
-# matvec GB/s per weight dtype and its % of the triad at the same thread count, and matmul
-# GFLOP/s (f32/f16 weights, 512 tokens) against OpenBLAS sgemm, for 1 and 2 threads.
+# matvec GB/s per weight dtype and its % of the triad at the same thread count, matmul
+# GFLOP/s (f32/f16/q8_0/q4_0 weights, 512 tokens) against OpenBLAS sgemm, for 1 and 2 threads,
+# and the int8 (q8_0/q4_0) matmul at 4..512 tokens per call.
 #
 # Usage: bench/run_kernel_bench.sh [extra benchmark flags...]
 #   BUILD_DIR (default build), REPS (default 5), OUT (JSON, default $BUILD_DIR/bench_kernels.json)
@@ -27,7 +28,7 @@ med = [b for b in data["benchmarks"] if b.get("aggregate_name") == "median"]
 if not med:  # a single repetition has no aggregates
     med = [b for b in data["benchmarks"] if b.get("run_type") == "iteration"]
 reps = max([b.get("repetitions", 1) for b in data["benchmarks"]] + [1])
-triad, readbw, matvec, matmul, blas = {}, {}, {}, {}, {}
+triad, readbw, matvec, matmul, blas, mm_tokens = {}, {}, {}, {}, {}, {}
 for b in med:
     parts = b["run_name"].split("/")
     t = int(b.get("threads", 0))
@@ -39,6 +40,8 @@ for b in med:
         matvec[(parts[1], t)] = b["GB"]
     elif parts[0] == "BM_MatMul":
         matmul[(parts[1], int(parts[3]), int(parts[4]), t)] = b["GFLOP/s"]
+    elif parts[0] == "BM_MatMulTokens":
+        mm_tokens[(parts[1], int(parts[3]))] = b["GFLOP/s"]
     elif parts[0] == "BM_Sgemm":
         blas[(int(parts[2]), int(parts[3]), t)] = b["GFLOP/s"]
 print(f"\nmachine: {ctx.get('num_cpus')} CPUs @ {ctx.get('mhz_per_cpu')} MHz, "
@@ -76,4 +79,10 @@ if matmul:
         print(f"  {str(r) + 'x' + str(c):12} {t:>3} |" +
               "".join(f" {v:7.1f}" if v else f" {'-':>7}" for v in vals) + f" {ob:8.1f} |" +
               "".join(f" {v / ob:10.2f}" if v else f" {'-':>10}" for v in vals))
+if mm_tokens:
+    print("\nint8 matmul by tokens per call (2048x2048, 1 thread; GFLOP/s):")
+    toks = sorted({k[1] for k in mm_tokens})
+    print(f"  {'dtype':6} |" + "".join(f" {'T=' + str(t):>8}" for t in toks))
+    for dt in sorted({k[0] for k in mm_tokens}):
+        print(f"  {dt:6} |" + "".join(f" {mm_tokens.get((dt, t), float('nan')):8.1f}" for t in toks))
 PY
