@@ -7,7 +7,7 @@
 // broadcast-FMA over k (MR = 12 on AVX-512, 6 on AVX2), amortizing the dequantization over
 // all tokens.
 //
-// Q8_0 and Q4_0 weights with n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
+// Q8_0, Q4_0 and Q4_K weights with n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
 // activations per 32-block, integer dot products; its own, looser error bound).
 //
 // Owns nothing; pure function. Writes only y. Thread-safe per pool (one ParallelFor caller

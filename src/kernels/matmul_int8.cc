@@ -1,4 +1,4 @@
-// Int8 activation × Q8_0/Q4_0 weight GEMM (see matmul_int8.h for the scheme and numerics).
+// Int8 activation × Q8_0/Q4_0/Q4_K weight GEMM (see matmul_int8.h for the scheme and numerics).
 // x86 paths use intrinsics in functions with target attributes, chosen at run time; the
 // scalar path is plain C++ and runs everywhere.
 
@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -37,40 +38,49 @@ namespace {
 constexpr int64_t kQB = 32;          // activation / weight block
 constexpr int64_t kSlabRows = 16;    // rows per packed slab (one zmm of int32 lanes)
 constexpr int64_t kQuantBytes = 512; // [8 k-groups][16 rows][4 k] bytes per block
-constexpr int64_t kBlockBytes = kQuantBytes + kSlabRows * 4;  // + 16 f32 scales
-// K chunk in 32-blocks: a slab chunk is 16 × 576 = 9 KiB, an MR-token slice of x 6 × 512 B.
+constexpr int64_t kMinsOff = kQuantBytes + kSlabRows * 4;     // after 16 f32 scales
+constexpr int64_t kBlockBytes = kMinsOff + kSlabRows * 4;      // + 16 f32 mins (Q4_K only)
+// K chunk in 32-blocks: a slab chunk is 16 × 640 = 10 KiB, an MR-token slice of x 6 × 512 B.
+// A multiple of 8 so that chunks start at Q4_K super-blocks.
 constexpr int64_t kKCB = 16;
 // Below this block max|x| the block is treated as zero (1/d would overflow).
 constexpr float kTinyAmax = 0x1p-100f;
 
-int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : 8; }
+// u = w + offset: Q8_0 128 (int8 -> uint8), Q4_0 8 (the raw nibble), Q4_K 0 (nibbles are
+// unsigned; the mins go through the per-block activation sums instead).
+int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : t == DType::kQ4_0 ? 8 : 0; }
+// Bytes per weight block of the type's own layout (a Q4_K super-block covers 8 of our blocks).
 int64_t WeightBlockBytes(DType t) {
-  return t == DType::kQ8_0 ? int64_t{sizeof(BlockQ8_0)} : int64_t{sizeof(BlockQ4_0)};
+  return t == DType::kQ8_0 ? int64_t{sizeof(BlockQ8_0)}
+         : t == DType::kQ4_0 ? int64_t{sizeof(BlockQ4_0)} : int64_t{sizeof(BlockQ4_K)};
 }
 
-// Quantized activations of all tokens: q [t][K], d and corr [t][K/32].
+// Quantized activations of all tokens: q [t][K]; d, corr and s = d · sum_b q [t][K/32].
 struct Acts {
   const int8_t* q;
   const float* d;
   const int32_t* corr;
+  const float* s;
   int64_t K;
   int64_t nb;
 };
 
 // Per-path micro-kernel over one panel (nv slabs) and m tokens:
-// c[t][0..16·nv) (+)= sum over blocks of the panel's chunk.
+// c[t][0..16·nv) (+)= sum over blocks of the panel's chunk. Tiles with mins (Q4_K) also
+// subtract min_r · s_t per block.
 using TileFn = void (*)(const uint8_t* wp, int64_t slab_stride, int64_t nbk, const int8_t* xq,
-                        int64_t ldx, const float* xd, const int32_t* xc, int64_t ldb, int offset,
-                        float* c, int64_t ldc, bool load_c);
+                        int64_t ldx, const float* xd, const int32_t* xc, const float* xs,
+                        int64_t ldb, int offset, float* c, int64_t ldc, bool load_c);
 using QuantFn = void (*)(const float* x, int64_t n, int offset, int8_t* q, float* d,
-                         int32_t* corr);
+                         int32_t* corr, float* s);
 using PackFn = void (*)(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst);
 
 struct Path {
   const char* name;
   int mr;  // tokens per tile
   int nv;  // slabs per tile
-  const TileFn* tiles;  // [mr], tiles[m - 1] for m tokens
+  const TileFn* tiles;       // [mr], tiles[m - 1] for m tokens
+  const TileFn* tiles_mins;  // the same with Q4_K mins
   QuantFn quant;
   PackFn pack_full;  // full 16-row slab; nullptr: use the scalar packer
 };
@@ -79,7 +89,7 @@ struct Path {
 // Scalar pieces (also the reference's building blocks).
 
 void QuantizeRowScalar(const float* x, int64_t n, int offset, int8_t* q, float* d,
-                       int32_t* corr) {
+                       int32_t* corr, float* s) {
   for (int64_t b = 0; b < n / kQB; ++b) {
     const float* xb = x + b * kQB;
     float amax = 0.0f;
@@ -107,11 +117,24 @@ void QuantizeRowScalar(const float* x, int64_t n, int offset, int8_t* q, float* 
       }
     }
     corr[b] = -offset * sum;
+    s[b] = d[b] * static_cast<float>(sum);
   }
 }
 
-// Decodes block b of a Q8_0/Q4_0 row to unsigned bytes u = w + offset, and its scale.
-inline float DecodeBlockU8(DType t, const uint8_t* row, int64_t b, uint8_t* u) {
+// Decodes block b of a Q8_0/Q4_0/Q4_K row to unsigned bytes u = w + offset, and its scale.
+// Q4_K: block b is sub-block b % 8 of super-block b / 8; value = scale · u - *min.
+inline float DecodeBlockU8(DType t, const uint8_t* row, int64_t b, uint8_t* u, float* min) {
+  *min = 0.0f;
+  if (t == DType::kQ4_K) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + b / 8;
+    const int j = static_cast<int>(b % 8);
+    const uint8_t* q = blk->qs + 32 * (j / 2);
+    for (int k = 0; k < kQB; ++k) u[k] = (j % 2 == 0) ? (q[k] & 15) : (q[k] >> 4);
+    uint8_t sc, m;
+    Q4KScaleMin(j, blk->scales, &sc, &m);
+    *min = F16ToF32(blk->dmin) * m;  // exact: 11-bit × 6-bit significands
+    return F16ToF32(blk->d) * sc;
+  }
   if (t == DType::kQ8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
     for (int k = 0; k < kQB; ++k) u[k] = static_cast<uint8_t>(blk->qs[k]) ^ 0x80u;
@@ -133,14 +156,15 @@ void PackSlabScalar(const MatrixView& w, int64_t r0, int64_t nrows, int64_t b0, 
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* db = dst + b * kBlockBytes;
     for (int64_t i = 0; i < kSlabRows; ++i) {
-      float s = 0.0f;
+      float s = 0.0f, mn = 0.0f;
       if (i < nrows) {
-        s = DecodeBlockU8(w.type, w.row(r0 + i), b0 + b, u);
+        s = DecodeBlockU8(w.type, w.row(r0 + i), b0 + b, u, &mn);
       } else {
         std::memset(u, 0, sizeof(u));
       }
       for (int k = 0; k < kQB; ++k) db[(k / 4) * 64 + i * 4 + (k % 4)] = u[k];
       std::memcpy(db + kQuantBytes + 4 * i, &s, 4);
+      std::memcpy(db + kMinsOff + 4 * i, &mn, 4);
     }
   }
 }
@@ -149,10 +173,10 @@ void PackSlabFullScalar(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk
   PackSlabScalar(w, r0, kSlabRows, b0, nbk, dst);
 }
 
-template <int M>
+template <int M, bool kMins>
 void TileScalar(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk, const int8_t* xq,
-                int64_t ldx, const float* xd, const int32_t* xc, int64_t ldb, int /*offset*/,
-                float* c, int64_t ldc, bool load_c) {
+                int64_t ldx, const float* xd, const int32_t* xc, const float* xs, int64_t ldb,
+                int /*offset*/, float* c, int64_t ldc, bool load_c) {
   for (int m = 0; m < M; ++m) {
     for (int i = 0; i < kSlabRows; ++i) {
       float acc = load_c ? c[m * ldc + i] : 0.0f;
@@ -164,6 +188,11 @@ void TileScalar(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk, const i
         float dw;
         std::memcpy(&dw, wb + kQuantBytes + 4 * i, 4);
         acc = std::fma(static_cast<float>(isum), dw * xd[m * ldb + b], acc);
+        if (kMins) {
+          float mn;
+          std::memcpy(&mn, wb + kMinsOff + 4 * i, 4);
+          acc = std::fma(-mn, xs[m * ldb + b], acc);
+        }
       }
       c[m * ldc + i] = acc;
     }
@@ -171,17 +200,19 @@ void TileScalar(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk, const i
 }
 
 constexpr int kScalarMR = 4;
-constexpr TileFn kScalarTiles[kScalarMR] = {&TileScalar<1>, &TileScalar<2>, &TileScalar<3>,
-                                            &TileScalar<4>};
-constexpr Path kScalarPath{"scalar", kScalarMR, 1, kScalarTiles, &QuantizeRowScalar,
-                           &PackSlabFullScalar};
+constexpr TileFn kScalarTiles[kScalarMR] = {&TileScalar<1, false>, &TileScalar<2, false>,
+                                            &TileScalar<3, false>, &TileScalar<4, false>};
+constexpr TileFn kScalarTilesMins[kScalarMR] = {&TileScalar<1, true>, &TileScalar<2, true>,
+                                                &TileScalar<3, true>, &TileScalar<4, true>};
+constexpr Path kScalarPath{"scalar", kScalarMR, 1, kScalarTiles, kScalarTilesMins,
+                           &QuantizeRowScalar, &PackSlabFullScalar};
 
 #if TARMAC_INT8_X86
 // ------------------------------------------------------------------------------------------
 // AVX-512 VNNI.
 
 TARMAC_TARGET_VNNI void QuantizeRowAvx512(const float* x, int64_t n, int offset, int8_t* q,
-                                          float* d, int32_t* corr) {
+                                          float* d, int32_t* corr, float* s) {
   for (int64_t b = 0; b < n / kQB; ++b) {
     const __m512 a = _mm512_loadu_ps(x + b * kQB);
     const __m512 c = _mm512_loadu_ps(x + b * kQB + 16);
@@ -207,6 +238,7 @@ TARMAC_TARGET_VNNI void QuantizeRowAvx512(const float* x, int64_t n, int offset,
       sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qc));
     }
     corr[b] = -offset * sum;
+    s[b] = d[b] * static_cast<float>(sum);
   }
 }
 
@@ -239,11 +271,36 @@ TARMAC_TARGET_VNNI void PackSlabAvx512(const MatrixView& w, int64_t r0, int64_t 
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
       _mm512_set1_epi32(static_cast<int32_t>(st)));
   const int64_t bb = WeightBlockBytes(w.type);
-  const uint8_t* base = w.row(r0) + b0 * bb;
-  const bool q8 = w.type == DType::kQ8_0;
   const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
   const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f);
   __m512i t[4];
+  if (w.type == DType::kQ4_K) {
+    // Sub-block j of a super-block: nibbles (low for even j, high for odd) of qs[32(j/2) ..].
+    for (int64_t b = 0; b < nbk; ++b) {
+      const int64_t sb = (b0 + b) / 8;
+      const int j = static_cast<int>((b0 + b) % 8);
+      const uint8_t* qs = w.row(r0) + sb * bb + offsetof(BlockQ4_K, qs) + 32 * (j / 2);
+      uint8_t* db = dst + b * kBlockBytes;
+      for (int h = 0; h < 2; ++h) {
+        Transpose16x4(qs + 16 * h, st, t);
+        for (int i = 0; i < 4; ++i) {
+          const __m512i v = (j % 2 == 0) ? t[i] : _mm512_srli_epi32(t[i], 4);
+          _mm512_store_si512(db + 64 * (4 * h + i), _mm512_and_si512(v, low4));
+        }
+      }
+      for (int r = 0; r < kSlabRows; ++r) {
+        const auto* blk = reinterpret_cast<const BlockQ4_K*>(w.row(r0 + r)) + sb;
+        uint8_t sc, m;
+        Q4KScaleMin(j, blk->scales, &sc, &m);
+        const float dsc = F16ToF32(blk->d) * sc, mn = F16ToF32(blk->dmin) * m;
+        std::memcpy(db + kQuantBytes + 4 * r, &dsc, 4);
+        std::memcpy(db + kMinsOff + 4 * r, &mn, 4);
+      }
+    }
+    return;
+  }
+  const uint8_t* base = w.row(r0) + b0 * bb;
+  const bool q8 = w.type == DType::kQ8_0;
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* blk = base + b * bb;
     uint8_t* db = dst + b * kBlockBytes;
@@ -277,11 +334,11 @@ TARMAC_TARGET_VNNI inline __m512i BroadcastLoad(const int32_t* p) {
 constexpr int kVnniMR = 6;
 constexpr int kVnniNV = 2;
 
-template <int M>
+template <int M, bool kMins>
 TARMAC_TARGET_VNNI void TileVnni(const uint8_t* wp, int64_t slab_stride, int64_t nbk,
                                  const int8_t* xq, int64_t ldx, const float* xd,
-                                 const int32_t* xc, int64_t ldb, int /*offset*/, float* c,
-                                 int64_t ldc, bool load_c) {
+                                 const int32_t* xc, const float* xs, int64_t ldb,
+                                 int /*offset*/, float* c, int64_t ldc, bool load_c) {
   constexpr int NV = kVnniNV;
   __m512 acc[M][NV];
 #pragma GCC unroll 8
@@ -325,6 +382,18 @@ TARMAC_TARGET_VNNI void TileVnni(const uint8_t* wp, int64_t slab_stride, int64_t
       for (int v = 0; v < NV; ++v)
         acc[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][v]), _mm512_mul_ps(dw[v], dx), acc[m][v]);
     }
+    if (kMins) {
+      __m512 mn[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        mn[v] = _mm512_load_ps(reinterpret_cast<const float*>(wb + v * slab_stride + kMinsOff));
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        const __m512 sx = _mm512_set1_ps(xs[m * ldb + b]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_fnmadd_ps(mn[v], sx, acc[m][v]);
+      }
+    }
   }
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m) {
@@ -333,19 +402,23 @@ TARMAC_TARGET_VNNI void TileVnni(const uint8_t* wp, int64_t slab_stride, int64_t
   }
 }
 
-constexpr TileFn kVnniTiles[kVnniMR] = {&TileVnni<1>, &TileVnni<2>, &TileVnni<3>,
-                                        &TileVnni<4>, &TileVnni<5>, &TileVnni<6>};
-constexpr Path kVnniPath{"avx512vnni", kVnniMR, kVnniNV, kVnniTiles, &QuantizeRowAvx512,
-                         &PackSlabAvx512};
+constexpr TileFn kVnniTiles[kVnniMR] = {&TileVnni<1, false>, &TileVnni<2, false>,
+                                        &TileVnni<3, false>, &TileVnni<4, false>,
+                                        &TileVnni<5, false>, &TileVnni<6, false>};
+constexpr TileFn kVnniTilesMins[kVnniMR] = {&TileVnni<1, true>, &TileVnni<2, true>,
+                                            &TileVnni<3, true>, &TileVnni<4, true>,
+                                            &TileVnni<5, true>, &TileVnni<6, true>};
+constexpr Path kVnniPath{"avx512vnni", kVnniMR, kVnniNV, kVnniTiles, kVnniTilesMins,
+                         &QuantizeRowAvx512, &PackSlabAvx512};
 
 // ------------------------------------------------------------------------------------------
 // AVX2: one slab = 2 ymm of 8 rows; |w| · sign(x, w) through maddubs (exact, see header).
 
-template <int M>
+template <int M, bool kMins>
 TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk,
                                  const int8_t* xq, int64_t ldx, const float* xd,
-                                 const int32_t* /*xc*/, int64_t ldb, int offset, float* c,
-                                 int64_t ldc, bool load_c) {
+                                 const int32_t* /*xc*/, const float* xs, int64_t ldb, int offset,
+                                 float* c, int64_t ldc, bool load_c) {
   __m256 acc[M][2];
   for (int m = 0; m < M; ++m) {
     for (int h = 0; h < 2; ++h)
@@ -378,6 +451,11 @@ TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int
         const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
         acc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m][h]), _mm256_mul_ps(dw, dx), acc[m][h]);
       }
+      if (kMins) {
+        const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wb + kMinsOff + 32 * h));
+        for (int m = 0; m < M; ++m)
+          acc[m][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m][h]);
+      }
     }
   }
   for (int m = 0; m < M; ++m) {
@@ -386,8 +464,9 @@ TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int
 }
 
 constexpr int kAvx2MR = 2;
-constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1>, &TileAvx2<2>};
-constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, &QuantizeRowScalar,
+constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>};
+constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>};
+constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowScalar,
                          &PackSlabFullScalar};
 #endif  // TARMAC_INT8_X86
 
@@ -437,23 +516,24 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += path.mr) {
       const int m = static_cast<int>(std::min<int64_t>(path.mr, n_tokens - t0));
-      const TileFn tile = path.tiles[m - 1];
+      const TileFn tile = (w.type == DType::kQ4_K ? path.tiles_mins : path.tiles)[m - 1];
       const int8_t* xq = a.q + t0 * a.K + kb0 * kQB;
       const float* xd = a.d + t0 * a.nb + kb0;
       const int32_t* xc = a.corr + t0 * a.nb + kb0;
+      const float* xs = a.s + t0 * a.nb + kb0;
       for (int64_t p = 0; p < n_panels; ++p) {
         const int64_t pr0 = r0 + p * NR;
         const int64_t valid = std::min(NR, r1 - pr0);
         const uint8_t* wp = packed + p * path.nv * slab_stride;
         float* c = y + t0 * w.rows + pr0;
         if (valid == NR) {
-          tile(wp, slab_stride, nbk, xq, a.K, xd, xc, a.nb, offset, c, w.rows, kb0 > 0);
+          tile(wp, slab_stride, nbk, xq, a.K, xd, xc, xs, a.nb, offset, c, w.rows, kb0 > 0);
         } else {
           for (int i = 0; i < m; ++i) {
             std::memset(tmp + i * NR, 0, NR * sizeof(float));
             if (kb0 > 0) std::memcpy(tmp + i * NR, c + i * w.rows, valid * sizeof(float));
           }
-          tile(wp, slab_stride, nbk, xq, a.K, xd, xc, a.nb, offset, tmp, NR, kb0 > 0);
+          tile(wp, slab_stride, nbk, xq, a.K, xd, xc, xs, a.nb, offset, tmp, NR, kb0 > 0);
           for (int i = 0; i < m; ++i) std::memcpy(c + i * w.rows, tmp + i * NR, valid * sizeof(float));
         }
       }
@@ -463,19 +543,23 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
 
 }  // namespace
 
-bool IsInt8MatMulType(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0; }
+bool IsInt8MatMulType(DType type) {
+  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K;
+}
 
 const char* Int8MatMulPath() { return SelectPath().name; }
 
 void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d) {
   TARMAC_CHECK(n % kQB == 0);
   std::vector<int32_t> corr(n / kQB);
-  QuantizeRowScalar(x, n, 0, q, d, corr.data());
+  std::vector<float> s(n / kQB);
+  QuantizeRowScalar(x, n, 0, q, d, corr.data(), s.data());
 }
 
 void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsInt8MatMulType(w.type));
-  TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0 && w.cols >= 0 && w.cols % kQB == 0);
+  TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0 && w.cols >= 0 &&
+               w.cols % Traits(w.type).block_size == 0);
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
   if (n_tokens == 0 || w.rows == 0) return;
   if (w.cols == 0) {
@@ -490,21 +574,22 @@ void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // Quantized activations: one buffer per calling thread, reused across calls.
   thread_local AlignedBuffer act_buf;
   const int64_t q_bytes = (n_tokens * K + 63) / 64 * 64;
-  const size_t need = static_cast<size_t>(q_bytes + n_tokens * nb * 8);
+  const size_t need = static_cast<size_t>(q_bytes + n_tokens * nb * 12);
   if (act_buf.size() < need) act_buf.Resize(need);
   auto* q = act_buf.as<int8_t>();
   auto* d = reinterpret_cast<float*>(act_buf.data() + q_bytes);
   auto* corr = reinterpret_cast<int32_t*>(d + n_tokens * nb);
+  auto* sums = reinterpret_cast<float*>(corr + n_tokens * nb);
   auto quant = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t)
-      path.quant(x + t * K, K, offset, q + t * K, d + t * nb, corr + t * nb);
+      path.quant(x + t * K, K, offset, q + t * K, d + t * nb, corr + t * nb, sums + t * nb);
   };
   if (threads == 1 || n_tokens * K < 16384) {
     quant(0, n_tokens, 0);
   } else {
     pool->ParallelFor(n_tokens, std::max<int64_t>(1, n_tokens / (4 * threads)), quant);
   }
-  const Acts acts{q, d, corr, K, nb};
+  const Acts acts{q, d, corr, sums, K, nb};
 
   // Row blocks of up to 4 panels, fewer when that leaves under ~4 blocks per thread.
   const int64_t nr = kSlabRows * path.nv;
@@ -524,18 +609,18 @@ void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 }
 
 void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
-  TARMAC_CHECK(IsInt8MatMulType(w.type) && w.cols % kQB == 0);
+  TARMAC_CHECK(IsInt8MatMulType(w.type) && w.cols % Traits(w.type).block_size == 0);
   const int64_t K = w.cols, nb = K / kQB;
   std::vector<int8_t> q(n_tokens * K);
   std::vector<float> d(n_tokens * nb);
   for (int64_t t = 0; t < n_tokens; ++t) QuantizeActivationsQ8Ref(x + t * K, K, &q[t * K], &d[t * nb]);
   const int offset = WeightOffset(w.type);
   std::vector<int> wq(K);
-  std::vector<float> wd(nb);
+  std::vector<float> wd(nb), wm(nb);
   uint8_t u[kQB];
   for (int64_t r = 0; r < w.rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      wd[b] = DecodeBlockU8(w.type, w.row(r), b, u);
+      wd[b] = DecodeBlockU8(w.type, w.row(r), b, u, &wm[b]);
       for (int k = 0; k < kQB; ++k) wq[b * kQB + k] = int{u[k]} - offset;
     }
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -544,6 +629,11 @@ void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float*
         int32_t isum = 0;
         for (int k = 0; k < kQB; ++k) isum += wq[b * kQB + k] * q[t * K + b * kQB + k];
         acc = std::fma(static_cast<float>(isum), wd[b] * d[t * nb + b], acc);
+        if (w.type == DType::kQ4_K) {  // - min · sum_k x_k, with sum_k x_k ≈ d · sum_k q_k
+          int32_t qsum = 0;
+          for (int k = 0; k < kQB; ++k) qsum += q[t * K + b * kQB + k];
+          acc = std::fma(-wm[b], d[t * nb + b] * static_cast<float>(qsum), acc);
+        }
       }
       y[t * w.rows + r] = acc;
     }

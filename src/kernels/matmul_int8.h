@@ -1,6 +1,7 @@
-// MatMulInt8: prefill GEMM for Q8_0 / Q4_0 weights with 8-bit activations and integer dot
-// products (the llama.cpp strategy: activations quantized per 32-element block, int32
-// products per block, f32 scaling per block).
+// MatMulInt8: prefill GEMM for Q8_0 / Q4_0 / Q4_K weights with 8-bit activations and integer
+// dot products (the llama.cpp strategy: activations quantized per 32-element block, int32
+// products per block, f32 scaling per block). Q6_K (16-element sub-blocks) still goes through
+// MatMul's f32 path.
 //
 // Structure: the activations are quantized once per call (threads split tokens): per token and
 // 32-element block b, d = max_b|x| / 127, q = round_to_nearest_even(x · (1/d)) in [-127, 127],
@@ -8,14 +9,17 @@
 // Threads split weight rows (ThreadPool::ParallelFor over row blocks). For each K chunk, a row
 // block's weights are packed once into "slabs" of 16 rows: per 32-block, 8 groups of
 // [16 rows][4 consecutive k] unsigned bytes (u = w + o: Q8_0 o = 128, Q4_0 o = 8, i.e. the raw
-// nibble) followed by the 16 f32 row scales; then a register-blocked micro-kernel runs MR
-// tokens × NR rows, reusing each loaded weight vector across MR tokens:
+// nibble; Q4_K o = 0, its 32-element sub-blocks being our blocks) followed by the 16 f32 row
+// scales (Q4_K: d·sc) and, for Q4_K, the 16 f32 mins (dmin·m), which enter as
+// - min · (d_x · sum_b q) per block (llama.cpp's bsums idea); then a register-blocked
+// micro-kernel runs MR tokens × NR rows, reusing each loaded weight vector across MR tokens:
 //   AVX-512 VNNI: vpdpbusd (u8 weights × broadcast s8 activations) into int32 accumulators
 //                 started at corr (so the offset o cancels exactly), MR = 6, NR = 32;
 //   AVX2:         |w| · sign(x, w) by vpmaddubsw + vpmaddwd (no saturation: |w| <= 128,
 //                 |x| <= 127), MR = 2, NR = 16;
 //   scalar:       the same integers in plain C++.
-// Per block and output: acc = fma(float(isum), dw · dx, acc) in block order, in f32. isum is
+// Per block and output: acc = fma(float(isum), dw · dx, acc) (Q4_K then
+// acc = fma(-min, dx · float(sum_b q), acc)) in block order, in f32. isum is
 // exact and the f32 operations are the same on every path, so all paths (and thread counts,
 // and K chunking) give bit-identical results, equal to MatMulInt8Ref.
 //
@@ -23,10 +27,12 @@
 //   |y - y_exact| <= sum_b (max_b|x| / 254) · sum_{k in b} |w_k|     (activation rounding)
 //                  + ~K/32 · 2^-24 · sum_k |w_k x_k|                 (f32 over blocks)
 // i.e. the activation rounding error is at most half a quantization step of each block's x.
-// Observed (matmul_int8_test): max |err| / sum_k |w_k x_k| = 0.2% for gaussian x, up to 6%
-// when a block mixes values four decades apart (small ones round to 0). Same scheme as
+// Observed (matmul_int8_test): max |err| / sum_k |w_k x_k| = 0.2% for gaussian x, ~1% (K >=
+// 256) to 6% (K = 32) when a block mixes values four decades apart (small ones round to 0).
+// Same scheme as
 // llama.cpp's Q8_0 activations, which additionally round d to f16 (we keep d in f32).
-// wp-11m perplexity changes by < 0.05% (q8_0 +0.001%, q4_0 -0.03%) vs the f32 path.
+// wp-11m perplexity changes by < 0.05% (q8_0 +0.001%, q4_0 -0.03%, q4_k -0.02%) vs the f32
+// path.
 // Blocks with max|x| < 2^-100 are treated as zero. Non-finite x in a block gives NaN outputs.
 //
 // Owns nothing; pure functions. Thread-safe per pool (one ParallelFor caller at a time).
@@ -40,11 +46,11 @@
 
 namespace tarmac::kernels {
 
-// Weight types MatMulInt8 handles: Q8_0, Q4_0.
+// Weight types MatMulInt8 handles: Q8_0, Q4_0, Q4_K.
 bool IsInt8MatMulType(DType type);
 
 // x: [n_tokens][w.cols] f32, y: [n_tokens][w.rows] f32 (must not alias x). pool may be nullptr.
-// Preconditions: IsInt8MatMulType(w.type); n_tokens >= 0; w.cols % 32 == 0.
+// Preconditions: IsInt8MatMulType(w.type); n_tokens >= 0; w.cols a multiple of the block size.
 void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
 // Scalar reference that quantizes the activations the same way and accumulates in the same

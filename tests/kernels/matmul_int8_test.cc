@@ -1,4 +1,4 @@
-// MatMulInt8 (int8 activations × Q8_0/Q4_0 weights, integer dot products) against
+// MatMulInt8 (int8 activations × Q8_0/Q4_0/Q4_K weights, integer dot products) against
 //  (1) MatMulInt8Ref, the scalar reference that quantizes activations the same way and
 //      accumulates in the same order: results must be BIT-IDENTICAL, on every code path
 //      (AVX-512 VNNI, AVX2, scalar; forced through the Highway target mask), thread count,
@@ -89,7 +89,7 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
   }
 }
 
-const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0};
+const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K};
 
 TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
   std::mt19937 rng(11);
@@ -100,7 +100,10 @@ TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
     SCOPED_TRACE(Int8MatMulPath());
     int i = 0;
     for (DType type : kTypes) {
-      for (int64_t cols : {32, 96, 512, 544, 1056}) {
+      const bool k = type == DType::kQ4_K;  // rows of 256-element super-blocks
+      const std::vector<int64_t> cols_list = k ? std::vector<int64_t>{256, 512, 768, 1280}
+                                               : std::vector<int64_t>{32, 96, 512, 544, 1056};
+      for (int64_t cols : cols_list) {
         for (int64_t rows : {1, 5, 16, 17, 31, 32, 33, 64, 100, 129}) {
           for (int64_t tokens : {2, 3, 5, 6, 7, 12, 13, 40}) {
             if (rows * cols * tokens > 2'000'000) continue;
@@ -122,7 +125,7 @@ TEST(MatMulInt8Test, WithinStatedBoundOfExactProduct) {
   ThreadPool pool2(2);
   for (DType type : kTypes) {
     Stats st;
-    for (int64_t cols : {32, 256, 2048, 4096}) {
+    for (int64_t cols : {256, 512, 2048, 4096}) {
       for (int64_t rows : {7, 48, 130}) {
         for (int64_t tokens : {1, 2, 9, 33}) {
           if (rows * cols * tokens > 4'000'000) continue;
@@ -151,10 +154,11 @@ TEST(MatMulInt8Test, LargeShapes) {
     Stats st;
     CheckCase(type, 4096, 1024, 3, RowBytes(type, 1024), rng, &pool2, false, &st);
     CheckCase(type, 300, 4096, 17, RowBytes(type, 4096), rng, &pool2, true, &st);
+    if (HasFatalFailure()) return;
   }
 }
 
-// MatMul dispatches Q8_0/Q4_0 with >= 2 tokens here (and 1 token to MatVec).
+// MatMul dispatches Q8_0/Q4_0/Q4_K with >= 2 tokens here (and 1 token to MatVec).
 TEST(MatMulInt8Test, MatMulDispatches) {
   std::mt19937 rng(14);
   for (DType type : kTypes) {

@@ -7,7 +7,7 @@
 // ~sqrt(K)·2^-24 ≈ 4e-6), and any misplaced element or tile edge bug is far above 1e-4.
 // n_tokens == 1 runs MatVec and is checked with its bound (testing::MatVecTolerance);
 // 2..8 tokens of non-int8 types run MatVecMulti (same 1e-4 bound: exact weights, f32 sums).
-// Q8_0 / Q4_0 with n_tokens >= 2 run MatMulInt8 (8-bit activations): checked with its bound,
+// Q8_0 / Q4_0 / Q4_K with n_tokens >= 2 run MatMulInt8 (8-bit activations): checked with its bound,
 // 1.001 · sum_b (max_b|x| / 254) · sum_{k in b} |w_k| + 1e-4 · sum_k |w_k x_k| (matmul_int8.h;
 // matmul_int8_test.cc checks it bit for bit against its own reference).
 #include "kernels/matmul.h"
