@@ -50,6 +50,8 @@ HWY_INLINE int64_t PanelWidth() { return 2 * static_cast<int64_t>(hn::Lanes(DF()
 
 int64_t PanelWidthT() { return PanelWidth(); }
 
+int64_t TargetT() { return HWY_TARGET; }
+
 // c[m][0..NR) (+)= sum_k x[m][k] * panel[k][0..NR) for m < M. x rows at stride ldx floats,
 // c rows at stride ldc floats. load_c: accumulate onto c (K blocks after the first).
 template <int M>
@@ -167,6 +169,9 @@ HWY_AFTER_NAMESPACE();
 namespace tarmac::kernels {
 HWY_EXPORT(MatMulRowsT);
 HWY_EXPORT(PanelWidthT);
+HWY_EXPORT(TargetT);
+
+int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsMatVecType(w.type));

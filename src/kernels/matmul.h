@@ -29,6 +29,11 @@ namespace tarmac::kernels {
 // pool may be nullptr (single thread).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
+// The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
+// hwy::SupportedTargets(), which runs CPUID: ~0.1 ms in a VM; follows
+// hwy::SetSupportedTargetsForTest). MatMulInt8 picks its code path from it.
+int64_t MatMulHwyTarget();
+
 // Scalar reference: dequantizes with DequantizeRowRef, accumulates in double.
 void MatMulRef(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 

@@ -13,6 +13,7 @@
 
 #include "base/check.h"
 #include "hwy/targets.h"
+#include "kernels/matmul.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -480,9 +481,10 @@ const Path& SelectPath() {
                                __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                                __builtin_cpu_supports("f16c");
-  const int64_t targets = hwy::SupportedTargets();
-  if (cpu_vnni && (targets & HWY_AVX3) != 0) return kVnniPath;
-  if (cpu_avx2 && (targets & (HWY_AVX2 | HWY_AVX3)) != 0) return kAvx2Path;
+  // Lower target bits are the better x86 targets (AVX3_DL < AVX3 < AVX2 < SSE4 < ...).
+  const int64_t target = MatMulHwyTarget();
+  if (cpu_vnni && target <= HWY_AVX3) return kVnniPath;
+  if (cpu_avx2 && target <= HWY_AVX2) return kAvx2Path;
 #endif
   return kScalarPath;
 }

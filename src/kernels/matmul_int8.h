@@ -62,8 +62,9 @@ void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float*
 void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);
 
 // Which code path MatMulInt8 takes on this machine now: "avx512vnni", "avx2" or "scalar".
-// It follows the Highway targets allowed at the moment (hwy::SetSupportedTargetsForTest in
-// tests): AVX-512 VNNI needs HWY_AVX3 allowed and a VNNI CPU, AVX2 needs HWY_AVX2 (or AVX3).
+// It follows the Highway target MatMul dispatches to (MatMulHwyTarget, so
+// hwy::SetSupportedTargetsForTest in tests): AVX-512 VNNI needs HWY_AVX3 and a VNNI CPU, AVX2
+// needs HWY_AVX2 or better; anything else runs the scalar path.
 const char* Int8MatMulPath();
 
 }  // namespace tarmac::kernels

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,21 @@ TEST(MatMulInt8Test, MatMulDispatches) {
     MatMulInt8Ref(w, x.data(), 5, b.data());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << DTypeName(type);
   }
+}
+
+// ForEachTarget reaches every code path this CPU has (the sweeps above rely on it).
+TEST(MatMulInt8Test, EveryPathIsTested) {
+  std::set<std::string> paths;
+  testing::ForEachTarget([&](const char*) { paths.insert(Int8MatMulPath()); });
+  EXPECT_TRUE(paths.count("scalar")) << "no target reached the scalar path";
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) EXPECT_TRUE(paths.count("avx2"));
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+    EXPECT_TRUE(paths.count("avx512vnni"));
+#endif
+  std::string all;
+  for (const auto& p : paths) all += p + " ";
+  std::printf("int8 paths tested: %s\n", all.c_str());
 }
 
 TEST(MatMulInt8Test, ActivationQuantization) {
