@@ -425,6 +425,41 @@ TEST_F(ServerProcessTest, AuthWithKeyFile) {
   EXPECT_EQ(cached("sk-beta-1234567"), 0);
 }
 
+TEST_F(ServerProcessTest, SeveralModelsChosenByModelField) {
+  ServerProcess srv({"-m", TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf"}, Path("log.txt"));
+  ASSERT_TRUE(srv.WaitReady());
+  Json models = Json::parse(Get(srv.port(), "/v1/models").body);
+  ASSERT_EQ(models["data"].size(), 2u);
+  for (const char* m : {"wp-11m-f16", "wp-1m-f16"}) {
+    HttpResponse r = Post(srv.port(), "/v1/completions", Json{{"model", m}, {"prompt", "Pierre"}, {"max_tokens", 3}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Json::parse(r.body)["model"], m);
+  }
+  const std::string met = Get(srv.port(), "/metrics").body;
+  EXPECT_NE(met.find("tarmac:num_requests_running{model_name=\"wp-1m-f16\"}"), std::string::npos);
+}
+
+TEST_F(ServerProcessTest, RequestTimeout) {
+  ServerProcess srv({"--request-timeout", "0.2", "--max-concurrent", "1"}, Path("log.txt"));
+  ASSERT_TRUE(srv.WaitReady());
+  // Long enough to outlive the timeout on any machine: 500 tokens, decoded one at a time.
+  const Json body = {{"model", kModel}, {"prompt", "War"}, {"max_tokens", 500}, {"ignore_eos", true}};
+  std::thread streaming([&] {
+    Json b = body;
+    b["stream"] = true;
+    HttpResponse r = Post(srv.port(), "/v1/completions", b.dump());
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.body.find("\"code\":\"timeout\""), std::string::npos) << r.body.substr(0, 300);
+    EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  HttpResponse r = Post(srv.port(), "/v1/completions", body.dump());  // queued behind it, then times out
+  EXPECT_EQ(r.status, 408) << r.body;
+  streaming.join();
+  // The server is idle again and serves.
+  EXPECT_EQ(Post(srv.port(), "/v1/completions", Json{{"model", kModel}, {"prompt", "a"}, {"max_tokens", 2}}.dump()).status, 200);
+}
+
 TEST_F(ServerProcessTest, OverloadGets429QuicklyAndMemoryStaysFlat) {
   ServerProcess srv({"--max-concurrent", "2", "--max-queue", "2", "--rate-limit", "0"}, Path("log.txt"));
   ASSERT_TRUE(srv.WaitReady());
