@@ -2,6 +2,8 @@
 // non-streamed output, 100+ malformed or hostile requests (each a 4xx, the server keeps
 // serving), auth, overload (429 with Retry-After), 200 concurrent streams with 30% dropped
 // mid-stream (KV all free or cached afterwards, integrity checked every step), SIGTERM drain.
+#include <sys/resource.h>
+
 #include <atomic>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -437,6 +439,33 @@ TEST_F(ServerProcessTest, SeveralModelsChosenByModelField) {
   }
   const std::string met = Get(srv.port(), "/metrics").body;
   EXPECT_NE(met.find("tarmac:num_requests_running{model_name=\"wp-1m-f16\"}"), std::string::npos);
+}
+
+// A thousand idle connections cost sockets, not threads; the server keeps answering.
+TEST_F(ServerProcessTest, ThousandIdleConnectionsNoThreadPerConnection) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  const int n = static_cast<int>(std::min<rlim_t>(1000, rl.rlim_cur > 64 ? rl.rlim_cur - 64 : 0));
+  ServerProcess srv({}, Path("log.txt"));
+  ASSERT_TRUE(srv.WaitReady());
+  auto threads = [&] {
+    std::string s = Slurp("/proc/" + std::to_string(srv.pid()) + "/status");
+    return std::stoi(s.substr(s.find("Threads:") + 8));
+  };
+  const int before = threads();
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    int fd = Connect(srv.port());
+    if (fd >= 0) fds.push_back(fd);
+  }
+  EXPECT_EQ(static_cast<int>(fds.size()), n);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string met = Get(srv.port(), "/metrics").body;
+  EXPECT_GE(MetricValue(met, "tarmac:http_open_connections"), n);
+  EXPECT_EQ(Post(srv.port(), "/v1/completions", Json{{"model", kModel}, {"prompt", "a"}, {"max_tokens", 2}}.dump()).status, 200);
+  EXPECT_EQ(threads(), before) << n << " connections changed the thread count";
+  for (int fd : fds) ::close(fd);
+  std::fprintf(stderr, "%d idle connections, %d server threads\n", n, before);
 }
 
 TEST_F(ServerProcessTest, RequestTimeout) {
