@@ -441,6 +441,25 @@ TEST_F(ServerProcessTest, SeveralModelsChosenByModelField) {
   EXPECT_NE(met.find("tarmac:num_requests_running{model_name=\"wp-1m-f16\"}"), std::string::npos);
 }
 
+TEST_F(ServerProcessTest, BenchServeRunsEveryWorkload) {
+  ServerProcess srv({}, Path("log.txt"));
+  ASSERT_TRUE(srv.WaitReady());
+  const std::string url = "http://127.0.0.1:" + std::to_string(srv.port());
+  for (const char* w : {"short-chat", "long-document", "shared-system-prompt", "multi-turn"}) {
+    RunResult r = RunTarmac({"bench", "serve", "--url", url, "--workload", w, "--concurrency", "4", "--requests", "8",
+                             "--max-tokens", "8", "--slo-ttft-ms", "100000", "--json"}, dir_.string());
+    ASSERT_EQ(r.exit_code, 0) << w << ": " << r.out << r.err;
+    Json j = Json::parse(r.out);
+    EXPECT_EQ(j["successful_requests"], 8) << w;
+    EXPECT_EQ(j["total_output_tokens"], 64) << w;
+    EXPECT_GT(j["ttft_ms"]["p99"].get<double>(), 0) << w;
+    EXPECT_GT(j["request_goodput"].get<double>(), 0) << w;
+  }
+  RunResult r = RunTarmac({"bench", "serve", "--url", url, "--rate", "50", "--requests", "6", "--max-tokens", "4"}, dir_.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Serving Benchmark Result"), std::string::npos);
+}
+
 // A thousand idle connections cost sockets, not threads; the server keeps answering.
 TEST_F(ServerProcessTest, ThousandIdleConnectionsNoThreadPerConnection) {
   rlimit rl{};
