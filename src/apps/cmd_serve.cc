@@ -12,6 +12,7 @@
 
 #include "apps/commands.h"
 #include "apps/model_loading.h"
+#include "apps/spec_flags.h"
 #include "base/thread_pool.h"
 #include "server/http_server.h"
 
@@ -42,6 +43,7 @@ struct ServeArgs {
   bool no_prefix_cache = false;
   bool mmap = false;
   bool check_integrity = false;
+  SpecArgs spec;
 };
 
 int RunServe(const ServeArgs& a) {
@@ -100,6 +102,8 @@ int RunServe(const ServeArgs& a) {
   ec.kv_memory_bytes = static_cast<int64_t>(a.kv_memory_gib * (1ll << 30));
   ec.kv_dtype = a.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16;
   ec.prefix_cache = !a.no_prefix_cache;
+  std::vector<SpecSetup> specs;  // draft models, outliving the engines like `loaded`
+  specs.reserve(a.models.size());
   std::vector<LoadedModel> loaded;  // outlive the server's engines (joined below first)
   loaded.reserve(a.models.size());
   int rc = 0;
@@ -111,7 +115,16 @@ int RunServe(const ServeArgs& a) {
       break;
     }
     loaded.push_back(std::move(lm).value());
-    auto sm = server::ServedModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
+    auto spec = LoadSpec(a.spec, a.models[i]);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), spec.status().message().c_str());
+      rc = 2;
+      break;
+    }
+    specs.push_back(std::move(spec).value());
+    engine::EngineConfig mec = ec;
+    ApplySpec(specs.back(), &mec);
+    auto sm = server::ServedModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), mec,
                                           a.check_integrity);
     if (!sm.ok()) {
       std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), sm.status().message().c_str());
@@ -172,11 +185,12 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--kv-blocks", a->kv_blocks, "KV blocks per model (0: from --kv-memory-gib or automatic)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--kv-memory-gib", a->kv_memory_gib, "KV memory per model (0: automatic)")->capture_default_str()
+  cmd->add_option("--kv-memory,--kv-memory-gib", a->kv_memory_gib, "KV memory per model (0: automatic)")->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--kv-dtype", a->kv_dtype, "f16 or int8")->capture_default_str()->check(CLI::IsMember({"f16", "int8"}));
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping");
+  AddSpecFlags(cmd, &a->spec);
   cmd->add_flag("--check-integrity", a->check_integrity, "test aid: check KV integrity after every engine step (abort on error)");
   cmd->callback([a, run] { *run = [a] { return RunServe(*a); }; });
 }

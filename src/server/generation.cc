@@ -127,6 +127,8 @@ std::optional<ApiError> Generation::Prepare() {
       r.stop = req_.stop;
       r.ns = ns;
       r.priority = req_.priority;
+      r.speculative = req_.speculative;
+      r.task = req_.task;
       if (req_.logprobs) c.logprobs = chat ? Json{{"content", Json::array()}}
                                            : Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
                                                   {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};

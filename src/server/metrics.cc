@@ -126,6 +126,40 @@ std::string ServerMetrics::Render(const std::vector<ModelSnapshot>& models, int3
   per_model("tarmac:generation_tokens_total", "counter", "Generated tokens.",
             [](S s) { return double(s.stats.generation_tokens); });
   per_model("tarmac:engine_steps_total", "counter", "Engine steps.", [](S s) { return double(s.stats.steps); });
+  per_model("tarmac:spec_decode_draft_seconds_total", "counter", "Seconds spent drafting (speculative decoding).",
+            [](S s) { return s.stats.draft_seconds; });
+  per_model("tarmac:spec_decode_verify_seconds_total", "counter", "Seconds of target steps that verified drafts.",
+            [](S s) { return s.stats.verify_seconds; });
+  // Speculation per request bucket (task / temperature band / output band), named after vLLM's.
+  auto per_spec_bucket = [&](const char* name, const char* type, const char* help, auto value) {
+    Header(&out, name, type, help);
+    for (const ModelSnapshot& s : models)
+      for (const auto& [bucket, st] : s.stats.spec_buckets)
+        out += fmt::format("{}{{model_name=\"{}\",spec_bucket=\"{}\"}} {}\n", name, Escape(s.model),
+                           Escape(bucket), Num(value(st)));
+  };
+  using B = const spec::BucketStats&;
+  per_spec_bucket("tarmac:spec_decode_num_drafts_total", "counter", "Verify steps that checked at least one draft token.",
+                  [](B b) { return double(b.drafts); });
+  per_spec_bucket("tarmac:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.",
+                  [](B b) { return double(b.draft_tokens); });
+  per_spec_bucket("tarmac:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.",
+                  [](B b) { return double(b.accepted_tokens); });
+  per_spec_bucket("tarmac:spec_decode_acceptance_rate", "gauge", "Accepted / proposed draft tokens.",
+                  [](B b) { return b.acceptance_rate(); });
+  per_spec_bucket("tarmac:spec_decode_mean_accepted_length", "gauge", "Accepted draft tokens per verify step.",
+                  [](B b) { return b.mean_accepted_length(); });
+  per_spec_bucket("tarmac:spec_decode_decisions_total", "counter", "Policy decisions (requests considered for speculation).",
+                  [](B b) { return double(b.decisions); });
+  per_spec_bucket("tarmac:spec_decode_fallbacks_total", "counter", "Decisions that switched speculation off (k = 0).",
+                  [](B b) { return double(b.fallbacks); });
+  Header(&out, "tarmac:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Draft tokens accepted at each draft position (0-based).");
+  for (const ModelSnapshot& s : models)
+    for (const auto& [bucket, st] : s.stats.spec_buckets)
+      for (int i = 0; i < spec::kMaxDraft && st.accepted_at[i] > 0; ++i)
+        out += fmt::format("tarmac:spec_decode_num_accepted_tokens_per_pos_total{{model_name=\"{}\",spec_bucket=\"{}\",position=\"{}\"}} {}\n",
+                           Escape(s.model), Escape(bucket), i, st.accepted_at[i]);
 
   struct H {
     const char* name;

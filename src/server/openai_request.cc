@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <cctype>
 #include <set>
 
 namespace tarmac::server {
@@ -280,7 +281,8 @@ std::optional<ApiError> ParseLogitBias(const Json& j, sampling::SamplingParams* 
 const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "seed", "stream",
     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "user",
-    "priority", "logprobs", "stop_token_ids", "ignore_eos", "best_of", "service_tier", "metadata", "store"};
+    "priority", "logprobs", "stop_token_ids", "ignore_eos", "best_of", "service_tier", "metadata", "store",
+    "speculative", "task"};
 const std::set<std::string> kCompletionOnly = {"prompt", "echo", "suffix"};
 const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                          "tool_choice", "parallel_tool_calls", "response_format",
@@ -390,6 +392,13 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   v = 0;
   if (auto e = GetInt(j, "priority", -1000000, 1000000, &v)) return e;
   out->priority = static_cast<int32_t>(v);
+  if (auto e = GetBool(j, "speculative", &out->speculative)) return e;
+  if (auto e = GetString(j, "task", &out->task)) return e;
+  if (out->task.size() > 64) return BadRequest("task", "'task' must be at most 64 bytes", "invalid_value");
+  for (char ch : out->task) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_')
+      return BadRequest("task", "'task' may hold only letters, digits, '-' and '_'", "invalid_value");
+  }
   return std::nullopt;
 }
 

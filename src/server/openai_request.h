@@ -55,6 +55,8 @@ struct GenRequest {
   bool logprobs = false;                 // report the chosen token's logprob
   std::string user;
   int32_t priority = 0;                  // smaller is more important
+  bool speculative = true;               // tarmac extension: false turns speculation off
+  std::string task;                      // tarmac extension: request bucket's task type
 };
 
 // Parses and validates `body`. On error returns the ApiError (status 400).
