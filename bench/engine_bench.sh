@@ -70,8 +70,8 @@ done
 
 # 3. KV waste and int8 capacity
 waste=$(med "['kv_waste']" off -m $WP --requests 64 --concurrency 64 --prompt-len 192 --output-len 128 --length-spread 0.5 -t 2)
-f16=$(med "['max_concurrent_running']" off -m $WP --requests 128 --concurrency 128 --prompt-len 192 --output-len 128 --length-spread 0.5 -t 2 --kv-memory 0.02)
-i8=$(med "['max_concurrent_running']" off -m $WP --requests 128 --concurrency 128 --prompt-len 192 --output-len 128 --length-spread 0.5 -t 2 --kv-memory 0.02 --kv-dtype int8)
-python3 -c "import sys; w,a,b=map(float,sys.argv[1:]); print(f'KV waste, 64 mixed-length requests (prompt 96-288, output 64-192): {100*w:.2f}%'); print(f'--kv-memory 0.02 GiB: {a:.0f} requests running at once with f16 KV, {b:.0f} with int8 ({b/a:.2f}x)')" "$waste" "$f16" "$i8" | tee -a "$OUT/table"
+f16=$(med "['max_concurrent_running']" off -m $WP --requests 128 --concurrency 128 --prompt-len 192 --output-len 128 -t 2 --kv-memory 0.02)
+i8=$(med "['max_concurrent_running']" off -m $WP --requests 128 --concurrency 128 --prompt-len 192 --output-len 128 -t 2 --kv-memory 0.02 --kv-dtype int8)
+python3 -c "import sys; w,a,b=map(float,sys.argv[1:]); print(f'KV waste, 64 mixed-length requests (prompt 96-288, output 64-192): {100*w:.2f}%'); print(f'--kv-memory 0.02 GiB, 128 requests of prompt 192 + output 128: {a:.0f} running at once with f16 KV, {b:.0f} with int8 ({b/a:.2f}x)')" "$waste" "$f16" "$i8" | tee -a "$OUT/table"
 echo
 cat "$OUT/table"
