@@ -24,38 +24,38 @@ mkdir -p "$CACHE"
 [[ -f $TEXT ]] || { echo "needs $TEXT" >&2; exit 2; }
 [[ -f $PAD ]] || $BIN gguf pad $WP $PAD --layers 24 --ffn 16384 >/dev/null
 
-run() {  # run FIELD-EXPR ARGS... -> median of FIELD over REPS runs
-  local expr=$1; shift
-  for _ in $(seq "$REPS"); do $BIN bench offline --json -t $T "$@" 2>/dev/null; done |
-    python3 -c "import sys,json,statistics as s; v=[eval(sys.argv[1],{'j':json.loads(l)}) for l in sys.stdin if l.strip()]; print(s.median(v))" "$expr"
-}
-TPS="j['output_tokens_per_s']"
-ACC="j['acceptance_rate']"
-MAL="j['mean_accepted_length']"
-b1() { run "$1" -m $2 --requests 3 --concurrency 1 --prompt-len 64 --output-len 48 --workload text --prompt-file $TEXT "${@:3}"; }
+# runs: REPS runs of `bench offline --json ARGS`, one JSON object per line on stdout
+runs() { for _ in $(seq "$REPS"); do $BIN bench offline --json -t $T "$@" 2>/dev/null; done; }
+# med FIELD < runs: median of a field
+med() { python3 -c "import sys,json,statistics as s; v=[json.loads(l)[sys.argv[1]] for l in sys.stdin if l.strip()]; print(s.median(v))" "$1"; }
+b1() { runs -m $1 --requests 3 --concurrency 1 --prompt-len 64 --output-len 48 --workload text --prompt-file $TEXT "${@:2}"; }
 
 out=$(mktemp)
 for target in $PAD $WP; do
   name=$(basename $target .gguf)
   for temp in 0 0.8; do
-    off=$(b1 "$TPS" $target --temp $temp)
+    off=$(b1 $target --temp $temp | med output_tokens_per_s)
     for k in 2 3; do
-      on=$(b1 "$TPS" $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k)
-      acc=$(b1 "$ACC" $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k)
-      mal=$(b1 "$MAL" $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k)
+      b1 $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k > $CACHE/spec_runs.jsonl
+      on=$(med output_tokens_per_s < $CACHE/spec_runs.jsonl)
+      acc=$(med acceptance_rate < $CACHE/spec_runs.jsonl)
+      mal=$(med mean_accepted_length < $CACHE/spec_runs.jsonl)
       python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:5]); print(f'{sys.argv[5]:14s} T={sys.argv[6]:3s} draft k={sys.argv[7]}: {b:7.2f} tok/s vs off {a:7.2f} = {b/a:.2f}x; acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$name" "$temp" "$k" | tee -a $out
     done
   done
 done
 # 2. n-gram, copy-heavy
-off=$(run "$TPS" -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT)
-on=$(run "$TPS" -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT --spec ngram --spec-k 4)
-acc=$(run "$ACC" -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT --spec ngram --spec-k 4)
+copy() { runs -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload copy --prompt-file $TEXT "$@"; }
+off=$(copy | med output_tokens_per_s)
+copy --spec ngram --spec-k 4 > $CACHE/spec_runs.jsonl
+on=$(med output_tokens_per_s < $CACHE/spec_runs.jsonl)
+acc=$(med acceptance_rate < $CACHE/spec_runs.jsonl)
 python3 -c "import sys; a,b,c=map(float,sys.argv[1:4]); print(f'ngram k=4 copy workload (padded): {b:.2f} tok/s vs off {a:.2f} = {b/a:.2f}x; acceptance {100*c:.1f}%')" "$off" "$on" "$acc" | tee -a $out
 # 3. large batches with the policy
 for c in 32 64; do
-  off=$(run "$TPS" -m $WP --requests $c --concurrency $c --prompt-len 64 --output-len 64 --workload text --prompt-file $TEXT)
-  on=$(run "$TPS" -m $WP --requests $c --concurrency $c --prompt-len 64 --output-len 64 --workload text --prompt-file $TEXT --spec auto --draft-model $DRAFT)
+  big() { runs -m $WP --requests $c --concurrency $c --prompt-len 64 --output-len 64 --workload text --prompt-file $TEXT "$@"; }
+  off=$(big | med output_tokens_per_s)
+  on=$(big --spec auto --draft-model $DRAFT | med output_tokens_per_s)
   python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'wp-11m batch {sys.argv[3]}: spec auto {b:.1f} tok/s vs off {a:.1f} = {b/a:.3f}x')" "$off" "$on" "$c" | tee -a $out
 done
 # 4. mixed buckets
