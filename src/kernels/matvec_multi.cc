@@ -51,6 +51,8 @@ HWY_INLINE float ScalarW(const void* row, int64_t k) {
   return BF16ToF32(static_cast<const uint16_t*>(row)[k]);
 }
 
+constexpr int64_t kAhead = 3072;  // prefetch distance in bytes
+
 // Two rows × T tokens: y0[t] = row0 · x_t, y1[t] = row1 · x_t (row1 may equal row0 for an odd
 // last row; its result is then discarded by the caller).
 template <Src S, int T>
@@ -60,8 +62,18 @@ HWY_INLINE void TwoRows(const void* row0, const void* row1, const float* HWY_RES
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   VF a0[T], a1[T];
   for (int t = 0; t < T; ++t) a0[t] = a1[t] = hn::Zero(df);
+  constexpr int64_t kElem = S == Src::kF32 ? 4 : 2;
+  const char* p0 = static_cast<const char*>(row0);
+  const char* p1 = static_cast<const char*>(row1);
   int64_t k = 0;
   for (; k + N <= K; k += N) {
+    // Stream the rows ~3 KiB ahead (as MatVec does): the loop alone keeps too few misses in
+    // flight to reach DRAM bandwidth. Past the row end this runs into the next rows, which are
+    // read next.
+    if ((k * kElem) % 64 == 0) {
+      __builtin_prefetch(p0 + k * kElem + kAhead, 0, 3);
+      __builtin_prefetch(p1 + k * kElem + kAhead, 0, 3);
+    }
     const VF w0 = LoadW<S>(row0, k);
     const VF w1 = LoadW<S>(row1, k);
     for (int t = 0; t < T; ++t) {

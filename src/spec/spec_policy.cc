@@ -59,7 +59,10 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch) {
       best_k = k;
     }
   }
-  if (best_k == 0 && config_.max_k > 0 && ++acc.since_probe >= config_.probe_every) {
+  // Probe about once per probe_every engine steps (a step makes `batch` decisions), so large
+  // batches do not pay for a probing request in every step.
+  if (best_k == 0 && config_.max_k > 0 &&
+      ++acc.since_probe >= static_cast<int64_t>(config_.probe_every) * std::max(batch, 1)) {
     acc.since_probe = 0;
     best_k = std::min(2, config_.max_k);  // re-probe a switched-off bucket
   }

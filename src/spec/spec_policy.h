@@ -9,7 +9,7 @@
 //                assumed);
 //   C_draft(k) = k · measured draft time per draft position.
 // k = 0 (off) when no k in 1..max_k beats 1 + min_gain. Buckets that are off are re-probed
-// every probe_every decisions (k = 2) so a bucket can recover.
+// (k = 2, one request) about every probe_every engine steps so a bucket can recover.
 //
 // Not thread-safe (the engine's step thread). Stats() is a copy for metrics.
 #pragma once
@@ -25,7 +25,7 @@ struct SpecPolicyConfig {
   int32_t max_k = 8;
   double decay = 0.98;      // weight kept per observation (older acceptance fades)
   double min_gain = 0.02;   // speculate only when the model predicts > 2% speedup
-  int32_t probe_every = 32; // decisions between probes of a switched-off bucket
+  int32_t probe_every = 32; // engine steps between probes of a switched-off bucket
 };
 
 constexpr int kMaxDraft = 16;
