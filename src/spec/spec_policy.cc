@@ -16,14 +16,15 @@ int SpecPolicy::Bin(int32_t tokens) {
 }
 
 double SpecPolicy::StepSeconds(int32_t tokens) const {
-  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin; flat below
-  // the smallest measurement, proportional to tokens (compute-bound) above the largest.
+  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin, and
+  // proportional to tokens (compute-bound: the pessimistic guess) outside them. Speculating
+  // on a guess that is too pessimistic only delays it until a probe measures the real cost.
   double prev_t = -1, prev_s = 0;
   for (int b = 0; b < 16; ++b) {
     if (step_tokens_[b] <= 0) continue;
     const double t = step_tokens_[b], sec = step_s_[b];
     if (tokens <= t) {
-      if (prev_t < 0) return sec;
+      if (prev_t < 0) return sec * tokens / t;  // below every measurement: assume proportional
       return prev_s + (tokens - prev_t) / (t - prev_t) * (sec - prev_s);
     }
     prev_t = t;
@@ -40,7 +41,7 @@ double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch) const {
   const double decode = StepSeconds(batch);
   const double verify = StepSeconds(batch * (1 + k));
   const double draft = k * draft_s_;
-  if (decode <= 0 || verify <= 0) return expected;  // nothing measured yet: optimistic
+  if (decode <= 0 || verify <= 0) return 1.0;  // nothing measured yet: probing finds out
   return expected * decode / (draft + verify);
 }
 
@@ -61,8 +62,10 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch) {
   }
   // Probe about once per probe_every engine steps (a step makes `batch` decisions), so large
   // batches do not pay for a probing request in every step.
+  // A bucket never measured is probed at once.
   if (best_k == 0 && config_.max_k > 0 &&
-      ++acc.since_probe >= static_cast<int64_t>(config_.probe_every) * std::max(batch, 1)) {
+      (st.drafts == 0 ||
+       ++acc.since_probe >= static_cast<int64_t>(config_.probe_every) * std::max(batch, 1))) {
     acc.since_probe = 0;
     best_k = std::min(2, config_.max_k);  // re-probe a switched-off bucket
   }
