@@ -184,7 +184,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   // the weights: stream each row once rather than packing a copy of the whole matrix.
   if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type))
     return MatVecMulti(w, x, n_tokens, y, pool);
-  // Q8_0 / Q4_0: int8 activations and integer dot products (matmul_int8.h).
+  // Q8_0 / Q4_0 / Q4_K: int8 activations and integer dot products (matmul_int8.h).
   if (IsInt8MatMulType(w.type)) return MatMulInt8(w, x, n_tokens, y, pool);
   if (w.cols == 0) {
     std::fill(y, y + n_tokens * w.rows, 0.0f);
