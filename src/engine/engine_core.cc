@@ -227,12 +227,15 @@ void EngineCore::Draft() {
   drafts_.clear();
   if (!proposer_) return;
   const std::vector<int64_t> ready = sched_->DecodeReady();
+  std::unordered_map<std::string, int32_t> per_bucket;  // decode-ready requests per bucket
+  for (int64_t id : ready) ++per_bucket[reqs_.at(id).bucket];
   std::vector<spec::ProposeRequest> reqs;
   for (int64_t id : ready) {
     Live& L = reqs_.at(id);
     if (!L.req.speculative) continue;
     int32_t k = config_.spec_policy
-                    ? policy_.ChooseK(L.bucket, static_cast<int32_t>(ready.size()))
+                    ? policy_.ChooseK(L.bucket, static_cast<int32_t>(ready.size()),
+                                      per_bucket[L.bucket])
                     : config_.spec_k;
     k = std::min(k, L.req.max_tokens - L.metrics.output_tokens - 1);  // never past max_tokens
     if (k <= 0) continue;

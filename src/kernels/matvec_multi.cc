@@ -128,8 +128,7 @@ void RowsT(const MatrixView& w, const float* x, float* y, int64_t r0, int64_t r1
   }
 }
 
-void MatVecMultiRows(const MatrixView& w, const float* x, int64_t n, float* y, int64_t r0,
-                     int64_t r1) {
+void RowsN(const MatrixView& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   switch (n) {
     case 1: return RowsT<1>(w, x, y, r0, r1);
     case 2: return RowsT<2>(w, x, y, r0, r1);
@@ -139,6 +138,21 @@ void MatVecMultiRows(const MatrixView& w, const float* x, int64_t n, float* y, i
     case 6: return RowsT<6>(w, x, y, r0, r1);
     case 7: return RowsT<7>(w, x, y, r0, r1);
     default: return RowsT<8>(w, x, y, r0, r1);
+  }
+}
+
+// More than 8 tokens: groups of at most 8 over the same few rows, so the rows come from
+// DRAM once and from L2 for the later groups.
+void MatVecMultiRows(const MatrixView& w, const float* x, int64_t n, float* y, int64_t r0,
+                     int64_t r1) {
+  if (n <= 8) return RowsN(w, x, n, y, r0, r1);
+  constexpr int64_t kRows = 8;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int64_t re = std::min(r1, r + kRows);
+    for (int64_t t = 0; t < n; t += 8) {
+      // y rows of this token group start at y + t * w.rows; x rows at x + t * cols.
+      RowsN(w, x + t * w.cols, std::min<int64_t>(8, n - t), y + t * w.rows, r, re);
+    }
   }
 }
 

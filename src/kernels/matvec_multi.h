@@ -1,4 +1,5 @@
-// MatVecMulti: a weight matrix times a few activation rows (2..kMatVecMultiMaxTokens): small
+// MatVecMulti: a weight matrix times a few activation rows (2..kMatVecMultiMaxTokens, in groups
+// of at most 8 that reuse each row from L2): small
 // decode batches and speculative verification, where the work is still bound by reading the
 // weights. Every weight row is read once from memory and dotted with all token rows in
 // registers; unlike MatMul there is no packing, whose cost (a full f32 copy of the weights per
@@ -17,7 +18,7 @@
 
 namespace tarmac::kernels {
 
-constexpr int64_t kMatVecMultiMaxTokens = 8;
+constexpr int64_t kMatVecMultiMaxTokens = 16;
 
 // x: [n_tokens][w.cols] f32; y: [n_tokens][w.rows] f32 (must not alias x).
 // Preconditions: IsMatVecType(w.type); 1 <= n_tokens <= kMatVecMultiMaxTokens; w.cols a

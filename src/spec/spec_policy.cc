@@ -34,18 +34,19 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
   return prev_s * tokens / prev_t;
 }
 
-double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch) const {
+double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket) const {
   if (k <= 0) return 1.0;
+  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
   a = std::clamp(a, 0.0, 0.999);
   const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
   const double decode = StepSeconds(batch);
-  const double verify = StepSeconds(batch * (1 + k));
+  const double verify = StepSeconds(batch + k * in_bucket);
   const double draft = k * draft_s_;
   if (decode <= 0 || verify <= 0) return 1.0;  // nothing measured yet: probing finds out
   return expected * decode / (draft + verify);
 }
 
-int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch) {
+int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket) {
   BucketStats& st = buckets_[bucket];
   Acc& acc = acc_[bucket];
   ++st.decisions;
@@ -54,7 +55,7 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch) {
   int32_t best_k = 0;
   double best = 1.0 + config_.min_gain;
   for (int32_t k = 1; k <= config_.max_k; ++k) {
-    const double s = PredictSpeedup(a, k, batch);
+    const double s = PredictSpeedup(a, k, batch, in_bucket);
     if (s > best) {
       best = s;
       best_k = k;

@@ -51,8 +51,10 @@ class SpecPolicy {
  public:
   explicit SpecPolicy(const SpecPolicyConfig& config = {});
 
-  // k for one request of `bucket` when `batch` requests decode this step.
-  int32_t ChooseK(const std::string& bucket, int32_t batch);
+  // k for one request of `bucket` when `batch` requests decode this step, `in_bucket` of them
+  // (default: all) from this bucket: verification then costs a step of batch + k · in_bucket
+  // tokens, so a high-acceptance bucket can speculate while others in the batch do not.
+  int32_t ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket = -1);
   // After verification: `proposed` drafts, the first `accepted` of them accepted.
   void ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted);
   // A target forward over `tokens` tokens took `seconds`.
@@ -61,7 +63,7 @@ class SpecPolicy {
   void ObserveDraft(int32_t positions, double seconds);
 
   // Expected speedup of k for acceptance a at decode batch B (exposed for tests/benchmarks).
-  double PredictSpeedup(double a, int32_t k, int32_t batch) const;
+  double PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket = -1) const;
   double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
 
   const std::map<std::string, BucketStats>& stats() const { return buckets_; }
