@@ -18,6 +18,7 @@
 
 #include "apps/bench_offline.h"
 #include "apps/model_loading.h"
+#include "apps/percentiles.h"
 #include "apps/spec_flags.h"
 #include "base/clock.h"
 #include "engine/engine_client.h"
@@ -48,30 +49,7 @@ struct OfflineArgs {
   SpecArgs spec;
 };
 
-struct Pct {
-  double p50 = 0, p95 = 0, p99 = 0, mean = 0;
-};
-
-Pct Percentiles(std::vector<double> v) {
-  Pct p;
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    const double idx = q * (v.size() - 1);
-    const size_t lo = static_cast<size_t>(idx);
-    const size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-  };
-  p.p50 = at(0.50);
-  p.p95 = at(0.95);
-  p.p99 = at(0.99);
-  double s = 0;
-  for (double x : v) s += x;
-  p.mean = s / v.size();
-  return p;
-}
-
-nlohmann::json PctJson(const Pct& p) {
+nlohmann::json PctJson(const Percentiles& p) {
   return {{"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"mean", p.mean}};
 }
 
@@ -272,8 +250,8 @@ int RunBenchOffline(const OfflineArgs& a) {
   }
   const int64_t hits = after.sched.prefix_hit_tokens - before.sched.prefix_hit_tokens;
   const int64_t queried = after.sched.prefix_queried_tokens - before.sched.prefix_queried_tokens;
-  const Pct p_ttft = Percentiles(ttft), p_tpot = Percentiles(tpot), p_itl = Percentiles(itl),
-            p_e2e = Percentiles(e2e), p_queue = Percentiles(queue);
+  const Percentiles p_ttft = Summarize(ttft), p_tpot = Summarize(tpot), p_itl = Summarize(itl),
+                    p_e2e = Summarize(e2e), p_queue = Summarize(queue);
   nlohmann::json j = {
       {"model", a.model},
       {"threads", a.threads},
@@ -322,7 +300,7 @@ int RunBenchOffline(const OfflineArgs& a) {
       if (d.output_tokens > 1) tp.push_back((d.e2e_s - d.ttft_s) * 1e3 / (d.output_tokens - 1));
     }
     tasks[task] = {{"requests", idx.size()}, {"output_tokens", out},
-                   {"ttft_ms", PctJson(Percentiles(tt))}, {"tpot_ms", PctJson(Percentiles(tp))}};
+                   {"ttft_ms", PctJson(Summarize(tt))}, {"tpot_ms", PctJson(Summarize(tp))}};
   }
   j["tasks"] = tasks;
   int64_t drafted = 0, accepted = 0, verifies = 0, decisions = 0, fallbacks = 0;

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/percentiles.h"
 #include "apps/bench_serve.h"
 
 namespace tarmac::apps {
@@ -217,27 +218,6 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
   return o;
 }
 
-struct Stat {
-  double mean = 0, median = 0, p95 = 0, p99 = 0;
-};
-
-Stat Stats(std::vector<double> v) {
-  Stat s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  auto q = [&](double f) {
-    double idx = f * (v.size() - 1);
-    size_t lo = static_cast<size_t>(idx), hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-  };
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / v.size();
-  s.median = q(0.5);
-  s.p95 = q(0.95);
-  s.p99 = q(0.99);
-  return s;
-}
 
 std::string DiscoverModel(const Args& a, const Target& t) {
   int fd = Dial(t, 10);
@@ -324,8 +304,8 @@ int RunBenchServe(Args a) {
         (a.slo_e2e_ms <= 0 || o.e2e * 1e3 <= a.slo_e2e_ms))
       good++;
   }
-  const Stat st_ttft = Stats(ttft), st_tpot = Stats(tpot), st_itl = Stats(itl), st_e2e = Stats(e2e);
-  auto ms = [](const Stat& s) { return Json{{"mean", s.mean * 1e3}, {"median", s.median * 1e3}, {"p95", s.p95 * 1e3}, {"p99", s.p99 * 1e3}}; };
+  const Percentiles st_ttft = Summarize(ttft), st_tpot = Summarize(tpot), st_itl = Summarize(itl), st_e2e = Summarize(e2e);
+  auto ms = [](const Percentiles& s) { return Json{{"mean", s.mean * 1e3}, {"median", s.p50 * 1e3}, {"p95", s.p95 * 1e3}, {"p99", s.p99 * 1e3}}; };
   if (a.json) {
     Json j = {{"url", a.url}, {"model", a.model}, {"workload", a.workload}, {"concurrency", a.concurrency},
               {"rate", a.rate}, {"requests", a.requests}, {"successful_requests", ok}, {"failed_requests", a.requests - ok},
@@ -338,10 +318,10 @@ int RunBenchServe(Args a) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     auto line = [](const char* k, double v) { std::printf("%-40s %-10.2f\n", k, v); };
-    auto sect = [&](const char* title, const char* tag, const Stat& s) {
+    auto sect = [&](const char* title, const char* tag, const Percentiles& s) {
       std::printf("%s\n", title);
       std::printf("%-40s %-10.2f\n", fmt::format("Mean {} (ms):", tag).c_str(), s.mean * 1e3);
-      std::printf("%-40s %-10.2f\n", fmt::format("Median {} (ms):", tag).c_str(), s.median * 1e3);
+      std::printf("%-40s %-10.2f\n", fmt::format("Median {} (ms):", tag).c_str(), s.p50 * 1e3);
       std::printf("%-40s %-10.2f\n", fmt::format("P95 {} (ms):", tag).c_str(), s.p95 * 1e3);
       std::printf("%-40s %-10.2f\n", fmt::format("P99 {} (ms):", tag).c_str(), s.p99 * 1e3);
     };

@@ -35,8 +35,6 @@ class DraftModelProposer : public Proposer {
   // Pool integrity; every request's blocks are held once and cover what it computed.
   Status CheckIntegrity() const override;
 
-  int32_t num_seqs() const { return static_cast<int32_t>(seqs_.size()); }
-
  private:
   struct Seq {
     std::vector<int32_t> blocks;  // block table in the draft's KV

@@ -67,8 +67,6 @@ class SpecPolicy {
   double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
 
   const std::map<std::string, BucketStats>& stats() const { return buckets_; }
-  double draft_position_seconds() const { return draft_s_; }
-  const SpecPolicyConfig& config() const { return config_; }
 
  private:
   struct Acc {

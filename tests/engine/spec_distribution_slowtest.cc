@@ -12,24 +12,15 @@
 #include "common/test_util.h"
 #include "gguf/make_random.h"
 #include "engine/engine_core.h"
-#include "tokenizer/vocab_gguf.h"
+#include "engine_test_util.h"
 
 namespace tarmac::engine {
 namespace {
 
-const std::string kWp1m = TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf";
-
-struct Loaded {
-  std::unique_ptr<model::LlamaModel> model;
-  std::unique_ptr<tok::Tokenizer> tok;
-};
-
-Loaded Load(const std::string& path) {
-  Loaded l;
-  l.model = std::move(model::LlamaModel::Load(path).value());
-  l.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(l.model->file()).value()).value());
-  return l;
-}
+using Loaded = testing::LoadedModel;
+using testing::kWp1m;
+constexpr auto Get = testing::CachedModel;
+constexpr auto Load = testing::LoadModel;
 
 // Samples n continuations of `prompt` (max_tokens 3) and returns them.
 std::vector<std::vector<int32_t>> Sample(Loaded& target, model::LlamaModel* draft, SpecMode mode,

@@ -8,27 +8,15 @@
 
 #include "common/test_util.h"
 #include "engine/engine_core.h"
-#include "tokenizer/vocab_gguf.h"
+#include "engine_test_util.h"
 
 namespace tarmac::engine {
 namespace {
 
-const std::string kWp1m = TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf";
-
-struct Loaded {
-  std::unique_ptr<model::LlamaModel> model;
-  std::unique_ptr<tok::Tokenizer> tok;
-};
-
-Loaded& Get(const std::string& path) {
-  static std::map<std::string, Loaded> cache;
-  auto it = cache.find(path);
-  if (it != cache.end()) return it->second;
-  Loaded l;
-  l.model = std::move(model::LlamaModel::Load(path).value());
-  l.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(l.model->file()).value()).value());
-  return cache.emplace(path, std::move(l)).first->second;
-}
+using Loaded = testing::LoadedModel;
+using testing::kWp1m;
+constexpr auto Get = testing::CachedModel;
+constexpr auto Load = testing::LoadModel;
 
 EngineRequest Req(std::vector<int32_t> prompt, int32_t max_tokens, float temp = 0.0f) {
   EngineRequest r;
