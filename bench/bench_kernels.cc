@@ -258,6 +258,51 @@ void BM_MatMulTokens(benchmark::State& state) {
   state.SetLabel(std::string(DTypeName(type)));
 }
 
+// A speculative-verify-shaped step: T tokens through a stack of FFN matrices shaped like
+// the padded wp-11m blocks (gate/up 16384×384, down 384×16384, f16), ≫ L3 in all. The time
+// per call against T = 1 is what a verify step costs over a decode step (the matrix part).
+void BM_VerifyStack(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t tokens = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  constexpr int64_t kLayers = 24, kFfn = 16384, kEmbd = 384;
+  ThreadPool pool(threads);
+  const int64_t up_bytes = kFfn * RowBytes(type, kEmbd), down_bytes = kEmbd * RowBytes(type, kFfn);
+  const int64_t layer_bytes = 2 * up_bytes + down_bytes;
+  uint8_t* base = KeptBuffer("verify", kLayers * layer_bytes);
+  const auto x = RandomVector(tokens * kFfn, 13);
+  std::vector<float> y(tokens * kFfn);
+  for (auto _ : state) {
+    for (int64_t l = 0; l < kLayers; ++l) {
+      uint8_t* p = base + l * layer_bytes;
+      MatMul(MatrixView::Dense(type, p, kFfn, kEmbd), x.data(), tokens, y.data(), &pool);
+      MatMul(MatrixView::Dense(type, p + up_bytes, kFfn, kEmbd), x.data(), tokens, y.data(),
+             &pool);
+      MatMul(MatrixView::Dense(type, p + 2 * up_bytes, kEmbd, kFfn), x.data(), tokens,
+             y.data(), &pool);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB"] = benchmark::Counter(kLayers * layer_bytes / 1e9,
+                                            benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(DTypeName(type)));
+}
+
+// The verify kernel on an L2-resident f16 matrix, 1 thread: its compute ceiling.
+void BM_VerifyL2(benchmark::State& state) {
+  const int64_t tokens = state.range(0), rows = state.range(1), cols = state.range(2);
+  ThreadPool pool(1);
+  const MatrixView w = Weights(DType::kF16, cols, rows * RowBytes(DType::kF16, cols), "vl2");
+  const auto x = RandomVector(tokens * cols, 13);
+  std::vector<float> y(tokens * rows);
+  for (auto _ : state) {
+    MatMul(MatrixView::Dense(DType::kF16, w.data, rows, cols), x.data(), tokens, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB"] = benchmark::Counter(rows * cols * 2 / 1e9,
+                                            benchmark::Counter::kIsIterationInvariantRate);
+}
+
 #ifdef TARMAC_HAVE_OPENBLAS
 void BM_Sgemm(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
@@ -315,6 +360,17 @@ void Register() {
           ->Args({static_cast<int64_t>(type), tokens})->UseRealTime()
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
+  }
+  for (int64_t tokens : {1, 3, 5, 8}) {
+    benchmark::RegisterBenchmark("BM_VerifyL2/up", BM_VerifyL2)->Args({tokens, 1024, 384})
+        ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    benchmark::RegisterBenchmark("BM_VerifyL2/down", BM_VerifyL2)->Args({tokens, 24, 16384})
+        ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+  }
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 9}) {
+    benchmark::RegisterBenchmark("BM_VerifyStack/f16", BM_VerifyStack)
+        ->Args({static_cast<int64_t>(DType::kF16), tokens, 2})->UseRealTime()
+        ->Unit(benchmark::kMillisecond)->MinTime(1.0);
   }
   for (const auto& s : kShapes) {
     for (int64_t t : kThreads) {

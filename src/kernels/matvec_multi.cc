@@ -53,69 +53,72 @@ HWY_INLINE float ScalarW(const void* row, int64_t k) {
 
 constexpr int64_t kAhead = 3072;  // prefetch distance in bytes
 
-// Two rows × T tokens: y0[t] = row0 · x_t, y1[t] = row1 · x_t (row1 may equal row0 for an odd
-// last row; its result is then discarded by the caller).
-template <Src S, int T>
-HWY_INLINE void TwoRows(const void* row0, const void* row1, const float* HWY_RESTRICT x,
-                        int64_t K, float* y0, float* y1) {
+// R rows × T tokens: y[r][t] = row_r · x_t. Rows beyond the real ones repeat the last real
+// row (the caller discards their results). R rows share each x load, so x (which for wide
+// matrices lives in L2) is read once per R rows; R·T accumulators stay in registers.
+template <Src S, int R, int T>
+HWY_INLINE void RowBlock(const void* const* rows, const float* HWY_RESTRICT x, int64_t K,
+                         float (*y)[T]) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  VF a0[T], a1[T];
-  for (int t = 0; t < T; ++t) a0[t] = a1[t] = hn::Zero(df);
+  VF acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(df);
   constexpr int64_t kElem = S == Src::kF32 ? 4 : 2;
-  const char* p0 = static_cast<const char*>(row0);
-  const char* p1 = static_cast<const char*>(row1);
   int64_t k = 0;
   for (; k + N <= K; k += N) {
-    // Stream the rows ~3 KiB ahead (as MatVec does): the loop alone keeps too few misses in
-    // flight to reach DRAM bandwidth. Past the row end this runs into the next rows, which are
-    // read next.
+    // Stream the rows ~3 KiB ahead into L2 (as MatVec does): the loop alone keeps too few
+    // misses in flight to reach DRAM bandwidth, and an L1 hint evicts the x rows. Past the
+    // row end this runs into the next rows, which are read next.
     if ((k * kElem) % 64 == 0) {
-      __builtin_prefetch(p0 + k * kElem + kAhead, 0, 3);
-      __builtin_prefetch(p1 + k * kElem + kAhead, 0, 3);
+      for (int r = 0; r < R; ++r)
+        __builtin_prefetch(static_cast<const char*>(rows[r]) + k * kElem + kAhead, 0, 2);
     }
-    const VF w0 = LoadW<S>(row0, k);
-    const VF w1 = LoadW<S>(row1, k);
+    VF w[R];
+    for (int r = 0; r < R; ++r) w[r] = LoadW<S>(rows[r], k);
     for (int t = 0; t < T; ++t) {
       const VF xv = hn::LoadU(df, x + t * K + k);
-      a0[t] = hn::MulAdd(w0, xv, a0[t]);
-      a1[t] = hn::MulAdd(w1, xv, a1[t]);
+      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(w[r], xv, acc[r][t]);
     }
   }
-  for (int t = 0; t < T; ++t) {
-    float s0 = hn::GetLane(hn::SumOfLanes(df, a0[t]));
-    float s1 = hn::GetLane(hn::SumOfLanes(df, a1[t]));
-    for (int64_t kk = k; kk < K; ++kk) {
-      s0 += ScalarW<S>(row0, kk) * x[t * K + kk];
-      s1 += ScalarW<S>(row1, kk) * x[t * K + kk];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float s = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+      for (int64_t kk = k; kk < K; ++kk) s += ScalarW<S>(rows[r], kk) * x[t * K + kk];
+      y[r][t] = s;
     }
-    y0[t] = s0;
-    y1[t] = s1;
   }
 }
 
+// Rows per block: as many as the 32 vector registers allow next to R·T accumulators.
+template <int T>
+constexpr int RowsPerBlock() { return T <= 6 ? 4 : (T <= 8 ? 3 : 2); }
+
 template <Src S, int T>
 void RowsST(const MatrixView& w, const float* x, float* y, int64_t r0, int64_t r1) {
+  constexpr int R = RowsPerBlock<T>();
   const int64_t K = w.cols;
-  thread_local AlignedBuffer buf;  // two dequantized rows (quantized dtypes)
-  float y0[T], y1[T];
-  for (int64_t r = r0; r < r1; r += 2) {
-    const bool pair = r + 1 < r1;
-    const void* row0 = w.row(r);
-    const void* row1 = pair ? w.row(r + 1) : row0;
-    if (w.type != DType::kF32 && w.type != DType::kF16 && w.type != DType::kBF16) {
-      if (buf.size() < sizeof(float) * 2 * K) buf.Resize(sizeof(float) * 2 * K);
-      float* b = buf.as<float>();
-      DequantizeRow(w.type, row0, b, K);
-      if (pair) DequantizeRow(w.type, row1, b + K, K);
-      row0 = b;
-      row1 = pair ? b + K : b;
+  const bool convert = w.type != DType::kF32 && w.type != DType::kF16 && w.type != DType::kBF16;
+  thread_local AlignedBuffer buf;  // R dequantized rows (quantized dtypes)
+  if (convert && buf.size() < sizeof(float) * R * K) buf.Resize(sizeof(float) * R * K);
+  float out[R][T];
+  for (int64_t r = r0; r < r1; r += R) {
+    const int real = static_cast<int>(std::min<int64_t>(R, r1 - r));
+    const void* rows[R];
+    for (int i = 0; i < R; ++i) {
+      const int64_t ri = r + std::min(i, real - 1);
+      rows[i] = w.row(ri);
+      if (convert && i < real) {
+        float* b = buf.as<float>() + i * K;
+        DequantizeRow(w.type, rows[i], b, K);
+        rows[i] = b;
+      } else if (convert) {
+        rows[i] = rows[real - 1];
+      }
     }
-    TwoRows<S, T>(row0, row1, x, K, y0, y1);
-    for (int t = 0; t < T; ++t) {
-      y[t * w.rows + r] = y0[t];
-      if (pair) y[t * w.rows + r + 1] = y1[t];
-    }
+    RowBlock<S, R, T>(rows, x, K, out);
+    for (int i = 0; i < real; ++i)
+      for (int t = 0; t < T; ++t) y[t * w.rows + r + i] = out[i][t];
   }
 }
 

@@ -1,9 +1,10 @@
 // MatVecMulti: a weight matrix times a few activation rows (2..kMatVecMultiMaxTokens, in groups
-// of at most 8 that reuse each row from L2): small
-// decode batches and speculative verification, where the work is still bound by reading the
-// weights. Every weight row is read once from memory and dotted with all token rows in
-// registers; unlike MatMul there is no packing, whose cost (a full f32 copy of the weights per
-// call) only pays off when many tokens share it.
+// of at most 8 that reuse each row from L2): small decode batches and speculative
+// verification, where the work is still bound by reading the weights. Every weight row is read
+// once from memory and dotted with all token rows in registers, 2-4 rows at a time so that each
+// x load serves several rows (x of a wide matrix lives in L2); unlike MatMul there is no
+// packing, whose cost (a full f32 copy of the weights per call) only pays off when many tokens
+// share it.
 //
 // F32/F16/BF16 rows are converted in registers; other dtypes are dequantized one row at a time
 // into a per-thread buffer (kernels::DequantizeRow, exact) and dotted from there.
