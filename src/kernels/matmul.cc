@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/dequant.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_multi.h"
@@ -186,6 +187,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
     return MatVecMulti(w, x, n_tokens, y, pool);
   // Q8_0 / Q4_0 / Q4_K: int8 activations and integer dot products (matmul_int8.h).
   if (IsInt8MatMulType(w.type)) return MatMulInt8(w, x, n_tokens, y, pool);
+  // Everything else on AMX tiles where the CPU has them (matmul_amx.h: split-bf16, ~f32 exact).
+  if (AmxEnabled()) return MatMulAmx(w, x, n_tokens, y, pool);
   if (w.cols == 0) {
     std::fill(y, y + n_tokens * w.rows, 0.0f);
     return;

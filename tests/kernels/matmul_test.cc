@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/quant_ref.h"
@@ -34,7 +35,7 @@ using testing::RandomMatrix;
 constexpr double kRelTol = 1e-4;
 
 void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t stride,
-               std::mt19937& rng, ThreadPool* pool) {
+               std::mt19937& rng, ThreadPool* pool, double rel_tol = kRelTol) {
   const auto m = RandomMatrix(type, rows, cols, stride, rng);
   const auto x = RandomActivations(tokens * cols, rng);
   const MatrixView w{type, m.data(), rows, cols, stride};
@@ -63,7 +64,7 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
       } else {
         double mag = 0;
         for (int64_t k = 0; k < cols; ++k) mag += std::fabs(double(wf[r * cols + k]) * x[t * cols + k]);
-        tol = kRelTol * mag + 1e-30;
+        tol = rel_tol * mag + 1e-30;
       }
       ASSERT_NEAR(got[t * rows + r], ref[t * rows + r], tol)
           << DTypeName(type) << " rows=" << rows << " cols=" << cols << " tokens=" << tokens
@@ -72,7 +73,15 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
   }
 }
 
+// Restores the AMX switch when a test ends.
+struct AmxSwitch {
+  explicit AmxSwitch(bool on) { SetAmxEnabled(on); }
+  ~AmxSwitch() { SetAmxEnabled(true); }
+};
+
+// The Highway paths (packed f32 panels), also on machines with AMX.
 TEST(MatMulTest, AllTypesShapesTokens) {
+  const AmxSwitch no_amx(false);
   std::mt19937 rng(3);
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
@@ -109,6 +118,34 @@ TEST(MatMulTest, LongRows) {
       CheckCase(type, 70, cols, 9, RowBytes(type, cols), rng, &pool2);
     }
   });
+}
+
+// The AMX split-bf16 path (17+ tokens of non-int8 dtypes): odd row counts (partial A tiles),
+// K not a multiple of 32 (masked tails), K chunks (512 tokens × K 1280: 8-step chunks), token
+// counts that leave partial B tiles, strided rows. Its worst-case error is 3·2^-16 ≈ 4.6e-5 of
+// sum|w x| (matmul_amx.h), so the bound here is 5e-5: dropping a pass (~4e-3) fails it.
+TEST(MatMulTest, AmxMatchesReference) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  const AmxSwitch amx(true);
+  std::mt19937 rng(5);
+  ThreadPool pool2(2);
+  int i = 0;
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ6_K}) {
+    const std::vector<int64_t> cols_list = type == DType::kQ6_K
+                                               ? std::vector<int64_t>{256, 1280}
+                                               : std::vector<int64_t>{8, 48, 300, 1280};
+    for (int64_t cols : cols_list) {
+      for (int64_t rows : {1, 17, 33, 70}) {
+        for (int64_t tokens : {17, 31, 33, 64, 512}) {
+          if (rows * cols * tokens > 12'000'000) continue;
+          const int64_t stride = RowBytes(type, cols) + (i % 2 == 0 ? 64 : 0);
+          CheckCase(type, rows, cols, tokens, stride, rng, i % 2 ? &pool2 : nullptr, 5e-5);
+          ++i;
+        }
+      }
+    }
+  }
+  EXPECT_GT(i, 40);
 }
 
 TEST(MatMulTest, ZeroTokens) {

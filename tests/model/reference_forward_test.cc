@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf_writer.h"
+#include "kernels/matmul_amx.h"
 #include "model/llama_model.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_ref.h"
@@ -201,6 +202,13 @@ std::vector<std::vector<double>> ReferenceForward(const TinySpec& s, Tensors& t,
 }
 
 void CheckAgainstReference(const TinySpec& s) {
+  // The f32 matmul paths: the reference mirrors the f16 rounding of K/V, and the AMX path's
+  // ~1e-5 relative differences (matmul_amx.h; checked in kernels/matmul_test) cross those
+  // rounding boundaries often enough on these random weights to move K/V by whole f16 ulps.
+  // What this test checks is the architecture (rope, biases, tying), not matmul numerics;
+  // the golden-file tests run the real models with AMX on.
+  kernels::SetAmxEnabled(false);
+  struct Restore { ~Restore() { kernels::SetAmxEnabled(true); } } restore;
   const std::string path = ::testing::TempDir() + "/tiny_" + s.arch + ".gguf";
   Tensors t = WriteTinyModel(s, path);
   auto model = LlamaModel::Load(path);

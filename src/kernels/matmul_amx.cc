@@ -1,0 +1,331 @@
+// AMX-BF16 GEMM with split-bf16 operands (see matmul_amx.h).
+//
+// Only the functions marked TARMAC_AMX are compiled for AMX/AVX-512; they run only after
+// AmxBf16Available() said yes. They use intrinsics and raw pointers only, so no inline
+// function from a header gets instantiated with those instructions (which the linker could
+// then pick for callers on other CPUs).
+
+#include "kernels/matmul_amx.h"
+
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cpuid.h>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/dequant.h"
+#include "kernels/matvec.h"
+#include "tensor/aligned_buffer.h"
+
+namespace tarmac::kernels {
+namespace {
+
+#define TARMAC_AMX \
+  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+constexpr int64_t kKStep = 32;   // k per tile (16 bf16 pairs)
+constexpr int64_t kTile = 16;    // rows / tokens per tile
+constexpr int64_t kRowBlock = 32;  // weight rows per task: 2 A tiles
+constexpr int64_t kTokPair = 32;   // tokens per pass: 2 B tiles
+
+// Tile configuration (palette 1): tiles 0-3 C (f32 16×16), 4-5 A, 6-7 B (16 rows × 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// v (f32, 32 values of which `valid` are real, the rest read as 0) -> hi + lo, both bf16,
+// hi = RNE(v), lo = RNE(v - hi) (v - hi is exact in f32).
+TARMAC_AMX inline void Split32(const float* v, int64_t valid, uint16_t* hi, uint16_t* lo) {
+  const __mmask16 m0 = valid >= 16 ? 0xFFFF : (valid <= 0 ? 0 : (1u << valid) - 1);
+  const int64_t v1 = valid - 16;
+  const __mmask16 m1 = v1 >= 16 ? 0xFFFF : (v1 <= 0 ? 0 : (1u << v1) - 1);
+  const __m512 a = _mm512_maskz_loadu_ps(m0, v);
+  const __m512 b = _mm512_maskz_loadu_ps(m1, v + 16);
+  const __m512bh h = _mm512_cvtne2ps_pbh(b, a);  // low 16 lanes from a
+  const __m512i hi_i = reinterpret_cast<const __m512i&>(h);
+  const __m512 ha = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi_i)), 16));
+  const __m512 hb = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi_i, 1)), 16));
+  const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
+  _mm512_storeu_si512(hi, hi_i);
+  _mm512_storeu_si512(lo, reinterpret_cast<const __m512i&>(l));
+}
+
+// B tiles for tokens [t0, t0 + tp) (tp a multiple of 32; tokens >= n_tokens are zero):
+// b_hi/b_lo[j][s] is a 1 KiB tile, row kk = 16 tokens × (k = s·32 + 2kk, s·32 + 2kk + 1).
+// tmp: 2 KiB scratch. Row-major split per token, then each tile row gathered from 16 tokens.
+TARMAC_AMX void StageActivations(const float* x, int64_t K, int64_t n_tokens, int64_t t0,
+                                 int64_t tp, int64_t steps, uint32_t* b_hi, uint32_t* b_lo,
+                                 uint32_t* tmp) {
+  uint32_t* th = tmp;        // [16 tokens][16 pairs]
+  uint32_t* tl = tmp + 256;
+  const __m512i idx = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(16));
+  for (int64_t j = 0; j < tp / kTile; ++j) {
+    for (int64_t s = 0; s < steps; ++s) {
+      for (int64_t n = 0; n < kTile; ++n) {
+        const int64_t t = t0 + j * kTile + n;
+        const int64_t valid = t < n_tokens ? std::min<int64_t>(kKStep, K - s * kKStep) : 0;
+        Split32(x + t * K + s * kKStep, valid, reinterpret_cast<uint16_t*>(th + n * 16),
+                reinterpret_cast<uint16_t*>(tl + n * 16));
+      }
+      uint32_t* dh = b_hi + (j * steps + s) * 256;
+      uint32_t* dl = b_lo + (j * steps + s) * 256;
+      for (int64_t kk = 0; kk < 16; ++kk) {
+        _mm512_storeu_si512(dh + kk * 16, _mm512_i32gather_epi32(idx, th + kk, 4));
+        _mm512_storeu_si512(dl + kk * 16, _mm512_i32gather_epi32(idx, tl + kk, 4));
+      }
+    }
+  }
+}
+
+// A tiles for weight rows [r0, r0 + 32) and k in [k0, k0 + steps·32) ∩ [0, K):
+// a_hi/a_lo[s][i][m][32] (rows >= r1 and k >= K are zero). k0 is a multiple of the dtype's
+// block size. row: scratch of steps·32 floats.
+TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_t k0,
+                             int64_t steps, uint16_t* a_hi, uint16_t* a_lo, float* row) {
+  const int64_t n = std::min(w.cols - k0, steps * kKStep);
+  const int64_t k0_bytes = RowBytes(w.type, k0);
+  for (int64_t rr = 0; rr < kRowBlock; ++rr) {
+    const int64_t r = r0 + rr;
+    const int64_t i = rr / kTile, m = rr % kTile;
+    // f32 source of this row's chunk: the row itself (F32), converted here 32 at a time
+    // (F16, BF16: exact), or dequantized into `row` (other dtypes).
+    const uint8_t* src = r < r1 ? static_cast<const uint8_t*>(w.row(r)) + k0_bytes : nullptr;
+    const float* f = reinterpret_cast<const float*>(src);
+    if (src != nullptr && w.type != DType::kF32 && w.type != DType::kF16 &&
+        w.type != DType::kBF16) {
+      DequantizeRow(w.type, src, row, n);
+      f = row;
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t valid = r < r1 ? std::min<int64_t>(kKStep, n - s * kKStep) : 0;
+      const int64_t off = ((s * 2 + i) * kTile + m) * kKStep;
+      if (valid > 0 && (w.type == DType::kF16 || w.type == DType::kBF16)) {
+        const __mmask16 m0 = valid >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
+        const __mmask16 m1 = valid >= 32 ? 0xFFFF
+                             : valid <= 16 ? 0 : static_cast<__mmask16>((1u << (valid - 16)) - 1);
+        const auto* h = reinterpret_cast<const uint16_t*>(src) + s * kKStep;
+        const __m256i h0 = _mm256_maskz_loadu_epi16(m0, h), h1 = _mm256_maskz_loadu_epi16(m1, h + 16);
+        alignas(64) float tmp[32];
+        if (w.type == DType::kF16) {
+          _mm512_store_ps(tmp, _mm512_cvtph_ps(h0));
+          _mm512_store_ps(tmp + 16, _mm512_cvtph_ps(h1));
+        } else {
+          _mm512_store_si512(tmp, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16));
+          _mm512_store_si512(tmp + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16));
+        }
+        Split32(tmp, 32, a_hi + off, a_lo + off);
+      } else {
+        Split32(valid > 0 ? f + s * kKStep : row, valid, a_hi + off, a_lo + off);
+      }
+    }
+  }
+}
+
+// One row block (rows [r0, r1), A staged for steps [s0, s0 + ns)) times all token tiles of
+// the pass. C lives in tiles over the chunk; between K chunks it is kept in cacc (this row
+// block's [token tile][i][16][16] f32). first: start from zero; last: write y (transposed).
+TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const uint32_t* b_hi,
+                             const uint32_t* b_lo, int64_t steps, int64_t s0, int64_t ns,
+                             bool w_lo, bool first, bool last, int64_t tp, int64_t t0,
+                             int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                             int64_t y_stride, float* cacc) {
+  constexpr int64_t kA = kTile * kKStep;  // u16 per A tile
+  const __m512i col = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(16));
+  for (int64_t jp = 0; jp < tp / kTile; jp += 2) {
+    float* c = cacc + jp * 2 * 256;  // tiles (jp, i=0), (jp, 1), (jp+1, 0), (jp+1, 1)
+    if (first) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+    } else {
+      _tile_loadd(0, c, 64);
+      _tile_loadd(1, c + 512, 64);
+      _tile_loadd(2, c + 256, 64);
+      _tile_loadd(3, c + 768, 64);
+    }
+    const uint32_t* bh0 = b_hi + (jp * steps + s0) * 256;
+    const uint32_t* bh1 = b_hi + ((jp + 1) * steps + s0) * 256;
+    const uint32_t* bl0 = b_lo + (jp * steps + s0) * 256;
+    const uint32_t* bl1 = b_lo + ((jp + 1) * steps + s0) * 256;
+    for (int64_t s = 0; s < ns; ++s) {
+      // C[i][j] += A_hi[i]·B_hi[j] + A_hi[i]·B_lo[j] (+ A_lo[i]·B_hi[j]); tile 0 = (i0, j0),
+      // 1 = (i0, j1), 2 = (i1, j0), 3 = (i1, j1).
+      _tile_loadd(4, a_hi + (s * 2) * kA, 64);
+      _tile_loadd(5, a_hi + (s * 2 + 1) * kA, 64);
+      _tile_loadd(6, bh0 + s * 256, 64);
+      _tile_loadd(7, bh1 + s * 256, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+      if (w_lo) {
+        _tile_loadd(4, a_lo + (s * 2) * kA, 64);
+        _tile_loadd(5, a_lo + (s * 2 + 1) * kA, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+        _tile_loadd(4, a_hi + (s * 2) * kA, 64);
+        _tile_loadd(5, a_hi + (s * 2 + 1) * kA, 64);
+      }
+      _tile_loadd(6, bl0 + s * 256, 64);
+      _tile_loadd(7, bl1 + s * 256, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    // c[(j·2 + i)·256 + m·16 + n]: weight row r0 + 16i + m, token t0 + 16(jp + j) + n.
+    _tile_stored(0, c, 64);
+    _tile_stored(1, c + 512, 64);
+    _tile_stored(2, c + 256, 64);
+    _tile_stored(3, c + 768, 64);
+    if (!last) continue;
+    for (int64_t i = 0; i < 2; ++i) {
+      const int64_t rb = r0 + i * kTile;
+      if (rb >= r1) break;
+      const int64_t rows = std::min<int64_t>(kTile, r1 - rb);
+      const __mmask16 mask = rows >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << rows) - 1);
+      for (int64_t j = 0; j < 2; ++j) {
+        const float* ct = c + (j * 2 + i) * 256;
+        for (int64_t n = 0; n < kTile; ++n) {
+          const int64_t t = t0 + (jp + j) * kTile + n;
+          if (t >= n_tokens) break;
+          _mm512_mask_storeu_ps(y + t * y_stride + rb, mask, _mm512_i32gather_ps(col, ct + n, 4));
+        }
+      }
+    }
+  }
+}
+
+TARMAC_AMX void LoadTileConfig() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = kTile;
+    cfg.colsb[t] = 64;
+  }
+  // GCC 12's _tile_loadconfig does not tell the optimizer it reads all 64 bytes, so without
+  // this barrier the rows/colsb stores above are dropped as dead.
+  __asm__ volatile("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+
+TARMAC_AMX void ReleaseTiles() { _tile_release(); }
+
+bool ProbeAmx() {
+  unsigned a, b, c, d;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  const bool tile = (d >> 24) & 1, amx_bf16 = (d >> 22) & 1, avx512f = (b >> 16) & 1,
+             avx512bw = (b >> 30) & 1, avx512dq = (b >> 17) & 1, avx512vl = (b >> 31) & 1;
+  if (!(tile && amx_bf16 && avx512f && avx512bw && avx512dq && avx512vl)) return false;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || !((a >> 5) & 1)) return false;  // bf16
+  // OS support: XCR0 must enable AVX-512 state (bits 5-7) and AMX (17-18), and the kernel
+  // must grant this process the tile data (ARCH_REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18).
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const uint64_t xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
+  if ((xcr0 & 0xE6) != 0xE6 || ((xcr0 >> 17) & 3) != 3) return false;
+  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+
+std::atomic<int> g_enabled{-1};  // -1: from the environment on first use
+
+}  // namespace
+
+bool AmxBf16Available() {
+  static const bool available = ProbeAmx();
+  return available;
+}
+
+bool AmxEnabled() {
+  int e = g_enabled.load(std::memory_order_relaxed);
+  if (e < 0) {
+    const char* env = std::getenv("TARMAC_NO_AMX");
+    e = (env != nullptr && std::strcmp(env, "0") != 0 && env[0] != '\0') ? 0 : 1;
+    g_enabled.store(e, std::memory_order_relaxed);
+  }
+  return e == 1 && AmxBf16Available();
+}
+
+void SetAmxEnabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+               ThreadPool* pool) {
+  TARMAC_CHECK(AmxBf16Available());
+  TARMAC_CHECK(IsMatVecType(w.type));
+  TARMAC_CHECK(n_tokens >= 1 && w.rows >= 0 && w.cols >= 0);
+  if (w.rows == 0) return;
+  const int64_t K = w.cols;
+  if (K == 0) {
+    std::fill(y, y + n_tokens * w.rows, 0.0f);
+    return;
+  }
+  const int64_t steps = (K + kKStep - 1) / kKStep;
+  const int64_t kp = steps * kKStep;
+  // Tokens per pass: all of them while the staged activations stay under ~32 MiB (4 bytes
+  // per token and k), so each weight row is converted once per call in the common cases.
+  const int64_t max_tp = std::max<int64_t>(kTokPair, (int64_t{32} << 20) / (4 * kp) / kTokPair *
+                                                         kTokPair);
+  const bool w_lo = w.type != DType::kBF16;  // bf16 weights are exactly their hi part
+  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+  // K chunks: a chunk of B (all tokens of the pass) stays in L2 and a row block's A chunk in
+  // L1 while every row block streams past it. A multiple of every dtype's block size (256).
+  thread_local AlignedBuffer b_store, c_store;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += max_tp) {
+    const int64_t tp = std::min(max_tp, (n_tokens - t0 + kTokPair - 1) / kTokPair * kTokPair);
+    const int64_t kc_steps = std::max<int64_t>(
+        256 / kKStep, std::min<int64_t>(steps, (int64_t{512} << 10) / (4 * tp * kKStep) / 8 * 8));
+    const size_t b_words = static_cast<size_t>(tp * kp / 2);  // u32 per hi (or lo) copy
+    if (b_store.size() < 2 * b_words * 4 + 2048) b_store.Resize(2 * b_words * 4 + 2048);
+    uint32_t* b_hi = b_store.as<uint32_t>();
+    uint32_t* b_lo = b_hi + b_words;
+    StageActivations(x, K, n_tokens, t0, tp, steps, b_hi, b_lo, b_lo + b_words);
+    const size_t c_block = static_cast<size_t>(kRowBlock * tp);  // floats per row block
+    if (c_store.size() < n_blocks * c_block * 4) c_store.Resize(n_blocks * c_block * 4);
+    float* cacc = c_store.as<float>();
+    for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
+      const int64_t ns = std::min(kc_steps, steps - s0);
+      auto run = [&](int64_t blk0, int64_t blk1, int) {
+        thread_local AlignedBuffer a_store;
+        const size_t a_elems = static_cast<size_t>(kRowBlock * kc_steps * kKStep);
+        const size_t need = 2 * a_elems * 2 + kc_steps * kKStep * 4;
+        if (a_store.size() < need) a_store.Resize(need);
+        uint16_t* a_hi = a_store.as<uint16_t>();
+        uint16_t* a_lo = a_hi + a_elems;
+        float* row = reinterpret_cast<float*>(a_lo + a_elems);
+        LoadTileConfig();
+        for (int64_t blk = blk0; blk < blk1; ++blk) {
+          const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
+          StageWeights(w, r0, r1, s0 * kKStep, ns, a_hi, a_lo, row);
+          ComputeBlock(a_hi, a_lo, b_hi, b_lo, steps, s0, ns, w_lo, s0 == 0,
+                       s0 + ns == steps, tp, t0, n_tokens, r0, r1, y, w.rows,
+                       cacc + blk * c_block);
+        }
+        ReleaseTiles();
+      };
+      if (pool == nullptr || pool->num_threads() == 1 || n_blocks == 1) {
+        run(0, n_blocks, 0);
+      } else {
+        pool->ParallelFor(n_blocks, 1, run);
+      }
+    }
+  }
+}
+
+}  // namespace tarmac::kernels

@@ -1,0 +1,41 @@
+// MatMulAmx: the prefill / batched-decode GEMM on Intel AMX tiles (Sapphire Rapids and later),
+// for weights that are not on the int8 path (F16, BF16, F32, and any dtype MatMul dequantizes).
+//
+// AMX multiplies bf16 pairs into f32 tiles (TDPBF16PS: a 16×32 by 32×16 product per
+// instruction, ~16× the FMA rate of AVX-512 per core). bf16 alone would cost accuracy (8-bit
+// mantissa), so every operand is split exactly into two bf16 terms, v = hi + lo, and three
+// products are summed: w_hi·x_hi + w_hi·x_lo + w_lo·x_hi. bf16 rounding (8 significant bits,
+// RNE) leaves |v_lo| <= 2^-8·|v| and a remainder v - hi - lo <= 2^-16·|v|, so the dropped
+// w_lo·x_lo and the remainders add at most 3·2^-16 ≈ 4.6e-5 of sum_k |w_k x_k| (2·2^-16 for
+// F16/BF16 weights, whose split is exact), plus f32 accumulation; random data sees ~1e-5.
+// Tests check 5e-5 (MatMul's own bound is 1e-4). BF16 weights have lo = 0 and skip that pass.
+//
+// Layout: weights are tile A (16 weight rows × 32 k, their natural row-major order, converted
+// per call into a per-thread buffer); activations are tile B (32 k × 16 tokens in the pair
+// layout AMX wants, built once per call with gathers); each C tile is 16 weight rows × 16
+// tokens, written transposed into y.
+//
+// Owns nothing; pure function; writes only y. Thread-safe per pool (one caller at a time).
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/view.h"
+
+namespace tarmac::kernels {
+
+// True when the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16 and the kernel granted this
+// process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, Linux >= 5.16). Probed once.
+bool AmxBf16Available();
+
+// Whether MatMul uses MatMulAmx when available: on, unless the environment sets
+// TARMAC_NO_AMX=1 or SetAmxEnabled(false) was called (tests and benchmarks compare paths).
+bool AmxEnabled();
+void SetAmxEnabled(bool on);
+
+// Same contract as MatMul (matmul.h). Preconditions: AmxBf16Available(); IsMatVecType(w.type);
+// n_tokens >= 1.
+void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+}  // namespace tarmac::kernels
