@@ -59,6 +59,11 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, b
                  f.parameter_count() / 1e6, c.n_layer, c.n_embd, c.n_head, c.n_head_kv,
                  c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train,
                  out.model->weight_bytes() / (1024.0 * 1024.0), dt.c_str());
+    if (out.model->amx_packed_bytes() > 0) {
+      std::fprintf(stderr, "AMX: %.1f MiB of weights pre-split for batched matmuls "
+                   "(TARMAC_NO_AMX=1 turns AMX off)\n",
+                   out.model->amx_packed_bytes() / (1024.0 * 1024.0));
+    }
   }
   return out;
 }

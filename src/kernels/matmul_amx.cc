@@ -265,6 +265,48 @@ bool AmxEnabled() {
 
 void SetAmxEnabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+int64_t AmxPackedMatrix::PackedBytes(const MatrixView& w) {
+  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+  const int64_t steps = (w.cols + kKStep - 1) / kKStep;
+  return 2 * n_blocks * steps * 1024 * 2;
+}
+
+std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, ThreadPool* pool) {
+  TARMAC_CHECK(AmxBf16Available());
+  TARMAC_CHECK(IsMatVecType(w.type));
+  std::unique_ptr<AmxPackedMatrix> p(new AmxPackedMatrix());
+  p->type_ = w.type;
+  p->rows_ = w.rows;
+  p->cols_ = w.cols;
+  p->steps_ = (w.cols + kKStep - 1) / kKStep;
+  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+  const int64_t half = n_blocks * p->steps_ * 1024;  // u16 per hi (or lo)
+  p->buf_.Resize(std::max<int64_t>(64, 4 * half));
+  auto* hi = p->buf_.as<uint16_t>();
+  auto* lo = hi + half;
+  p->hi_ = hi;
+  p->lo_ = lo;
+  const int64_t steps = p->steps_;
+  auto run = [&](int64_t b0, int64_t b1, int) {
+    AlignedBuffer row(std::max<int64_t>(64, steps * kKStep * 4));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t r0 = blk * kRowBlock;
+      StageWeights(w, r0, std::min(w.rows, r0 + kRowBlock), 0, steps, hi + blk * steps * 1024,
+                   lo + blk * steps * 1024, row.as<float>());
+    }
+  };
+  if (pool == nullptr || pool->num_threads() == 1) {
+    run(0, n_blocks, 0);
+  } else {
+    pool->ParallelFor(n_blocks, 1, run);
+  }
+  return p;
+}
+
+bool AmxPackedMatrix::Matches(const MatrixView& w) const {
+  return w.type == type_ && w.rows == rows_ && w.cols == cols_;
+}
+
 void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                ThreadPool* pool) {
   TARMAC_CHECK(AmxBf16Available());
@@ -283,6 +325,8 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const int64_t max_tp = std::max<int64_t>(kTokPair, (int64_t{32} << 20) / (4 * kp) / kTokPair *
                                                          kTokPair);
   const bool w_lo = w.type != DType::kBF16;  // bf16 weights are exactly their hi part
+  const auto* packed = static_cast<const AmxPackedMatrix*>(w.packed);
+  TARMAC_CHECK(packed == nullptr || packed->Matches(w));
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   // K chunks: a chunk of B (all tokens of the pass) stays in L2 and a row block's A chunk in
   // L1 while every row block streams past it. A multiple of every dtype's block size (256).
@@ -312,10 +356,16 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
         LoadTileConfig();
         for (int64_t blk = blk0; blk < blk1; ++blk) {
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          StageWeights(w, r0, r1, s0 * kKStep, ns, a_hi, a_lo, row);
-          ComputeBlock(a_hi, a_lo, b_hi, b_lo, steps, s0, ns, w_lo, s0 == 0,
-                       s0 + ns == steps, tp, t0, n_tokens, r0, r1, y, w.rows,
-                       cacc + blk * c_block);
+          const uint16_t* ah = a_hi;
+          const uint16_t* al = a_lo;
+          if (packed != nullptr) {
+            ah = packed->hi(blk) + s0 * 1024;
+            al = packed->lo(blk) + s0 * 1024;
+          } else {
+            StageWeights(w, r0, r1, s0 * kKStep, ns, a_hi, a_lo, row);
+          }
+          ComputeBlock(ah, al, b_hi, b_lo, steps, s0, ns, w_lo, s0 == 0, s0 + ns == steps, tp,
+                       t0, n_tokens, r0, r1, y, w.rows, cacc + blk * c_block);
         }
         ReleaseTiles();
       };

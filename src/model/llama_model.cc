@@ -9,6 +9,8 @@
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 
 namespace tarmac::model {
@@ -105,7 +107,29 @@ Status LlamaModel::Init() {
   rope_ = kernels::RopeCache(c.neox_rope ? kernels::RopeType::kNeox : kernels::RopeType::kNorm,
                              c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
                              freq_factors);
+  PackForAmx();
   return Status::Ok();
+}
+
+void LlamaModel::PackForAmx() {
+  if (!kernels::AmxEnabled()) return;
+  // Split the weights that MatMul runs on AMX (non-int8 dtypes) once, 4 bytes per weight,
+  // while they fit the budget; the rest are split per call as before.
+  constexpr int64_t kBudget = int64_t{1} << 30;
+  int64_t left = kBudget;
+  auto pack = [&](MatrixView* w) {
+    if (kernels::IsInt8MatMulType(w->type) || w->rows == 0 || w->cols == 0) return;
+    const int64_t bytes = kernels::AmxPackedMatrix::PackedBytes(*w);
+    if (bytes > left) return;
+    left -= bytes;
+    amx_packed_.push_back(kernels::AmxPackedMatrix::Pack(*w, nullptr));
+    w->packed = amx_packed_.back().get();
+  };
+  for (LayerWeights& L : layers_) {
+    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(w);
+  }
+  pack(&output_);
+  amx_packed_bytes_ = kBudget - left;
 }
 
 void LlamaModel::EnsureScratch(int32_t n) {

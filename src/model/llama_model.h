@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "kernels/ops.h"
+#include "kernels/matmul_amx.h"
 #include "model/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -56,11 +57,14 @@ class LlamaModel {
 
   // Total bytes of weights (what a decode step reads).
   int64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
+  int64_t amx_packed_bytes() const { return amx_packed_bytes_; }
 
  private:
   LlamaModel() = default;
   Status Init();
   void EnsureScratch(int32_t n_tokens);
+  void PackForAmx();
   void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                ThreadPool* pool) const;
 
@@ -74,6 +78,8 @@ class LlamaModel {
   std::vector<std::vector<float>> owned_f32_;  // 1-D tensors stored as f16 in the file
   kernels::RopeCache rope_;
   int64_t weight_bytes_ = 0;
+  std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here
+  int64_t amx_packed_bytes_ = 0;
 
   struct QueryTile {
     int32_t first;  // index of the first token in the batch

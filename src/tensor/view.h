@@ -16,13 +16,16 @@ struct MatrixView {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_stride = 0;  // bytes
+  // Optional kernel-specific copy of these same weights laid out ahead of time (today
+  // kernels::AmxPackedMatrix); owned elsewhere, must outlive the view; null when none.
+  const void* packed = nullptr;
 
   const uint8_t* row(int64_t r) const {
     TARMAC_DCHECK(r >= 0 && r < rows);
     return static_cast<const uint8_t*>(data) + r * row_stride;
   }
   static MatrixView Dense(DType t, const void* data, int64_t rows, int64_t cols) {
-    return MatrixView{t, data, rows, cols, RowBytes(t, cols)};
+    return MatrixView{t, data, rows, cols, RowBytes(t, cols), nullptr};
   }
 };
 

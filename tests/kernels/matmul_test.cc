@@ -148,6 +148,30 @@ TEST(MatMulTest, AmxMatchesReference) {
   EXPECT_GT(i, 40);
 }
 
+// Weights split ahead of time (AmxPackedMatrix) give exactly what per-call splitting gives,
+// across K chunks and partial row blocks.
+TEST(MatMulTest, AmxPackedEqualsUnpacked) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  const AmxSwitch amx(true);
+  std::mt19937 rng(6);
+  ThreadPool pool2(2);
+  for (DType type : {DType::kF16, DType::kBF16, DType::kF32, DType::kQ6_K}) {
+    for (int64_t cols : {256, 1280}) {
+      const int64_t rows = 45, tokens = 300;
+      const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+      const auto x = RandomActivations(tokens * cols, rng);
+      MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+      std::vector<float> plain(tokens * rows), packed(tokens * rows);
+      MatMul(w, x.data(), tokens, plain.data(), &pool2);
+      const auto p = AmxPackedMatrix::Pack(w, &pool2);
+      EXPECT_EQ(AmxPackedMatrix::PackedBytes(w), 2 * 2 * ((cols + 31) / 32) * 1024 * 2);
+      w.packed = p.get();
+      MatMul(w, x.data(), tokens, packed.data(), &pool2);
+      EXPECT_EQ(plain, packed) << DTypeName(type) << " cols=" << cols;
+    }
+  }
+}
+
 TEST(MatMulTest, ZeroTokens) {
   float y = 5.0f;
   MatMul(MatrixView{DType::kF16, nullptr, 1, 16, 32}, nullptr, 0, &y, nullptr);
