@@ -88,6 +88,21 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int32_t block = block_table[b];
     const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - b * bs);
+    if (b + 1 < n_blocks) {
+      // Blocks are scattered, so the hardware prefetcher cannot run ahead: ask for the next
+      // block's K/V (into L2: an L1 hint would evict this block's f32 scratch) while this one
+      // is computed.
+      const int64_t bytes = bs * hd * (kv.is_int8() ? 1 : 2);
+      const int64_t off = kv.RowOffset(block_table[b + 1], kv_head);
+      const char* nk = kv.is_int8() ? reinterpret_cast<const char*>(kv.k8 + off)
+                                    : reinterpret_cast<const char*>(kv.k + off);
+      const char* nv = kv.is_int8() ? reinterpret_cast<const char*>(kv.v8 + off)
+                                    : reinterpret_cast<const char*>(kv.v + off);
+      for (int64_t c = 0; c < bytes; c += 64) {
+        __builtin_prefetch(nk + c, 0, 2);
+        __builtin_prefetch(nv + c, 0, 2);
+      }
+    }
     // K is stored transposed ([head_dim][block_size]): a vector of scores (one lane per key)
     // is a chain of FMAs over dims with no transpose and no horizontal sums.
     float* HWY_RESTRICT kconv = bs == bs_pad ? kt : s.tmp.data();
