@@ -137,11 +137,14 @@ TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_
 // One row block (rows [r0, r1), A staged for steps [s0, s0 + ns)) times all token tiles of
 // the pass. C lives in tiles over the chunk; between K chunks it is kept in cacc (this row
 // block's [token tile][i][16][16] f32). first: start from zero; last: write y (transposed).
+// prefetch: the next row block's pre-split A for these steps (hi; lo at +prefetch_lo_off
+// bytes), fetched into L2 during the first token pass; or null.
 TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const uint32_t* b_hi,
                              const uint32_t* b_lo, int64_t steps, int64_t s0, int64_t ns,
                              bool w_lo, bool first, bool last, int64_t tp, int64_t t0,
                              int64_t n_tokens, int64_t r0, int64_t r1, float* y,
-                             int64_t y_stride, float* cacc) {
+                             int64_t y_stride, float* cacc, const char* prefetch,
+                             int64_t prefetch_lo_off) {
   constexpr int64_t kA = kTile * kKStep;  // u16 per A tile
   const __m512i col = _mm512_mullo_epi32(
       _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -164,16 +167,18 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
     const uint32_t* bl0 = b_lo + (jp * steps + s0) * 256;
     const uint32_t* bl1 = b_lo + ((jp + 1) * steps + s0) * 256;
     for (int64_t s = 0; s < ns; ++s) {
-      // C[i][j] += A_hi[i]·B_hi[j] + A_hi[i]·B_lo[j] (+ A_lo[i]·B_hi[j]); tile 0 = (i0, j0),
-      // 1 = (i0, j1), 2 = (i1, j0), 3 = (i1, j1).
-      _tile_loadd(4, a_hi + (s * 2) * kA, 64);
-      _tile_loadd(5, a_hi + (s * 2 + 1) * kA, 64);
+      // C[i][j] += A_lo[i]·B_hi[j] + A_hi[i]·B_hi[j] + A_hi[i]·B_lo[j], ordered so that 8 tile
+      // loads serve the 12 products; tile 0 = (i0, j0), 1 = (i0, j1), 2 = (i1, j0), 3 = (i1, j1).
+      if (prefetch != nullptr) {
+        // The next row block's A (pre-split weights stream from L3/DRAM): 4 KiB per step.
+        const char* pf = prefetch + s * 2048;
+        for (int64_t c = 0; c < 2048; c += 64) {
+          __builtin_prefetch(pf + c, 0, 2);
+          __builtin_prefetch(pf + prefetch_lo_off + c, 0, 2);
+        }
+      }
       _tile_loadd(6, bh0 + s * 256, 64);
       _tile_loadd(7, bh1 + s * 256, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
       if (w_lo) {
         _tile_loadd(4, a_lo + (s * 2) * kA, 64);
         _tile_loadd(5, a_lo + (s * 2 + 1) * kA, 64);
@@ -181,9 +186,13 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
-        _tile_loadd(4, a_hi + (s * 2) * kA, 64);
-        _tile_loadd(5, a_hi + (s * 2 + 1) * kA, 64);
       }
+      _tile_loadd(4, a_hi + (s * 2) * kA, 64);
+      _tile_loadd(5, a_hi + (s * 2 + 1) * kA, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
       _tile_loadd(6, bl0 + s * 256, 64);
       _tile_loadd(7, bl1 + s * 256, 64);
       _tile_dpbf16ps(0, 4, 6);
@@ -191,6 +200,7 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
+    prefetch = nullptr;  // one pass brings it in
     // c[(j·2 + i)·256 + m·16 + n]: weight row r0 + 16i + m, token t0 + 16(jp + j) + n.
     _tile_stored(0, c, 64);
     _tile_stored(1, c + 512, 64);
@@ -364,8 +374,13 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
           } else {
             StageWeights(w, r0, r1, s0 * kKStep, ns, a_hi, a_lo, row);
           }
+          const char* pf = nullptr;
+          if (packed != nullptr && blk + 1 < blk1) {
+            pf = reinterpret_cast<const char*>(packed->hi(blk + 1) + s0 * 1024);
+          }
           ComputeBlock(ah, al, b_hi, b_lo, steps, s0, ns, w_lo, s0 == 0, s0 + ns == steps, tp,
-                       t0, n_tokens, r0, r1, y, w.rows, cacc + blk * c_block);
+                       t0, n_tokens, r0, r1, y, w.rows, cacc + blk * c_block, pf,
+                       packed != nullptr ? (packed->lo(0) - packed->hi(0)) * 2 : 0);
         }
         ReleaseTiles();
       };
