@@ -31,7 +31,7 @@ struct Scratch {
   std::vector<float> kt;     // [head_dim][bs_pad]: K of one block (stored transposed)
   std::vector<float> vt;     // [block_size][head_dim]
   std::vector<float> tmp;    // [head_dim][block_size]: K before padding to bs_pad
-  std::vector<float> p;      // [bs_pad]: scores, then probabilities
+  std::vector<float> p;      // [group][bs_pad]: scores, then probabilities
   std::vector<float> m, l;   // [nq * group]: running max and denominator
   std::vector<float> acc;    // [nq * group][head_dim]: running numerator
 };
@@ -67,7 +67,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   if (static_cast<int64_t>(s.kt.size()) < hd * bs_pad) s.kt.resize(hd * bs_pad);
   if (static_cast<int64_t>(s.vt.size()) < bs * hd) s.vt.resize(bs * hd);
   if (static_cast<int64_t>(s.tmp.size()) < bs * hd) s.tmp.resize(bs * hd);
-  if (static_cast<int64_t>(s.p.size()) < bs_pad) s.p.resize(bs_pad);
+  if (static_cast<int64_t>(s.p.size()) < group * bs_pad) s.p.resize(group * bs_pad);
   if (static_cast<int64_t>(s.m.size()) < n_states) {
     s.m.resize(n_states);
     s.l.resize(n_states);
@@ -79,7 +79,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   std::fill(s.acc.begin(), s.acc.begin() + n_states * hd, 0.0f);
   float* HWY_RESTRICT kt = s.kt.data();
   float* HWY_RESTRICT vt = s.vt.data();
-  float* HWY_RESTRICT p = s.p.data();
+  float* HWY_RESTRICT p_all = s.p.data();  // [group][bs_pad]
   const auto vscale = hn::Set(df, scale);
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
 
@@ -125,24 +125,43 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       const int64_t pos = pos0 + i;
       if (pos < b * bs) continue;  // this block is entirely in token i's future
       const int64_t rows = std::min<int64_t>(rows_b, pos + 1 - b * bs);
-      for (int32_t g = 0; g < group; ++g) {
-        const float* HWY_RESTRICT qh = q + i * q_stride + static_cast<int64_t>(h0 + g) * hd;
-        const int64_t st = static_cast<int64_t>(i) * group + g;
-        auto vmax = neg_inf;
+      // Scores of all the group's heads first: the heads share each K load, and their FMA
+      // chains (one per head and dim parity) are independent, so they overlap instead of
+      // one head's 64-long chain waiting on FMA latency.
+      const float* HWY_RESTRICT qi = q + i * q_stride + static_cast<int64_t>(h0) * hd;
+      for (int32_t g0 = 0; g0 < group; g0 += 4) {
+        const int32_t gn = std::min<int32_t>(4, group - g0);
         for (int64_t j0 = 0; j0 < rows; j0 += N) {
-          auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+          decltype(hn::Zero(df)) a[4][2];
+          for (int32_t u = 0; u < 4; ++u) a[u][0] = a[u][1] = hn::Zero(df);
           int64_t d = 0;
           for (; d + 2 <= hd; d += 2) {
-            acc0 = hn::MulAdd(hn::Set(df, qh[d]), hn::LoadU(df, kt + d * bs_pad + j0), acc0);
-            acc1 = hn::MulAdd(hn::Set(df, qh[d + 1]), hn::LoadU(df, kt + (d + 1) * bs_pad + j0), acc1);
+            const auto k0 = hn::LoadU(df, kt + d * bs_pad + j0);
+            const auto k1 = hn::LoadU(df, kt + (d + 1) * bs_pad + j0);
+            for (int32_t u = 0; u < 4; ++u) {
+              if (u >= gn) break;
+              const float* qh = qi + static_cast<int64_t>(g0 + u) * hd;
+              a[u][0] = hn::MulAdd(hn::Set(df, qh[d]), k0, a[u][0]);
+              a[u][1] = hn::MulAdd(hn::Set(df, qh[d + 1]), k1, a[u][1]);
+            }
           }
-          for (; d < hd; ++d)
-            acc0 = hn::MulAdd(hn::Set(df, qh[d]), hn::LoadU(df, kt + d * bs_pad + j0), acc0);
-          auto sc = hn::Mul(hn::Add(acc0, acc1), vscale);
-          sc = hn::IfThenElse(hn::FirstN(df, static_cast<size_t>(rows - j0)), sc, neg_inf);
-          hn::StoreU(sc, df, p + j0);
-          vmax = hn::Max(vmax, sc);
+          for (; d < hd; ++d) {
+            const auto k0 = hn::LoadU(df, kt + d * bs_pad + j0);
+            for (int32_t u = 0; u < gn; ++u)
+              a[u][0] = hn::MulAdd(hn::Set(df, qi[(g0 + u) * hd + d]), k0, a[u][0]);
+          }
+          const auto live = hn::FirstN(df, static_cast<size_t>(rows - j0));
+          for (int32_t u = 0; u < gn; ++u) {
+            const auto sc = hn::IfThenElse(live, hn::Mul(hn::Add(a[u][0], a[u][1]), vscale), neg_inf);
+            hn::StoreU(sc, df, p_all + (g0 + u) * bs_pad + j0);
+          }
         }
+      }
+      for (int32_t g = 0; g < group; ++g) {
+        const int64_t st = static_cast<int64_t>(i) * group + g;
+        float* HWY_RESTRICT p = p_all + g * bs_pad;
+        auto vmax = neg_inf;
+        for (int64_t j0 = 0; j0 < rows; j0 += N) vmax = hn::Max(vmax, hn::LoadU(df, p + j0));
         const float m_old = s.m[st];
         const float m_new = std::max(m_old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
         const auto vm = hn::Set(df, m_new);
