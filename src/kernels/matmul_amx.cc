@@ -137,14 +137,11 @@ TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_
 // One row block (rows [r0, r1), A staged for steps [s0, s0 + ns)) times all token tiles of
 // the pass. C lives in tiles over the chunk; between K chunks it is kept in cacc (this row
 // block's [token tile][i][16][16] f32). first: start from zero; last: write y (transposed).
-// prefetch: the next row block's pre-split A for these steps (hi; lo at +prefetch_lo_off
-// bytes), fetched into L2 during the first token pass; or null.
 TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const uint32_t* b_hi,
                              const uint32_t* b_lo, int64_t steps, int64_t s0, int64_t ns,
                              bool w_lo, bool first, bool last, int64_t tp, int64_t t0,
                              int64_t n_tokens, int64_t r0, int64_t r1, float* y,
-                             int64_t y_stride, float* cacc, const char* prefetch,
-                             int64_t prefetch_lo_off) {
+                             int64_t y_stride, float* cacc) {
   constexpr int64_t kA = kTile * kKStep;  // u16 per A tile
   const __m512i col = _mm512_mullo_epi32(
       _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -169,14 +166,6 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
     for (int64_t s = 0; s < ns; ++s) {
       // C[i][j] += A_lo[i]·B_hi[j] + A_hi[i]·B_hi[j] + A_hi[i]·B_lo[j], ordered so that 8 tile
       // loads serve the 12 products; tile 0 = (i0, j0), 1 = (i0, j1), 2 = (i1, j0), 3 = (i1, j1).
-      if (prefetch != nullptr) {
-        // The next row block's A (pre-split weights stream from L3/DRAM): 4 KiB per step.
-        const char* pf = prefetch + s * 2048;
-        for (int64_t c = 0; c < 2048; c += 64) {
-          __builtin_prefetch(pf + c, 0, 2);
-          __builtin_prefetch(pf + prefetch_lo_off + c, 0, 2);
-        }
-      }
       _tile_loadd(6, bh0 + s * 256, 64);
       _tile_loadd(7, bh1 + s * 256, 64);
       if (w_lo) {
@@ -200,7 +189,6 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
-    prefetch = nullptr;  // one pass brings it in
     // c[(j·2 + i)·256 + m·16 + n]: weight row r0 + 16i + m, token t0 + 16(jp + j) + n.
     _tile_stored(0, c, 64);
     _tile_stored(1, c + 512, 64);
@@ -220,6 +208,126 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
           _mm512_mask_storeu_ps(y + t * y_stride + rb, mask, _mm512_i32gather_ps(col, ct + n, 4));
         }
       }
+    }
+  }
+}
+
+// ---- The pre-split path: roles swapped. With the weights split and transposed into the
+// pair layout once (AmxPackedMatrix), the activations become tile A in their natural
+// row-major order (no gathers to stage them) and each C tile is 16 tokens × 16 weight rows,
+// y's own layout (stored straight into y, no transposition).
+
+// Rows [tt_begin, tt_end) of the pass's activations split into row-major hi/lo bf16
+// [tp][kp] (token t0 + tt; tokens >= n_tokens and k >= K are zero).
+TARMAC_AMX void SplitActivationRows(const float* x, int64_t K, int64_t kp, int64_t n_tokens,
+                                    int64_t t0, int64_t tt_begin, int64_t tt_end, uint16_t* xh,
+                                    uint16_t* xl) {
+  for (int64_t tt = tt_begin; tt < tt_end; ++tt) {
+    const int64_t t = t0 + tt;
+    for (int64_t k = 0; k < kp; k += kKStep) {
+      const int64_t valid = t < n_tokens ? std::min<int64_t>(kKStep, K - k) : 0;
+      Split32(x + t * K + k, valid, xh + tt * kp + k, xl + tt * kp + k);
+    }
+  }
+}
+
+// 16×16 u32 transpose of each of `tiles` 1 KiB tiles in place (row-major weight rows ×
+// k pairs -> k pairs × weight rows, AMX's B layout). Done once per matrix, at Pack.
+TARMAC_AMX void TransposeTiles(uint32_t* t, int64_t tiles) {
+  const __m512i idx = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(16));
+  alignas(64) uint32_t tmp[256];
+  for (int64_t i = 0; i < tiles; ++i) {
+    uint32_t* tile = t + i * 256;
+    for (int kk = 0; kk < 16; ++kk)
+      _mm512_store_si512(tmp + kk * 16, _mm512_i32gather_epi32(idx, tile + kk, 4));
+    std::memcpy(tile, tmp, sizeof(tmp));
+  }
+}
+
+TARMAC_AMX inline void StoreTile(int idx, float* p, int64_t stride_bytes) {
+  switch (idx) {
+    case 0: _tile_stored(0, p, stride_bytes); break;
+    case 1: _tile_stored(1, p, stride_bytes); break;
+    case 2: _tile_stored(2, p, stride_bytes); break;
+    default: _tile_stored(3, p, stride_bytes); break;
+  }
+}
+
+// One row block (pre-split weights wh/wl for steps [s0, s0 + ns)) times every token tile of
+// the pass (xh/xl rows, kp apart). cacc: this row block's C between K chunks,
+// [token pair][4 tiles][16][16]. prefetch: the next row block's weights, or null.
+TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64_t kp,
+                                   const uint16_t* wh, const uint16_t* wl, int64_t s0,
+                                   int64_t ns, bool w_lo, bool first, bool last, int64_t tp,
+                                   int64_t t0, int64_t n_tokens, int64_t r0, int64_t r1,
+                                   float* y, int64_t y_stride, float* cacc,
+                                   const char* prefetch, int64_t prefetch_lo_off) {
+  const int64_t xs = kp * 2;  // bytes between token rows
+  for (int64_t jp = 0; jp < tp / kTile; jp += 2) {
+    float* c = cacc + jp * 2 * 256;  // tile (j, i) at (j·2 + i)·256: 0 (j0,i0) 1 (j0,i1) ...
+    if (first) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+    } else {
+      _tile_loadd(0, c, 64);
+      _tile_loadd(1, c + 256, 64);
+      _tile_loadd(2, c + 512, 64);
+      _tile_loadd(3, c + 768, 64);
+    }
+    const uint16_t* a0h = xh + jp * kTile * kp + s0 * kKStep;
+    const uint16_t* a1h = a0h + kTile * kp;
+    const uint16_t* a0l = xl + jp * kTile * kp + s0 * kKStep;
+    const uint16_t* a1l = a0l + kTile * kp;
+    for (int64_t s = 0; s < ns; ++s) {
+      if (prefetch != nullptr) {
+        const char* pf = prefetch + s * 2048;
+        for (int64_t b = 0; b < 2048; b += 64) {
+          __builtin_prefetch(pf + b, 0, 2);
+          __builtin_prefetch(pf + prefetch_lo_off + b, 0, 2);
+        }
+      }
+      // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products.
+      _tile_loadd(6, wh + s * 1024, 64);
+      _tile_loadd(7, wh + s * 1024 + 512, 64);
+      _tile_loadd(4, a0l + s * kKStep, xs);
+      _tile_loadd(5, a1l + s * kKStep, xs);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+      _tile_loadd(4, a0h + s * kKStep, xs);
+      _tile_loadd(5, a1h + s * kKStep, xs);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+      if (w_lo) {
+        _tile_loadd(6, wl + s * 1024, 64);
+        _tile_loadd(7, wl + s * 1024 + 512, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    prefetch = nullptr;  // one pass brings it in
+    for (int idx = 0; idx < 4; ++idx) {
+      const int64_t j = idx / 2, i = idx % 2;
+      const int64_t tt = t0 + (jp + j) * kTile, rb = r0 + i * kTile;
+      const int64_t n_t = std::min<int64_t>(kTile, n_tokens - tt);
+      const int64_t n_r = std::min<int64_t>(kTile, r1 - rb);
+      if (last && n_t == kTile && n_r == kTile) {
+        StoreTile(idx, y + tt * y_stride + rb, y_stride * 4);
+        continue;
+      }
+      StoreTile(idx, c + idx * 256, 64);
+      if (!last || n_t <= 0 || n_r <= 0) continue;
+      for (int64_t m = 0; m < n_t; ++m)
+        std::memcpy(y + (tt + m) * y_stride + rb, c + idx * 256 + m * 16, n_r * 4);
     }
   }
 }
@@ -303,6 +411,8 @@ std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, Thre
       const int64_t r0 = blk * kRowBlock;
       StageWeights(w, r0, std::min(w.rows, r0 + kRowBlock), 0, steps, hi + blk * steps * 1024,
                    lo + blk * steps * 1024, row.as<float>());
+      TransposeTiles(reinterpret_cast<uint32_t*>(hi + blk * steps * 1024), 2 * steps);
+      TransposeTiles(reinterpret_cast<uint32_t*>(lo + blk * steps * 1024), 2 * steps);
     }
   };
   if (pool == nullptr || pool->num_threads() == 1) {
@@ -316,6 +426,64 @@ std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, Thre
 bool AmxPackedMatrix::Matches(const MatrixView& w) const {
   return w.type == type_ && w.rows == rows_ && w.cols == cols_;
 }
+
+namespace {
+
+void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float* x,
+                     int64_t n_tokens, float* y, ThreadPool* pool, int64_t max_tp) {
+  const int64_t K = w.cols;
+  const int64_t steps = (K + kKStep - 1) / kKStep;
+  const int64_t kp = steps * kKStep;
+  const bool w_lo = w.type != DType::kBF16;
+  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+  const bool threaded = pool != nullptr && pool->num_threads() > 1;
+  const int64_t lo_off = (p.lo(0) - p.hi(0)) * 2;  // bytes
+  thread_local AlignedBuffer x_store, c_store;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += max_tp) {
+    const int64_t tp = std::min(max_tp, (n_tokens - t0 + kTokPair - 1) / kTokPair * kTokPair);
+    // K chunks keep the pass's activations of one chunk (tp × chunk × 4 bytes) in L2.
+    const int64_t kc_steps = std::max<int64_t>(
+        256 / kKStep, std::min<int64_t>(steps, (int64_t{512} << 10) / (4 * tp * kKStep) / 8 * 8));
+    const size_t x_elems = static_cast<size_t>(tp * kp);
+    if (x_store.size() < 2 * x_elems * 2) x_store.Resize(2 * x_elems * 2);
+    uint16_t* xh = x_store.as<uint16_t>();
+    uint16_t* xl = xh + x_elems;
+    auto split = [&](int64_t b, int64_t e, int) {
+      SplitActivationRows(x, K, kp, n_tokens, t0, b * kTile, e * kTile, xh, xl);
+    };
+    if (threaded) {
+      pool->ParallelFor(tp / kTile, 1, split);
+    } else {
+      split(0, tp / kTile, 0);
+    }
+    const size_t c_block = static_cast<size_t>(kRowBlock * tp);
+    if (c_store.size() < n_blocks * c_block * 4) c_store.Resize(n_blocks * c_block * 4);
+    float* cacc = c_store.as<float>();
+    for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
+      const int64_t ns = std::min(kc_steps, steps - s0);
+      auto run = [&](int64_t blk0, int64_t blk1, int) {
+        LoadTileConfig();
+        for (int64_t blk = blk0; blk < blk1; ++blk) {
+          const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
+          const char* pf = blk + 1 < blk1
+                               ? reinterpret_cast<const char*>(p.hi(blk + 1) + s0 * 1024)
+                               : nullptr;
+          ComputeBlockPacked(xh, xl, kp, p.hi(blk) + s0 * 1024, p.lo(blk) + s0 * 1024, s0, ns,
+                             w_lo, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1, y,
+                             w.rows, cacc + blk * c_block, pf, lo_off);
+        }
+        ReleaseTiles();
+      };
+      if (threaded && n_blocks > 1) {
+        pool->ParallelFor(n_blocks, 1, run);
+      } else {
+        run(0, n_blocks, 0);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                ThreadPool* pool) {
@@ -342,6 +510,10 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
       n_tokens > kTokPair ? static_cast<const AmxPackedMatrix*>(w.packed) : nullptr;
   TARMAC_CHECK(packed == nullptr || packed->Matches(w));
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+  if (packed != nullptr) {
+    MatMulAmxPacked(w, *packed, x, n_tokens, y, pool, max_tp);
+    return;
+  }
   // K chunks: a chunk of B (all tokens of the pass) stays in L2 and a row block's A chunk in
   // L1 while every row block streams past it. A multiple of every dtype's block size (256).
   thread_local AlignedBuffer b_store, c_store;
@@ -370,21 +542,9 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
         LoadTileConfig();
         for (int64_t blk = blk0; blk < blk1; ++blk) {
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          const uint16_t* ah = a_hi;
-          const uint16_t* al = a_lo;
-          if (packed != nullptr) {
-            ah = packed->hi(blk) + s0 * 1024;
-            al = packed->lo(blk) + s0 * 1024;
-          } else {
-            StageWeights(w, r0, r1, s0 * kKStep, ns, a_hi, a_lo, row);
-          }
-          const char* pf = nullptr;
-          if (packed != nullptr && blk + 1 < blk1) {
-            pf = reinterpret_cast<const char*>(packed->hi(blk + 1) + s0 * 1024);
-          }
-          ComputeBlock(ah, al, b_hi, b_lo, steps, s0, ns, w_lo, s0 == 0, s0 + ns == steps, tp,
-                       t0, n_tokens, r0, r1, y, w.rows, cacc + blk * c_block, pf,
-                       packed != nullptr ? (packed->lo(0) - packed->hi(0)) * 2 : 0);
+          StageWeights(w, r0, r1, s0 * kKStep, ns, a_hi, a_lo, row);
+          ComputeBlock(a_hi, a_lo, b_hi, b_lo, steps, s0, ns, w_lo, s0 == 0, s0 + ns == steps,
+                       tp, t0, n_tokens, r0, r1, y, w.rows, cacc + blk * c_block);
         }
         ReleaseTiles();
       };

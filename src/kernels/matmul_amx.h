@@ -10,10 +10,11 @@
 // F16/BF16 weights, whose split is exact), plus f32 accumulation; random data sees ~1e-5.
 // Tests check 5e-5 (MatMul's own bound is 1e-4). BF16 weights have lo = 0 and skip that pass.
 //
-// Layout: weights are tile A (16 weight rows × 32 k, their natural row-major order, converted
-// per call into a per-thread buffer); activations are tile B (32 k × 16 tokens in the pair
-// layout AMX wants, built once per call with gathers); each C tile is 16 weight rows × 16
-// tokens, written transposed into y.
+// Layout without pre-split weights: weights are tile A (16 weight rows × 32 k, their natural
+// row-major order, converted per call into a per-thread buffer); activations are tile B
+// (32 k × 16 tokens in the pair layout AMX wants, built once per call with gathers); each C
+// tile is 16 weight rows × 16 tokens, written transposed into y. With AmxPackedMatrix, the
+// other way round (below).
 //
 // Owns nothing; pure function; writes only y. Thread-safe per pool (one caller at a time).
 #pragma once
@@ -36,10 +37,12 @@ bool AmxBf16Available();
 bool AmxEnabled();
 void SetAmxEnabled(bool on);
 
-// A weight matrix split into hi/lo bf16 and laid out as MatMulAmx's A tiles once, ahead of
-// time, instead of per call (which costs about a third of the tile arithmetic at 64 tokens):
-// 4 bytes per weight (rows rounded up to 32, cols to 32). Immutable after Pack; reading it
-// is thread-safe. Point MatrixView::packed at it to use it.
+// A weight matrix split into hi/lo bf16 once, ahead of time, in AMX's B-tile pair layout:
+// 4 bytes per weight (rows rounded up to 32, cols to 32). MatMulAmx uses it above 32 tokens
+// (below, reading twice the bytes of f16 costs more than splitting per call); then the roles
+// swap: activations are tile A in their own row-major order and each C tile is 16 tokens ×
+// 16 weight rows, stored straight into y. Immutable after Pack; reading it is thread-safe.
+// Point MatrixView::packed at it to use it.
 class AmxPackedMatrix {
  public:
   // Preconditions: AmxBf16Available(); IsMatVecType(w.type). pool may be nullptr.
@@ -48,7 +51,8 @@ class AmxPackedMatrix {
 
   // Whether this was packed from a matrix of w's type and shape.
   bool Matches(const MatrixView& w) const;
-  // hi and lo tiles of row block blk: [steps][2][16][32] bf16 each.
+  // hi and lo tiles of row block blk (32 weight rows): [steps][2 row tiles][16 k pairs]
+  // [16 rows][2] bf16 each, 1 KiB per tile.
   const uint16_t* hi(int64_t blk) const { return hi_ + blk * steps_ * 1024; }
   const uint16_t* lo(int64_t blk) const { return lo_ + blk * steps_ * 1024; }
 

@@ -148,26 +148,45 @@ TEST(MatMulTest, AmxMatchesReference) {
   EXPECT_GT(i, 40);
 }
 
-// Weights split ahead of time (AmxPackedMatrix) give exactly what per-call splitting gives,
-// across K chunks and partial row blocks.
-TEST(MatMulTest, AmxPackedEqualsUnpacked) {
+// Weights split ahead of time (AmxPackedMatrix: transposed tiles, activations as tile A, C
+// stored straight into y) against the reference with the AMX bound, across K chunks, full and
+// partial tiles (rows 16/45/96, tokens 33/64/300), and every pre-split dtype; 32 tokens or
+// fewer ignore the pre-split copy.
+TEST(MatMulTest, AmxPackedMatchesReference) {
   if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
   const AmxSwitch amx(true);
   std::mt19937 rng(6);
   ThreadPool pool2(2);
   for (DType type : {DType::kF16, DType::kBF16, DType::kF32, DType::kQ6_K}) {
     for (int64_t cols : {256, 1280}) {
-      const int64_t rows = 45, tokens = 300;
-      const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
-      const auto x = RandomActivations(tokens * cols, rng);
-      MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
-      std::vector<float> plain(tokens * rows), packed(tokens * rows);
-      MatMul(w, x.data(), tokens, plain.data(), &pool2);
-      const auto p = AmxPackedMatrix::Pack(w, &pool2);
-      EXPECT_EQ(AmxPackedMatrix::PackedBytes(w), 2 * 2 * ((cols + 31) / 32) * 1024 * 2);
-      w.packed = p.get();
-      MatMul(w, x.data(), tokens, packed.data(), &pool2);
-      EXPECT_EQ(plain, packed) << DTypeName(type) << " cols=" << cols;
+      for (int64_t rows : {16, 45, 96}) {
+        for (int64_t tokens : {20, 33, 64, 300}) {
+          const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+          const auto x = RandomActivations(tokens * cols, rng);
+          MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+          const auto p = AmxPackedMatrix::Pack(w, &pool2);
+          ASSERT_TRUE(p->Matches(w));
+          EXPECT_EQ(AmxPackedMatrix::PackedBytes(w),
+                    2 * 2 * ((rows + 31) / 32) * ((cols + 31) / 32) * 1024);
+          w.packed = p.get();
+          std::vector<float> ref(tokens * rows), got(tokens * rows, NAN);
+          MatMulRef(w, x.data(), tokens, ref.data());
+          MatMul(w, x.data(), tokens, got.data(), &pool2);
+          std::vector<float> wf(rows * cols);
+          for (int64_t r = 0; r < rows; ++r)
+            DequantizeRowRef(type, w.row(r), &wf[r * cols], cols);
+          for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double mag = 0;
+              for (int64_t k = 0; k < cols; ++k)
+                mag += std::fabs(double(wf[r * cols + k]) * x[t * cols + k]);
+              ASSERT_NEAR(got[t * rows + r], ref[t * rows + r], 5e-5 * mag + 1e-30)
+                  << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                  << " tokens=" << tokens << " t=" << t << " r=" << r;
+            }
+          }
+        }
+      }
     }
   }
 }
