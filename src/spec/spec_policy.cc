@@ -34,6 +34,14 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
   return prev_s * tokens / prev_t;
 }
 
+bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const {
+  if (StepSeconds(std::max(batch, 1)) <= 0) return true;  // nothing measured: find out
+  for (int32_t k = 1; k <= config_.max_k; ++k) {
+    if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket) > 1.0 + config_.min_gain) return true;
+  }
+  return false;
+}
+
 double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket) const {
   if (k <= 0) return 1.0;
   if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
@@ -63,8 +71,11 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   }
   // Probe about once per probe_every engine steps (a step makes `batch` decisions), so large
   // batches do not pay for a probing request in every step.
-  // A bucket never measured is probed at once.
-  if (best_k == 0 && config_.max_k > 0 &&
+  // A bucket never measured is probed at once. No probe where even near-perfect acceptance
+  // would not pay at this batch size (the step costs rule it out, not the acceptance, and a
+  // probe only measures acceptance): at batch 64 on a compute-bound model those probes were
+  // pure cost.
+  if (best_k == 0 && config_.max_k > 0 && AcceptanceCouldPay(batch, in_bucket) &&
       (st.drafts == 0 ||
        ++acc.since_probe >= static_cast<int64_t>(config_.probe_every) * std::max(batch, 1))) {
     acc.since_probe = 0;

@@ -9,7 +9,9 @@
 //                assumed);
 //   C_draft(k) = k · measured draft time per draft position.
 // k = 0 (off) when no k in 1..max_k beats 1 + min_gain. Buckets that are off are re-probed
-// (k = 2, one request) about every probe_every engine steps so a bucket can recover.
+// (k = 2, one request) about every probe_every engine steps so a bucket can recover, unless
+// even acceptance kProbeAcceptance would not pay at the current batch (then only the step
+// costs keep it off, and a probe, which measures acceptance, could not change that).
 //
 // Not thread-safe (the engine's step thread). Stats() is a copy for metrics.
 #pragma once
@@ -65,6 +67,10 @@ class SpecPolicy {
   // Expected speedup of k for acceptance a at decode batch B (exposed for tests/benchmarks).
   double PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket = -1) const;
   double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
+  // Whether some k would pay at this batch if acceptance were kProbeAcceptance (or nothing
+  // is measured yet).
+  bool AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const;
+  static constexpr double kProbeAcceptance = 0.95;
 
   const std::map<std::string, BucketStats>& stats() const { return buckets_; }
 

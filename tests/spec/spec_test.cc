@@ -49,6 +49,23 @@ TEST(SpecPolicyTest, SwitchesOffWhenComputeBoundOrAcceptanceIsLow) {
   EXPECT_GT(p.stats().at("creative").fallbacks, 0);
 }
 
+TEST(SpecPolicyTest, NoProbesWhereStepCostsAloneRuleSpeculationOut) {
+  SpecPolicyConfig cfg;
+  cfg.probe_every = 2;
+  SpecPolicy p(cfg);
+  // Compute-bound from 32 tokens on: at batch 64 even 95% acceptance cannot pay.
+  for (int t : {1, 8, 32}) p.ObserveStep(t, 0.010);
+  for (int t : {64, 128, 256, 512, 1024}) p.ObserveStep(t, 0.010 * t / 32.0);
+  p.ObserveDraft(1, 0.0005);
+  EXPECT_FALSE(p.AcceptanceCouldPay(64, 64));
+  EXPECT_TRUE(p.AcceptanceCouldPay(1, 1));
+  int probes = 0;
+  for (int i = 0; i < 64 * 20; ++i) probes += p.ChooseK("b", 64, 64) > 0;
+  EXPECT_EQ(probes, 0);  // not even the first probe of an unmeasured bucket
+  // At batch 1 the same bucket is probed at once.
+  EXPECT_GT(p.ChooseK("b", 1, 1), 0);
+}
+
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
   SpecPolicyConfig cfg;
   cfg.probe_every = 10;
