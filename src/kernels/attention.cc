@@ -18,6 +18,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/half_scalar-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tarmac::kernels {
@@ -51,6 +52,105 @@ void ConvertI8Scaled(const int8_t* HWY_RESTRICT src, float scale, float* HWY_RES
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]) * scale;
 }
 
+// Decode (one query token) with f16 K/V, head_dim = 4 vectors, G <= 4 query heads per KV
+// head: K and V are widened in registers straight from the cache instead of being copied
+// to f32 scratch per block, and the G heads share every K/V load with independent FMA
+// chains and their running sums in registers. Same operations in the same order as the
+// general path below, so results are identical to it.
+template <int G>
+void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
+                   const PagedKvView& kv, const int32_t* block_table, float scale,
+                   float* HWY_RESTRICT out) {
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t hd = kv.head_dim, bs = kv.block_size;
+  using VF = decltype(hn::Zero(df));
+  VF acc[G][4];
+  float m[G], l[G];
+  for (int u = 0; u < G; ++u) {
+    for (int i = 0; i < 4; ++i) acc[u][i] = hn::Zero(df);
+    m[u] = -std::numeric_limits<float>::infinity();
+    l[u] = 0.0f;
+  }
+  static thread_local std::vector<float> p_store;
+  if (static_cast<int64_t>(p_store.size()) < G * bs) p_store.resize(G * bs);
+  float* HWY_RESTRICT p = p_store.data();  // [G][bs]
+  const auto vscale = hn::Set(df, scale);
+  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const int64_t n_blocks = pos / bs + 1;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int32_t block = block_table[b];
+    const int64_t rows = std::min<int64_t>(bs, pos + 1 - b * bs);
+    const auto* K = reinterpret_cast<const hwy::float16_t*>(kv.KRows(block, kv_head));
+    const auto* V = reinterpret_cast<const hwy::float16_t*>(kv.VRows(block, kv_head));
+    if (b + 1 < n_blocks) {  // scattered blocks: fetch the next one into L2 meanwhile
+      const char* nk = reinterpret_cast<const char*>(kv.KRows(block_table[b + 1], kv_head));
+      const char* nv = reinterpret_cast<const char*>(kv.VRows(block_table[b + 1], kv_head));
+      for (int64_t c = 0; c < bs * hd * 2; c += 64) {
+        __builtin_prefetch(nk + c, 0, 2);
+        __builtin_prefetch(nv + c, 0, 2);
+      }
+    }
+    VF vmax[G];
+    for (int u = 0; u < G; ++u) vmax[u] = neg_inf;
+    for (int64_t j0 = 0; j0 < rows; j0 += N) {
+      VF a[G][2];
+      for (int u = 0; u < G; ++u) a[u][0] = a[u][1] = hn::Zero(df);
+      for (int64_t d = 0; d < hd; d += 2) {  // K is [head_dim][block_size]
+        const auto k0 = hn::PromoteTo(df, hn::LoadU(dh, K + d * bs + j0));
+        const auto k1 = hn::PromoteTo(df, hn::LoadU(dh, K + (d + 1) * bs + j0));
+        for (int u = 0; u < G; ++u) {
+          a[u][0] = hn::MulAdd(hn::Set(df, q[u * hd + d]), k0, a[u][0]);
+          a[u][1] = hn::MulAdd(hn::Set(df, q[u * hd + d + 1]), k1, a[u][1]);
+        }
+      }
+      const auto live = hn::FirstN(df, static_cast<size_t>(rows - j0));
+      for (int u = 0; u < G; ++u) {
+        const auto sc = hn::IfThenElse(live, hn::Mul(hn::Add(a[u][0], a[u][1]), vscale), neg_inf);
+        hn::StoreU(sc, df, p + u * bs + j0);
+        vmax[u] = hn::Max(vmax[u], sc);
+      }
+    }
+    for (int u = 0; u < G; ++u) {
+      float* HWY_RESTRICT pu = p + u * bs;
+      const float m_new = std::max(m[u], hn::GetLane(hn::MaxOfLanes(df, vmax[u])));
+      const auto vm = hn::Set(df, m_new);
+      auto vsum = hn::Zero(df);
+      for (int64_t j0 = 0; j0 < rows; j0 += N) {
+        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, pu + j0), vm));
+        hn::StoreU(e, df, pu + j0);
+        vsum = hn::Add(vsum, e);
+      }
+      const float corr = std::exp(m[u] - m_new);
+      if (corr != 1.0f) {
+        const auto vc = hn::Set(df, corr);
+        for (int i = 0; i < 4; ++i) acc[u][i] = hn::Mul(acc[u][i], vc);
+      }
+      l[u] = l[u] * corr + hn::GetLane(hn::SumOfLanes(df, vsum));
+      m[u] = m_new;
+    }
+    for (int64_t j = 0; j < rows; ++j) {  // V is [block_size][head_dim]
+      const auto* vj = V + j * hd;
+      const auto v0 = hn::PromoteTo(df, hn::LoadU(dh, vj));
+      const auto v1 = hn::PromoteTo(df, hn::LoadU(dh, vj + N));
+      const auto v2 = hn::PromoteTo(df, hn::LoadU(dh, vj + 2 * N));
+      const auto v3 = hn::PromoteTo(df, hn::LoadU(dh, vj + 3 * N));
+      for (int u = 0; u < G; ++u) {
+        const auto pj = hn::Set(df, p[u * bs + j]);
+        acc[u][0] = hn::MulAdd(pj, v0, acc[u][0]);
+        acc[u][1] = hn::MulAdd(pj, v1, acc[u][1]);
+        acc[u][2] = hn::MulAdd(pj, v2, acc[u][2]);
+        acc[u][3] = hn::MulAdd(pj, v3, acc[u][3]);
+      }
+    }
+  }
+  for (int u = 0; u < G; ++u) {
+    const auto inv = hn::Set(df, 1.0f / l[u]);
+    for (int i = 0; i < 4; ++i) hn::StoreU(hn::Mul(acc[u][i], inv), df, out + u * hd + i * N);
+  }
+}
+
 }  // namespace
 
 void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t n_heads,
@@ -63,6 +163,17 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   const int32_t h0 = kv_head * group;
   const int64_t bs_pad = (bs + N - 1) / N * N;
   const int64_t n_states = static_cast<int64_t>(nq) * group;
+  if (nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && hd == 4 * N && bs % N == 0 &&
+      group <= 4) {
+    const float* qh = q + static_cast<int64_t>(h0) * hd;
+    float* oh = out + static_cast<int64_t>(h0) * hd;
+    switch (group) {
+      case 1: return DecodeTileF16<1>(qh, pos0, kv_head, kv, block_table, scale, oh);
+      case 2: return DecodeTileF16<2>(qh, pos0, kv_head, kv, block_table, scale, oh);
+      case 3: return DecodeTileF16<3>(qh, pos0, kv_head, kv, block_table, scale, oh);
+      default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, oh);
+    }
+  }
   static thread_local Scratch s;
   if (static_cast<int64_t>(s.kt.size()) < hd * bs_pad) s.kt.resize(hd * bs_pad);
   if (static_cast<int64_t>(s.vt.size()) < bs * hd) s.vt.resize(bs * hd);

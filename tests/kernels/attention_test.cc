@@ -22,7 +22,8 @@ TEST(AttentionTest, TilesMatchReference) {
   struct Shape { int n_heads, n_kv, head_dim, block_size; };
   for (Shape sh : {Shape{1, 1, 8, 4}, Shape{6, 2, 64, 16}, Shape{8, 8, 32, 16},
                    Shape{4, 1, 128, 32}, Shape{9, 3, 64, 16}, Shape{2, 1, 40, 16},
-                   Shape{3, 3, 20, 8}}) {
+                   Shape{3, 3, 20, 8}, Shape{8, 2, 64, 16}, Shape{4, 2, 64, 16},
+                   Shape{5, 5, 64, 16}}) {  // group 4, 2, 1 at head dim 64 (decode fast path)
     const int n_blocks_total = 16;
     const int64_t per_block = static_cast<int64_t>(sh.n_kv) * sh.block_size * sh.head_dim;
     std::vector<uint16_t> k(per_block * n_blocks_total), v(per_block * n_blocks_total);
