@@ -32,6 +32,7 @@
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/aligned_buffer.h"
@@ -303,6 +304,47 @@ void BM_VerifyL2(benchmark::State& state) {
                                             benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A batched decode step's matmuls on wp-11m's shapes (6 layers: q 384x384, k/v 128x384,
+// o 384x384, gate/up 1024x384, down 384x1024; f16), T tokens: the AMX path with weights
+// pre-split at load (arg 2 = 1) or split per call (0).
+void BM_Wp11mStep(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  const bool packed = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  ThreadPool pool(threads);
+  const int64_t shapes[][2] = {{384, 384}, {128, 384}, {128, 384}, {384, 384},
+                               {1024, 384}, {1024, 384}, {384, 1024}};
+  struct M { MatrixView w; std::unique_ptr<AmxPackedMatrix> p; };
+  static std::vector<M> ms;
+  static std::vector<std::vector<uint8_t>> store;
+  if (ms.empty()) {
+    for (int l = 0; l < 6; ++l) {
+      for (const auto& sh : shapes) {
+        store.emplace_back(sh[0] * RowBytes(DType::kF16, sh[1]));
+        FillSaneBytes(store.back().data(), store.back().size());
+        M m;
+        m.w = MatrixView::Dense(DType::kF16, store.back().data(), sh[0], sh[1]);
+        if (AmxBf16Available()) m.p = AmxPackedMatrix::Pack(m.w, nullptr);
+        ms.push_back(std::move(m));
+      }
+    }
+  }
+  const auto x = RandomVector(tokens * 1024, 13);
+  std::vector<float> y(tokens * 1024);
+  double flops = 0;
+  for (const M& m : ms) flops += 2.0 * tokens * m.w.rows * m.w.cols;
+  for (auto _ : state) {
+    for (const M& m : ms) {
+      MatrixView w = m.w;
+      if (packed) w.packed = m.p.get();
+      MatMul(w, x.data(), tokens, y.data(), &pool);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 #ifdef TARMAC_HAVE_OPENBLAS
 void BM_Sgemm(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
@@ -366,6 +408,14 @@ void Register() {
         ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     benchmark::RegisterBenchmark("BM_VerifyL2/down", BM_VerifyL2)->Args({tokens, 24, 16384})
         ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+  }
+  for (int64_t tokens : {32, 64, 128}) {
+    for (int64_t packed : {0, 1}) {
+      benchmark::RegisterBenchmark("BM_Wp11mStep", BM_Wp11mStep)->Args({tokens, packed, 2})
+          ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+      benchmark::RegisterBenchmark("BM_Wp11mStep", BM_Wp11mStep)->Args({tokens, packed, 1})
+          ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+    }
   }
   for (int64_t tokens : {1, 2, 3, 4, 5, 6, 9}) {
     benchmark::RegisterBenchmark("BM_VerifyStack/f16", BM_VerifyStack)

@@ -257,13 +257,13 @@ TARMAC_AMX inline void StoreTile(int idx, float* p, int64_t stride_bytes) {
 
 // One row block (pre-split weights wh/wl for steps [s0, s0 + ns)) times every token tile of
 // the pass (xh/xl rows, kp apart). cacc: this row block's C between K chunks,
-// [token pair][4 tiles][16][16]. prefetch: the next row block's weights, or null.
+// [token pair][4 tiles][16][16]. (A software prefetch of the next row block's weights
+// measured no different: the hardware streams the sequential tiles.)
 TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64_t kp,
                                    const uint16_t* wh, const uint16_t* wl, int64_t s0,
                                    int64_t ns, bool w_lo, bool first, bool last, int64_t tp,
                                    int64_t t0, int64_t n_tokens, int64_t r0, int64_t r1,
-                                   float* y, int64_t y_stride, float* cacc,
-                                   const char* prefetch, int64_t prefetch_lo_off) {
+                                   float* y, int64_t y_stride, float* cacc) {
   const int64_t xs = kp * 2;  // bytes between token rows
   for (int64_t jp = 0; jp < tp / kTile; jp += 2) {
     float* c = cacc + jp * 2 * 256;  // tile (j, i) at (j·2 + i)·256: 0 (j0,i0) 1 (j0,i1) ...
@@ -283,13 +283,6 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
     const uint16_t* a0l = xl + jp * kTile * kp + s0 * kKStep;
     const uint16_t* a1l = a0l + kTile * kp;
     for (int64_t s = 0; s < ns; ++s) {
-      if (prefetch != nullptr) {
-        const char* pf = prefetch + s * 2048;
-        for (int64_t b = 0; b < 2048; b += 64) {
-          __builtin_prefetch(pf + b, 0, 2);
-          __builtin_prefetch(pf + prefetch_lo_off + b, 0, 2);
-        }
-      }
       // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products.
       _tile_loadd(6, wh + s * 1024, 64);
       _tile_loadd(7, wh + s * 1024 + 512, 64);
@@ -314,7 +307,6 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
         _tile_dpbf16ps(3, 5, 7);
       }
     }
-    prefetch = nullptr;  // one pass brings it in
     for (int idx = 0; idx < 4; ++idx) {
       const int64_t j = idx / 2, i = idx % 2;
       const int64_t tt = t0 + (jp + j) * kTile, rb = r0 + i * kTile;
@@ -437,7 +429,6 @@ void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float*
   const bool w_lo = w.type != DType::kBF16;
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   const bool threaded = pool != nullptr && pool->num_threads() > 1;
-  const int64_t lo_off = (p.lo(0) - p.hi(0)) * 2;  // bytes
   thread_local AlignedBuffer x_store, c_store;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += max_tp) {
     const int64_t tp = std::min(max_tp, (n_tokens - t0 + kTokPair - 1) / kTokPair * kTokPair);
@@ -465,12 +456,9 @@ void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float*
         LoadTileConfig();
         for (int64_t blk = blk0; blk < blk1; ++blk) {
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          const char* pf = blk + 1 < blk1
-                               ? reinterpret_cast<const char*>(p.hi(blk + 1) + s0 * 1024)
-                               : nullptr;
           ComputeBlockPacked(xh, xl, kp, p.hi(blk) + s0 * 1024, p.lo(blk) + s0 * 1024, s0, ns,
                              w_lo, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1, y,
-                             w.rows, cacc + blk * c_block, pf, lo_off);
+                             w.rows, cacc + blk * c_block);
         }
         ReleaseTiles();
       };
