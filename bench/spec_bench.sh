@@ -29,6 +29,8 @@ mkdir -p "$CACHE"
 
 # runs: REPS runs of `bench offline --json ARGS`, one JSON object per line on stdout
 runs() { for _ in $(seq "$REPS"); do $BIN bench offline --json -t $T "$@" 2>/dev/null; done; }
+# medt < runs: median of the mean TPOT (the decode phase alone, without prefill)
+medt() { python3 -c "import sys,json,statistics as s; v=[json.loads(l)['tpot_ms']['mean'] for l in sys.stdin if l.strip()]; print(s.median(v))"; }
 # med FIELD < runs: median of a field
 med() { python3 -c "import sys,json,statistics as s; v=[json.loads(l)[sys.argv[1]] for l in sys.stdin if l.strip()]; print(s.median(v))" "$1"; }
 b1() { runs -m $1 --requests 3 --concurrency 1 --prompt-len 64 --output-len 48 --workload text --prompt-file $TEXT "${@:2}"; }
@@ -37,25 +39,31 @@ out=$(mktemp)
 for target in $PAD $WP; do
   name=$(basename $target .gguf)
   for temp in 0 0.8; do
-    off=$(b1 $target --temp $temp | med output_tokens_per_s)
+    b1 $target --temp $temp > $CACHE/spec_off.jsonl
+    off=$(med output_tokens_per_s < $CACHE/spec_off.jsonl)
+    offt=$(medt < $CACHE/spec_off.jsonl)
     for k in 2 3; do
       b1 $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k > $CACHE/spec_runs.jsonl
       on=$(med output_tokens_per_s < $CACHE/spec_runs.jsonl)
+      ont=$(medt < $CACHE/spec_runs.jsonl)
       acc=$(med acceptance_rate < $CACHE/spec_runs.jsonl)
       mal=$(med mean_accepted_length < $CACHE/spec_runs.jsonl)
-      python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:5]); print(f'{sys.argv[5]:14s} T={sys.argv[6]:3s} draft k={sys.argv[7]}: {b:7.2f} tok/s vs off {a:7.2f} = {b/a:.2f}x; acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$name" "$temp" "$k" | tee -a $out
+      python3 -c "import sys; a,b,c,d,e,f=map(float,sys.argv[1:7]); print(f'{sys.argv[7]:14s} T={sys.argv[8]:3s} draft k={sys.argv[9]}: {b:7.2f} tok/s vs off {a:7.2f} = {b/a:.2f}x (decode phase, mean TPOT {f:.1f} vs {e:.1f} ms: {e/f:.2f}x); acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$offt" "$ont" "$name" "$temp" "$k" | tee -a $out
     done
   done
 done
 # 2. n-gram, copy-heavy (P + C + P + output = 96 + 48 + 96 + 48 = 288 <= context 512)
 quote() { runs -m $PAD --requests 3 --concurrency 1 --prompt-len 96 --output-len 48 --workload quote --prompt-file $TEXT "$@"; }
-off=$(quote | med output_tokens_per_s)
+quote > $CACHE/spec_off.jsonl
+off=$(med output_tokens_per_s < $CACHE/spec_off.jsonl)
+offt=$(medt < $CACHE/spec_off.jsonl)
 for spec in "ngram --spec-k 4" "ngram --spec-k 8" "auto"; do
   quote --spec $spec > $CACHE/spec_runs.jsonl
   on=$(med output_tokens_per_s < $CACHE/spec_runs.jsonl)
+  ont=$(medt < $CACHE/spec_runs.jsonl)
   acc=$(med acceptance_rate < $CACHE/spec_runs.jsonl)
   mal=$(med mean_accepted_length < $CACHE/spec_runs.jsonl)
-  python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:5]); print(f'{sys.argv[5]:16s} quote workload (padded): {b:.2f} tok/s vs off {a:.2f} = {b/a:.2f}x; acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "${spec/--spec-k /k=}" | tee -a $out
+  python3 -c "import sys; a,b,c,d,e,f=map(float,sys.argv[1:7]); print(f'{sys.argv[7]:16s} quote workload (padded): {b:.2f} tok/s vs off {a:.2f} = {b/a:.2f}x end to end (prompt 240 tokens); decode phase, mean TPOT {f:.1f} vs {e:.1f} ms: {e/f:.2f}x; acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$offt" "$ont" "${spec/--spec-k /k=}" | tee -a $out
 done
 # 3. large batches with the policy
 for c in 32 64; do

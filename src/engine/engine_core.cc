@@ -63,7 +63,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
                                           c.draft_model, mc.n_vocab, c.max_context,
                                           c.max_running, c.threads));
   } else if (c.spec == SpecMode::kNgram || c.spec == SpecMode::kAuto) {
-    proposer = std::make_unique<spec::NgramProposer>();
+    // Matches of 2+ tokens: a single-token match proposes mostly noise (quote workload on
+    // the padded target: acceptance 43% -> 61% at k = 4, same or better tokens/s).
+    proposer = std::make_unique<spec::NgramProposer>(2, 3);
   }
   auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
   core->proposer_ = std::move(proposer);
