@@ -417,7 +417,7 @@ void Register() {
           ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);
     }
   }
-  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 9}) {
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 9, 16}) {
     benchmark::RegisterBenchmark("BM_VerifyStack/f16", BM_VerifyStack)
         ->Args({static_cast<int64_t>(DType::kF16), tokens, 2})->UseRealTime()
         ->Unit(benchmark::kMillisecond)->MinTime(1.0);
