@@ -186,21 +186,35 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
     t = e;
   }
 
+  // Per-token elementwise work: split over the pool for larger batches, where it would
+  // otherwise leave the other threads idle between matmuls.
+  auto for_tokens = [&](auto&& fn) {
+    if (pool == nullptr || pool->num_threads() == 1 || n < 16) {
+      for (int32_t t = 0; t < n; ++t) fn(t);
+      return;
+    }
+    pool->ParallelFor(n, std::max<int64_t>(4, n / (4 * pool->num_threads())),
+                      [&](int64_t b, int64_t e, int) {
+                        for (int64_t t = b; t < e; ++t) fn(static_cast<int32_t>(t));
+                      });
+  };
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = layers_[il];
-    for (int32_t t = 0; t < n; ++t)
+    for_tokens([&](int32_t t) {
       kernels::RmsNorm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
+    });
     Project(L.wq, xn_.data(), n, q_.data(), pool);
     Project(L.wk, xn_.data(), n, k_.data(), pool);
     Project(L.wv, xn_.data(), n, v_.data(), pool);
-    for (int32_t t = 0; t < n; ++t) {
+    for_tokens([&](int32_t t) {
       if (L.bq != nullptr) kernels::Add(&q_[t * QD], L.bq, &q_[t * QD], QD);
       if (L.bk != nullptr) kernels::Add(&k_[t * KD], L.bk, &k_[t * KD], KD);
       if (L.bv != nullptr) kernels::Add(&v_[t * KD], L.bv, &v_[t * KD], KD);
       rope_.Apply(&q_[t * QD], c.n_head, c.head_dim, batch.positions[t]);
       rope_.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.positions[t]);
-      cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
-    }
+    });
+    // Serial: int8 K/V rescales a block's values when a token raises its scale.
+    for (int32_t t = 0; t < n; ++t) cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
     const kernels::PagedKvView view = cache->View(il);
     // Work items: (query tile, KV head); each writes a disjoint slice of attn_.
     const int32_t n_kv = c.n_head_kv;
@@ -221,15 +235,17 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
       attend(0, n_items, 0);
     }
     Project(L.wo, attn_.data(), n, xn_.data(), pool);
-    for (int32_t t = 0; t < n; ++t) {
+    for_tokens([&](int32_t t) {
       kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
       kernels::RmsNorm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
-    }
+    });
     Project(L.w_gate, xn_.data(), n, gate_.data(), pool);
     Project(L.w_up, xn_.data(), n, up_.data(), pool);
-    for (int32_t t = 0; t < n; ++t) kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
+    for_tokens([&](int32_t t) {
+      kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
+    });
     Project(L.w_down, gate_.data(), n, xn_.data(), pool);
-    for (int32_t t = 0; t < n; ++t) kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+    for_tokens([&](int32_t t) { kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E); });
   }
 
   const int32_t n_out = static_cast<int32_t>(batch.logits_for.size());
