@@ -63,16 +63,16 @@ TARMAC_AMX inline void Split32(const float* v, int64_t valid, uint16_t* hi, uint
 
 // B tiles for tokens [t0, t0 + tp) (tp a multiple of 32; tokens >= n_tokens are zero):
 // b_hi/b_lo[j][s] is a 1 KiB tile, row kk = 16 tokens × (k = s·32 + 2kk, s·32 + 2kk + 1).
-// tmp: 2 KiB scratch. Row-major split per token, then each tile row gathered from 16 tokens.
+// Token tiles [j_begin, j_end) only (threads split the tiles). Row-major split per token into
+// a 2 KiB scratch, then each tile row gathered from 16 tokens.
 TARMAC_AMX void StageActivations(const float* x, int64_t K, int64_t n_tokens, int64_t t0,
-                                 int64_t tp, int64_t steps, uint32_t* b_hi, uint32_t* b_lo,
-                                 uint32_t* tmp) {
-  uint32_t* th = tmp;        // [16 tokens][16 pairs]
-  uint32_t* tl = tmp + 256;
+                                 int64_t j_begin, int64_t j_end, int64_t steps, uint32_t* b_hi,
+                                 uint32_t* b_lo) {
+  alignas(64) uint32_t th[256], tl[256];  // [16 tokens][16 pairs]
   const __m512i idx = _mm512_mullo_epi32(
       _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
       _mm512_set1_epi32(16));
-  for (int64_t j = 0; j < tp / kTile; ++j) {
+  for (int64_t j = j_begin; j < j_end; ++j) {
     for (int64_t s = 0; s < steps; ++s) {
       for (int64_t n = 0; n < kTile; ++n) {
         const int64_t t = t0 + j * kTile + n;
@@ -510,10 +510,17 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     const int64_t kc_steps = std::max<int64_t>(
         256 / kKStep, std::min<int64_t>(steps, (int64_t{512} << 10) / (4 * tp * kKStep) / 8 * 8));
     const size_t b_words = static_cast<size_t>(tp * kp / 2);  // u32 per hi (or lo) copy
-    if (b_store.size() < 2 * b_words * 4 + 2048) b_store.Resize(2 * b_words * 4 + 2048);
+    if (b_store.size() < 2 * b_words * 4) b_store.Resize(2 * b_words * 4);
     uint32_t* b_hi = b_store.as<uint32_t>();
     uint32_t* b_lo = b_hi + b_words;
-    StageActivations(x, K, n_tokens, t0, tp, steps, b_hi, b_lo, b_lo + b_words);
+    auto stage = [&](int64_t j0, int64_t j1, int) {
+      StageActivations(x, K, n_tokens, t0, j0, j1, steps, b_hi, b_lo);
+    };
+    if (pool != nullptr && pool->num_threads() > 1) {
+      pool->ParallelFor(tp / kTile, 1, stage);
+    } else {
+      stage(0, tp / kTile, 0);
+    }
     const size_t c_block = static_cast<size_t>(kRowBlock * tp);  // floats per row block
     if (c_store.size() < n_blocks * c_block * 4) c_store.Resize(n_blocks * c_block * 4);
     float* cacc = c_store.as<float>();
