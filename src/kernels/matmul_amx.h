@@ -16,6 +16,10 @@
 // tile is 16 weight rows × 16 tokens, written transposed into y. With AmxPackedMatrix, the
 // other way round (below).
 //
+// Scratch (thread-local to the calling thread, kept for reuse): the split activations, at most
+// ~32 MiB (a pass takes fewer tokens beyond that), and, when K is split into chunks, C
+// accumulators of rows × pass tokens floats (the size of y); per pool thread, one row block
+// of split weights.
 // Owns nothing; pure function; writes only y. Thread-safe per pool (one caller at a time).
 #pragma once
 
