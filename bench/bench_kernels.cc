@@ -409,7 +409,7 @@ void Register() {
     benchmark::RegisterBenchmark("BM_VerifyL2/down", BM_VerifyL2)->Args({tokens, 24, 16384})
         ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
   }
-  for (int64_t tokens : {32, 64, 128}) {
+  for (int64_t tokens : {32, 48, 64, 65, 96, 128}) {
     for (int64_t packed : {0, 1}) {
       benchmark::RegisterBenchmark("BM_Wp11mStep", BM_Wp11mStep)->Args({tokens, packed, 2})
           ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);

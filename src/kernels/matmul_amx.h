@@ -42,11 +42,11 @@ bool AmxEnabled();
 void SetAmxEnabled(bool on);
 
 // A weight matrix split into hi/lo bf16 once, ahead of time, in AMX's B-tile pair layout:
-// 4 bytes per weight (rows rounded up to 32, cols to 32). MatMulAmx uses it above 32 tokens
-// (below, reading twice the bytes of f16 costs more than splitting per call); then the roles
-// swap: activations are tile A in their own row-major order and each C tile is 16 tokens ×
-// 16 weight rows, stored straight into y. Immutable after Pack; reading it is thread-safe.
-// Point MatrixView::packed at it to use it.
+// 4 bytes per weight (rows rounded up to 32, cols to 32). With it MatMulAmx swaps roles:
+// activations are tile A in their own row-major order and each C tile is 16 tokens × 16
+// weight rows, stored straight into y; a pass covers whole 16-token tiles (an odd last tile
+// runs alone). Immutable after Pack; reading it is thread-safe. Point MatrixView::packed at
+// it to use it.
 class AmxPackedMatrix {
  public:
   // Preconditions: AmxBf16Available(); IsMatVecType(w.type). pool may be nullptr.

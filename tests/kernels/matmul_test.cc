@@ -150,8 +150,8 @@ TEST(MatMulTest, AmxMatchesReference) {
 
 // Weights split ahead of time (AmxPackedMatrix: transposed tiles, activations as tile A, C
 // stored straight into y) against the reference with the AMX bound, across K chunks, full and
-// partial tiles (rows 16/45/96, tokens 33/64/300), and every pre-split dtype; 32 tokens or
-// fewer ignore the pre-split copy.
+// partial tiles (rows 16/45/96; tokens 20, 33 and 300 end in a lone token tile, 64 in pairs),
+// and every pre-split dtype.
 TEST(MatMulTest, AmxPackedMatchesReference) {
   if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
   const AmxSwitch amx(true);
