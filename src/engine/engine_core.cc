@@ -56,19 +56,18 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
   }
   c.kv_blocks = shape.num_blocks;
   c.kv_memory_bytes = bpb * shape.num_blocks;
-  std::unique_ptr<spec::Proposer> proposer;
+  auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
   const bool use_draft = c.spec == SpecMode::kDraft || (c.spec == SpecMode::kAuto && c.draft_model);
   if (use_draft) {
-    TARMAC_ASSIGN_OR_RETURN(proposer, spec::DraftModelProposer::Create(
-                                          c.draft_model, mc.n_vocab, c.max_context,
-                                          c.max_running, c.threads));
+    // The draft runs on the engine's own threads (see DraftModelProposer::Create).
+    TARMAC_ASSIGN_OR_RETURN(core->proposer_, spec::DraftModelProposer::Create(
+                                                 c.draft_model, mc.n_vocab, c.max_context,
+                                                 c.max_running, &core->pool_threads_));
   } else if (c.spec == SpecMode::kNgram || c.spec == SpecMode::kAuto) {
     // Matches of 2+ tokens: a single-token match proposes mostly noise (quote workload on
     // the padded target: acceptance 43% -> 61% at k = 4, same or better tokens/s).
-    proposer = std::make_unique<spec::NgramProposer>(2, 3);
+    core->proposer_ = std::make_unique<spec::NgramProposer>(2, 3);
   }
-  auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
-  core->proposer_ = std::move(proposer);
   return core;
 }
 

@@ -12,7 +12,8 @@ constexpr int32_t kBlockSize = 16;
 
 Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(
     model::LlamaModel* draft, int32_t target_vocab, int32_t context, int32_t max_seqs,
-    int32_t threads) {
+    ThreadPool* pool) {
+  TARMAC_CHECK(pool != nullptr);
   const model::ModelConfig& c = draft->config();
   if (c.n_vocab != target_vocab) {
     return InvalidArgument("draft model has {} tokens in its vocabulary but the target has {}",
@@ -23,12 +24,12 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(
   model::KvShape shape{c.n_layer, c.n_head_kv, c.head_dim, kBlockSize,
                        per_seq * std::max(max_seqs, 1)};
   return std::unique_ptr<DraftModelProposer>(
-      new DraftModelProposer(draft, context, shape, threads));
+      new DraftModelProposer(draft, context, shape, pool));
 }
 
 DraftModelProposer::DraftModelProposer(model::LlamaModel* draft, int32_t context,
-                                       const model::KvShape& shape, int32_t threads)
-    : model_(draft), context_(context), threads_(threads), cache_(shape), pool_(shape.num_blocks) {}
+                                       const model::KvShape& shape, ThreadPool* pool)
+    : model_(draft), context_(context), threads_(pool), cache_(shape), pool_(shape.num_blocks) {}
 
 bool DraftModelProposer::Ensure(Seq* s, int32_t tokens) {
   const size_t need = static_cast<size_t>((tokens + kBlockSize - 1) / kBlockSize);
@@ -95,7 +96,7 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
   // Each round: one forward (one logits row per active request, in order), one draft each;
   // requests that want more feed their newest draft at the next position.
   for (int32_t step = 0;; ++step) {
-    model_->Forward(batch_, &cache_, &threads_, &logits_);
+    model_->Forward(batch_, &cache_, threads_, &logits_);
     std::vector<Active> next;
     for (size_t a = 0; a < active.size(); ++a) {
       Active& act = active[a];

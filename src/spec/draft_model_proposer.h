@@ -22,11 +22,14 @@ namespace tarmac::spec {
 class DraftModelProposer : public Proposer {
  public:
   // Errors when the vocabularies differ. context: tokens per request at most; max_seqs:
-  // requests drafting at once (KV is sized for max_seqs full contexts).
+  // requests drafting at once (KV is sized for max_seqs full contexts). pool: the threads the
+  // draft forward runs on, normally the target engine's own (the draft and the target run
+  // one after the other on the step thread; a second pool's spinning workers would compete
+  // with the target's for the cores). Must outlive the proposer.
   static Result<std::unique_ptr<DraftModelProposer>> Create(model::LlamaModel* draft,
                                                             int32_t target_vocab,
                                                             int32_t context, int32_t max_seqs,
-                                                            int32_t threads);
+                                                            ThreadPool* pool);
   const char* name() const override { return "draft"; }
   void Propose(std::span<const ProposeRequest> requests,
                std::vector<std::vector<sampling::DraftToken>>* drafts) override;
@@ -42,14 +45,14 @@ class DraftModelProposer : public Proposer {
     uint64_t rounds = 0;          // Propose rounds so far (seeds the draft's RNG)
   };
   DraftModelProposer(model::LlamaModel* draft, int32_t context, const model::KvShape& shape,
-                     int32_t threads);
+                     ThreadPool* pool);
   bool Ensure(Seq* s, int32_t tokens);
   void Trim(Seq* s);
   void AddToken(int32_t seq_index, const Seq& s, int32_t token, int32_t pos);
 
   model::LlamaModel* model_;
   int32_t context_;
-  ThreadPool threads_;
+  ThreadPool* threads_;  // not owned
   model::KvCache cache_;
   kv::BlockPool pool_;
   std::unordered_map<int64_t, Seq> seqs_;
