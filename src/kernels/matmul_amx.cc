@@ -134,6 +134,49 @@ TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_
   }
 }
 
+// The 2×2 block both kernels accumulate: C tiles 0-3 += A tiles 4-5 times B tiles 6-7,
+// tile 0 = (A4, B6), 1 = (A4, B7), 2 = (A5, B6), 3 = (A5, B7).
+TARMAC_AMX inline void Products2x2() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
+// Only the A-tile-4 half (C tiles 0 and 1) when `single`.
+TARMAC_AMX inline void Products(bool single) {
+  if (single) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+  } else {
+    Products2x2();
+  }
+}
+
+// C tiles 0-1 start at zero (first K chunk) or from the 1 KiB tiles c0, c1.
+TARMAC_AMX inline void StartC2(bool first, const float* c0, const float* c1) {
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(1);
+  } else {
+    _tile_loadd(0, c0, 64);
+    _tile_loadd(1, c1, 64);
+  }
+}
+
+// C tiles 0-3 start at zero (first K chunk) or from the 1 KiB tiles c0..c3.
+TARMAC_AMX inline void StartC(bool first, const float* c0, const float* c1, const float* c2,
+                              const float* c3) {
+  StartC2(first, c0, c1);
+  if (first) {
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    _tile_loadd(2, c2, 64);
+    _tile_loadd(3, c3, 64);
+  }
+}
+
 // One row block (rows [r0, r1), A staged for steps [s0, s0 + ns)) times all token tiles of
 // the pass. C lives in tiles over the chunk; between K chunks it is kept in cacc (this row
 // block's [token tile][i][16][16] f32). first: start from zero; last: write y (transposed).
@@ -148,17 +191,7 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
       _mm512_set1_epi32(16));
   for (int64_t jp = 0; jp < tp / kTile; jp += 2) {
     float* c = cacc + jp * 2 * 256;  // tiles (jp, i=0), (jp, 1), (jp+1, 0), (jp+1, 1)
-    if (first) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-    } else {
-      _tile_loadd(0, c, 64);
-      _tile_loadd(1, c + 512, 64);
-      _tile_loadd(2, c + 256, 64);
-      _tile_loadd(3, c + 768, 64);
-    }
+    StartC(first, c, c + 512, c + 256, c + 768);
     const uint32_t* bh0 = b_hi + (jp * steps + s0) * 256;
     const uint32_t* bh1 = b_hi + ((jp + 1) * steps + s0) * 256;
     const uint32_t* bl0 = b_lo + (jp * steps + s0) * 256;
@@ -171,23 +204,14 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
       if (w_lo) {
         _tile_loadd(4, a_lo + (s * 2) * kA, 64);
         _tile_loadd(5, a_lo + (s * 2 + 1) * kA, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        Products2x2();
       }
       _tile_loadd(4, a_hi + (s * 2) * kA, 64);
       _tile_loadd(5, a_hi + (s * 2 + 1) * kA, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      Products2x2();
       _tile_loadd(6, bl0 + s * 256, 64);
       _tile_loadd(7, bl1 + s * 256, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      Products2x2();
     }
     // c[(j·2 + i)·256 + m·16 + n]: weight row r0 + 16i + m, token t0 + 16(jp + j) + n.
     _tile_stored(0, c, 64);
@@ -267,76 +291,32 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
   const int64_t xs = kp * 2;  // bytes between token rows
   for (int64_t jp = 0; jp < tp / kTile; jp += 2) {
     float* c = cacc + jp * 2 * 256;  // tile (j, i) at (j·2 + i)·256: 0 (j0,i0) 1 (j0,i1) ...
-    // An odd last token tile runs alone (C tiles 0 and 1 only): a batch of, say, 65 tokens
-    // then costs 5 tile columns of work, not 6.
+    // An odd last token tile runs alone (C tiles 0 and 1, A tile 4 only): a batch of, say,
+    // 65 tokens then costs 5 tile columns of work, not 6.
     const bool single = jp + 1 == tp / kTile;
     if (single) {
-      if (first) {
-        _tile_zero(0);
-        _tile_zero(1);
-      } else {
-        _tile_loadd(0, c, 64);
-        _tile_loadd(1, c + 256, 64);
-      }
-      const uint16_t* ah = xh + jp * kTile * kp + s0 * kKStep;
-      const uint16_t* al = xl + jp * kTile * kp + s0 * kKStep;
-      for (int64_t s = 0; s < ns; ++s) {
-        _tile_loadd(6, wh + s * 1024, 64);
-        _tile_loadd(7, wh + s * 1024 + 512, 64);
-        _tile_loadd(4, al + s * kKStep, xs);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(4, ah + s * kKStep, xs);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        if (w_lo) {
-          _tile_loadd(6, wl + s * 1024, 64);
-          _tile_loadd(7, wl + s * 1024 + 512, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-        }
-      }
-    } else if (first) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
+      StartC2(first, c, c + 256);
     } else {
-      _tile_loadd(0, c, 64);
-      _tile_loadd(1, c + 256, 64);
-      _tile_loadd(2, c + 512, 64);
-      _tile_loadd(3, c + 768, 64);
+      StartC(first, c, c + 256, c + 512, c + 768);
     }
-    if (!single) {
     const uint16_t* a0h = xh + jp * kTile * kp + s0 * kKStep;
-    const uint16_t* a1h = a0h + kTile * kp;
     const uint16_t* a0l = xl + jp * kTile * kp + s0 * kKStep;
-    const uint16_t* a1l = a0l + kTile * kp;
     for (int64_t s = 0; s < ns; ++s) {
-      // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products.
+      // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products
+      // for a pair of token tiles.
       _tile_loadd(6, wh + s * 1024, 64);
       _tile_loadd(7, wh + s * 1024 + 512, 64);
       _tile_loadd(4, a0l + s * kKStep, xs);
-      _tile_loadd(5, a1l + s * kKStep, xs);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      if (!single) _tile_loadd(5, a0l + kTile * kp + s * kKStep, xs);
+      Products(single);
       _tile_loadd(4, a0h + s * kKStep, xs);
-      _tile_loadd(5, a1h + s * kKStep, xs);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      if (!single) _tile_loadd(5, a0h + kTile * kp + s * kKStep, xs);
+      Products(single);
       if (w_lo) {
         _tile_loadd(6, wl + s * 1024, 64);
         _tile_loadd(7, wl + s * 1024 + 512, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        Products(single);
       }
-    }
     }
     for (int idx = 0; idx < (single ? 2 : 4); ++idx) {
       const int64_t j = idx / 2, i = idx % 2;
@@ -528,11 +508,11 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // (BM_Wp11mStep), at 64 tokens ~4% in the engine.
   const auto* packed = static_cast<const AmxPackedMatrix*>(w.packed);
   TARMAC_CHECK(packed == nullptr || packed->Matches(w));
-  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   if (packed != nullptr) {
     MatMulAmxPacked(w, *packed, x, n_tokens, y, pool, max_tp);
     return;
   }
+  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   // K chunks: a chunk of B (all tokens of the pass) stays in L2 and a row block's A chunk in
   // L1 while every row block streams past it. A multiple of every dtype's block size (256).
   thread_local AlignedBuffer b_store, c_store;

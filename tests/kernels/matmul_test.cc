@@ -73,10 +73,11 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
   }
 }
 
-// Restores the AMX switch when a test ends.
+// Sets the AMX switch for one test and puts back what it was (TARMAC_NO_AMX included).
 struct AmxSwitch {
-  explicit AmxSwitch(bool on) { SetAmxEnabled(on); }
-  ~AmxSwitch() { SetAmxEnabled(true); }
+  explicit AmxSwitch(bool on) : before(AmxEnabled()) { SetAmxEnabled(on); }
+  ~AmxSwitch() { SetAmxEnabled(before); }
+  const bool before;
 };
 
 // The Highway paths (packed f32 panels), also on machines with AMX.

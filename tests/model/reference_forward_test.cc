@@ -207,8 +207,11 @@ void CheckAgainstReference(const TinySpec& s) {
   // rounding boundaries often enough on these random weights to move K/V by whole f16 ulps.
   // What this test checks is the architecture (rope, biases, tying), not matmul numerics;
   // the golden-file tests run the real models with AMX on.
+  struct Restore {
+    const bool before = kernels::AmxEnabled();
+    ~Restore() { kernels::SetAmxEnabled(before); }
+  } restore;
   kernels::SetAmxEnabled(false);
-  struct Restore { ~Restore() { kernels::SetAmxEnabled(true); } } restore;
   const std::string path = ::testing::TempDir() + "/tiny_" + s.arch + ".gguf";
   Tensors t = WriteTinyModel(s, path);
   auto model = LlamaModel::Load(path);
