@@ -145,6 +145,33 @@ void BM_PrefillNaive(benchmark::State& state) {
   state.counters["scratch_bytes"] = 4.0 * s.T * (s.T + 2 * kKvHeads * kHeadDim);
 }
 
+// wp-11m's prefix-cache hit (6 query heads, 2 KV heads, head dim 64, blocks of 16): the last
+// Q query tokens of a 416-token prompt, in tiles of 16, both KV heads: one layer's attention.
+void BM_Wp11mPrefixHit(benchmark::State& state) {
+  const int heads = 6, kv_heads = 2, hd = 64, bs = 16, ctx = 416;
+  const int nq = static_cast<int>(state.range(0));
+  const int n_blocks = ctx / bs;
+  std::vector<uint16_t> k(static_cast<size_t>(n_blocks) * kv_heads * bs * hd), v(k.size());
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& x : k) x = F32ToF16(nd(rng));
+  for (auto& x : v) x = F32ToF16(nd(rng));
+  std::vector<int32_t> table;
+  for (int b = 0; b < n_blocks; ++b) table.push_back((b * 7) % n_blocks);
+  PagedKvView view{k.data(), v.data(), kv_heads, bs, hd};
+  const int64_t stride = heads * hd;
+  std::vector<float> q(nq * stride), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  for (auto _ : state) {
+    for (int t = 0; t < nq; t += 16)
+      for (int g = 0; g < kv_heads; ++g)
+        PagedAttentionTile(q.data() + t * stride, stride, std::min(16, nq - t), ctx - nq + t,
+                           heads, g, view, table.data(), 0.125f, out.data() + t * stride, stride);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+BENCHMARK(BM_Wp11mPrefixHit)->Arg(32)->Arg(416)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeTiled)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeNaive)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PrefillTiled)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1);

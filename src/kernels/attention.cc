@@ -29,10 +29,10 @@ using DF = hn::ScalableTag<float>;
 
 // Per-thread scratch, grown on first use and then reused (no allocation per step).
 struct Scratch {
-  std::vector<float> kt;     // [head_dim][bs_pad]: K of one block (stored transposed)
-  std::vector<float> vt;     // [block_size][head_dim]
+  std::vector<float> kt;     // [block][head_dim][bs_pad]: K of one chunk (stored transposed)
+  std::vector<float> vt;     // [chunk keys][head_dim]
   std::vector<float> tmp;    // [head_dim][block_size]: K before padding to bs_pad
-  std::vector<float> p;      // [group][bs_pad]: scores, then probabilities
+  std::vector<float> p;      // [group][chunk columns]: scores, then probabilities
   std::vector<float> m, l;   // [nq * group]: running max and denominator
   std::vector<float> acc;    // [nq * group][head_dim]: running numerator
 };
@@ -55,8 +55,9 @@ void ConvertI8Scaled(const int8_t* HWY_RESTRICT src, float scale, float* HWY_RES
 // Decode (one query token) with f16 K/V, head_dim = 4 vectors, G <= 4 query heads per KV
 // head: K and V are widened in registers straight from the cache instead of being copied
 // to f32 scratch per block, and the G heads share every K/V load with independent FMA
-// chains and their running sums in registers. Same operations in the same order as the
-// general path below, so results are identical to it.
+// chains and their running sums in registers. The general path below computes the same
+// sums (it orders them differently: one FMA chain per score, a softmax update per chunk of
+// blocks), so the two agree to f32 rounding.
 template <int G>
 void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
                    const PagedKvView& kv, const int32_t* block_table, float scale,
@@ -174,11 +175,18 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, oh);
     }
   }
+  // Keys are taken in chunks of whole blocks, up to kChunkKeys keys (blocks whose size is not
+  // a multiple of the vector length: one block, padded): each query's online-softmax update
+  // (max, exp of the correction, rescaling the running sums) happens once per chunk, and the
+  // scores of a chunk are register-blocked over up to 4 key vectors and 4 heads.
+  constexpr int64_t kChunkKeys = 64;
+  const int64_t bpc = bs == bs_pad ? std::max<int64_t>(1, kChunkKeys / bs) : 1;  // blocks
+  const int64_t cw_pad = bpc * bs_pad;  // score columns per head
   static thread_local Scratch s;
-  if (static_cast<int64_t>(s.kt.size()) < hd * bs_pad) s.kt.resize(hd * bs_pad);
-  if (static_cast<int64_t>(s.vt.size()) < bs * hd) s.vt.resize(bs * hd);
+  if (static_cast<int64_t>(s.kt.size()) < hd * cw_pad) s.kt.resize(hd * cw_pad);
+  if (static_cast<int64_t>(s.vt.size()) < bpc * bs * hd) s.vt.resize(bpc * bs * hd);
   if (static_cast<int64_t>(s.tmp.size()) < bs * hd) s.tmp.resize(bs * hd);
-  if (static_cast<int64_t>(s.p.size()) < group * bs_pad) s.p.resize(group * bs_pad);
+  if (static_cast<int64_t>(s.p.size()) < group * cw_pad) s.p.resize(group * cw_pad);
   if (static_cast<int64_t>(s.m.size()) < n_states) {
     s.m.resize(n_states);
     s.l.resize(n_states);
@@ -188,89 +196,104 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   std::fill(s.m.begin(), s.m.begin() + n_states, -std::numeric_limits<float>::infinity());
   std::fill(s.l.begin(), s.l.begin() + n_states, 0.0f);
   std::fill(s.acc.begin(), s.acc.begin() + n_states * hd, 0.0f);
-  float* HWY_RESTRICT kt = s.kt.data();
-  float* HWY_RESTRICT vt = s.vt.data();
-  float* HWY_RESTRICT p_all = s.p.data();  // [group][bs_pad]
+  float* HWY_RESTRICT kt = s.kt.data();  // [block in chunk][head_dim][bs_pad]
+  float* HWY_RESTRICT vt = s.vt.data();  // [key in chunk][head_dim]
+  float* HWY_RESTRICT p_all = s.p.data();  // [group][cw_pad]
   const auto vscale = hn::Set(df, scale);
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  using VF = decltype(hn::Zero(df));
 
   const int64_t last_pos = pos0 + nq - 1;
   const int64_t n_blocks = last_pos / bs + 1;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const int32_t block = block_table[b];
-    const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - b * bs);
-    if (b + 1 < n_blocks) {
-      // Blocks are scattered, so the hardware prefetcher cannot run ahead: ask for the next
-      // block's K/V (into L2: an L1 hint would evict this block's f32 scratch) while this one
-      // is computed.
-      const int64_t bytes = bs * hd * (kv.is_int8() ? 1 : 2);
-      const int64_t off = kv.RowOffset(block_table[b + 1], kv_head);
-      const char* nk = kv.is_int8() ? reinterpret_cast<const char*>(kv.k8 + off)
-                                    : reinterpret_cast<const char*>(kv.k + off);
-      const char* nv = kv.is_int8() ? reinterpret_cast<const char*>(kv.v8 + off)
-                                    : reinterpret_cast<const char*>(kv.v + off);
-      for (int64_t c = 0; c < bytes; c += 64) {
-        __builtin_prefetch(nk + c, 0, 2);
-        __builtin_prefetch(nv + c, 0, 2);
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += bpc) {
+    const int64_t nbk = std::min(bpc, n_blocks - c0);
+    const int64_t key0 = c0 * bs;
+    for (int64_t bi = 0; bi < nbk; ++bi) {
+      const int32_t block = block_table[c0 + bi];
+      const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - (c0 + bi) * bs);
+      if (bi + 1 == nbk && c0 + nbk < n_blocks) {
+        // Blocks are scattered, so the hardware prefetcher cannot run ahead: ask for the next
+        // chunk's K/V (into L2: an L1 hint would evict this chunk's f32 scratch) while this
+        // one is computed.
+        const int64_t bytes = bs * hd * (kv.is_int8() ? 1 : 2);
+        for (int64_t nb = c0 + nbk; nb < std::min(n_blocks, c0 + nbk + bpc); ++nb) {
+          const int64_t off = kv.RowOffset(block_table[nb], kv_head);
+          const char* nk = kv.is_int8() ? reinterpret_cast<const char*>(kv.k8 + off)
+                                        : reinterpret_cast<const char*>(kv.k + off);
+          const char* nv = kv.is_int8() ? reinterpret_cast<const char*>(kv.v8 + off)
+                                        : reinterpret_cast<const char*>(kv.v + off);
+          for (int64_t c = 0; c < bytes; c += 64) {
+            __builtin_prefetch(nk + c, 0, 2);
+            __builtin_prefetch(nv + c, 0, 2);
+          }
+        }
       }
-    }
-    // K is stored transposed ([head_dim][block_size]): a vector of scores (one lane per key)
-    // is a chain of FMAs over dims with no transpose and no horizontal sums.
-    float* HWY_RESTRICT kconv = bs == bs_pad ? kt : s.tmp.data();
-    if (kv.is_int8()) {
-      const int64_t off = kv.RowOffset(block, kv_head);
-      ConvertI8Scaled(kv.k8 + off, kv.KScale(block, kv_head), kconv, bs * hd);
-      ConvertI8Scaled(kv.v8 + off, kv.VScale(block, kv_head), vt, rows_b * hd);
-    } else {
-      ConvertF16ToF32(kv.KRows(block, kv_head), kconv, bs * hd);
-      ConvertF16ToF32(kv.VRows(block, kv_head), vt, rows_b * hd);
-    }
-    if (bs != bs_pad) {
-      for (int64_t d = 0; d < hd; ++d) {
-        std::memcpy(kt + d * bs_pad, kconv + d * bs, bs * sizeof(float));
-        for (int64_t j = bs; j < bs_pad; ++j) kt[d * bs_pad + j] = 0.0f;
+      // K is stored transposed ([head_dim][block_size]): a vector of scores (one lane per
+      // key) is a chain of FMAs over dims with no transpose and no horizontal sums.
+      float* HWY_RESTRICT kdst = kt + bi * hd * bs_pad;
+      float* HWY_RESTRICT kconv = bs == bs_pad ? kdst : s.tmp.data();
+      float* HWY_RESTRICT vdst = vt + bi * bs * hd;
+      if (kv.is_int8()) {
+        const int64_t off = kv.RowOffset(block, kv_head);
+        ConvertI8Scaled(kv.k8 + off, kv.KScale(block, kv_head), kconv, bs * hd);
+        ConvertI8Scaled(kv.v8 + off, kv.VScale(block, kv_head), vdst, rows_b * hd);
+      } else {
+        ConvertF16ToF32(kv.KRows(block, kv_head), kconv, bs * hd);
+        ConvertF16ToF32(kv.VRows(block, kv_head), vdst, rows_b * hd);
+      }
+      if (bs != bs_pad) {
+        for (int64_t d = 0; d < hd; ++d) {
+          std::memcpy(kdst + d * bs_pad, kconv + d * bs, bs * sizeof(float));
+          for (int64_t j = bs; j < bs_pad; ++j) kdst[d * bs_pad + j] = 0.0f;
+        }
       }
     }
 
     for (int32_t i = 0; i < nq; ++i) {
       const int64_t pos = pos0 + i;
-      if (pos < b * bs) continue;  // this block is entirely in token i's future
-      const int64_t rows = std::min<int64_t>(rows_b, pos + 1 - b * bs);
-      // Scores of all the group's heads first: the heads share each K load, and their FMA
-      // chains (one per head and dim parity) are independent, so they overlap instead of
-      // one head's 64-long chain waiting on FMA latency.
+      if (pos < key0) continue;  // this chunk is entirely in token i's future
+      // Keys [key0, key0 + rows) of the chunk; with padded blocks (bpc = 1) that is one block.
+      const int64_t rows = std::min<int64_t>(nbk * bs, pos + 1 - key0);
+      const int64_t n_vec = (rows + N - 1) / N;
       const float* HWY_RESTRICT qi = q + i * q_stride + static_cast<int64_t>(h0) * hd;
+      // Scores of up to 4 heads × 4 key vectors at a time: the heads share each K load, the
+      // key vectors each broadcast of q, and the 16 FMA chains are independent.
       for (int32_t g0 = 0; g0 < group; g0 += 4) {
         const int32_t gn = std::min<int32_t>(4, group - g0);
-        for (int64_t j0 = 0; j0 < rows; j0 += N) {
-          decltype(hn::Zero(df)) a[4][2];
-          for (int32_t u = 0; u < 4; ++u) a[u][0] = a[u][1] = hn::Zero(df);
-          int64_t d = 0;
-          for (; d + 2 <= hd; d += 2) {
-            const auto k0 = hn::LoadU(df, kt + d * bs_pad + j0);
-            const auto k1 = hn::LoadU(df, kt + (d + 1) * bs_pad + j0);
-            for (int32_t u = 0; u < 4; ++u) {
+        for (int64_t v0 = 0; v0 < n_vec; v0 += 4) {
+          const int64_t nv = std::min<int64_t>(4, n_vec - v0);
+          const float* kb[4];
+          for (int64_t v = 0; v < 4; ++v) {
+            const int64_t key = (v0 + std::min(v, nv - 1)) * N;  // bs_pad multiple of N
+            kb[v] = kt + (key / bs_pad) * hd * bs_pad + key % bs_pad;
+          }
+          VF a[4][4];
+          for (int u = 0; u < 4; ++u)
+            for (int v = 0; v < 4; ++v) a[u][v] = hn::Zero(df);
+          for (int64_t d = 0; d < hd; ++d) {
+            VF k[4];
+            for (int v = 0; v < 4; ++v) k[v] = hn::LoadU(df, kb[v] + d * bs_pad);
+            for (int u = 0; u < 4; ++u) {
               if (u >= gn) break;
-              const float* qh = qi + static_cast<int64_t>(g0 + u) * hd;
-              a[u][0] = hn::MulAdd(hn::Set(df, qh[d]), k0, a[u][0]);
-              a[u][1] = hn::MulAdd(hn::Set(df, qh[d + 1]), k1, a[u][1]);
+              const auto qd = hn::Set(df, qi[static_cast<int64_t>(g0 + u) * hd + d]);
+              for (int v = 0; v < 4; ++v) a[u][v] = hn::MulAdd(qd, k[v], a[u][v]);
             }
           }
-          for (; d < hd; ++d) {
-            const auto k0 = hn::LoadU(df, kt + d * bs_pad + j0);
-            for (int32_t u = 0; u < gn; ++u)
-              a[u][0] = hn::MulAdd(hn::Set(df, qi[(g0 + u) * hd + d]), k0, a[u][0]);
-          }
-          const auto live = hn::FirstN(df, static_cast<size_t>(rows - j0));
-          for (int32_t u = 0; u < gn; ++u) {
-            const auto sc = hn::IfThenElse(live, hn::Mul(hn::Add(a[u][0], a[u][1]), vscale), neg_inf);
-            hn::StoreU(sc, df, p_all + (g0 + u) * bs_pad + j0);
+          for (int64_t v = 0; v < nv; ++v) {
+            const int64_t j0 = (v0 + v) * N;
+            const auto live = hn::FirstN(df, static_cast<size_t>(std::min<int64_t>(N, rows - j0)));
+            for (int32_t u = 0; u < gn; ++u) {
+              const auto sc = hn::IfThenElse(live, hn::Mul(a[u][v], vscale), neg_inf);
+              hn::StoreU(sc, df, p_all + (g0 + u) * cw_pad + j0);
+            }
           }
         }
       }
+      // Online softmax over the chunk, per head: new max, probabilities, correction.
+      float corr[4] = {1.0f, 1.0f, 1.0f, 1.0f};
       for (int32_t g = 0; g < group; ++g) {
         const int64_t st = static_cast<int64_t>(i) * group + g;
-        float* HWY_RESTRICT p = p_all + g * bs_pad;
+        float* HWY_RESTRICT p = p_all + g * cw_pad;
         auto vmax = neg_inf;
         for (int64_t j0 = 0; j0 < rows; j0 += N) vmax = hn::Max(vmax, hn::LoadU(df, p + j0));
         const float m_old = s.m[st];
@@ -282,44 +305,60 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           hn::StoreU(e, df, p + j0);
           vsum = hn::Add(vsum, e);
         }
-        const float corr = std::exp(m_old - m_new);  // 0 on the first block (m_old = -inf)
+        const float c = std::exp(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
+        s.l[st] = s.l[st] * c + hn::GetLane(hn::SumOfLanes(df, vsum));
+        s.m[st] = m_new;
+        if (hd == 4 * N) {
+          corr[g % 4] = c;
+          if (g % 4 != 3 && g + 1 != group) continue;
+          // The common head size (64 on AVX-512, 32 on AVX2): the running sums of up to 4
+          // heads stay in registers across the chunk's rows, sharing each V load.
+          const int32_t ga = g / 4 * 4, gn = g + 1 - ga;
+          VF acc[4][4];
+          for (int32_t u = 0; u < 4; ++u)
+            for (int k = 0; k < 4; ++k) acc[u][k] = hn::Zero(df);
+          for (int32_t u = 0; u < 4; ++u) {
+            if (u >= gn) break;
+            const float* HWY_RESTRICT au = s.acc.data() + (st - g + ga + u) * hd;
+            const auto vc = hn::Set(df, corr[u]);
+            for (int k = 0; k < 4; ++k) acc[u][k] = hn::Mul(hn::LoadU(df, au + k * N), vc);
+          }
+          for (int64_t j = 0; j < rows; ++j) {
+            const float* HWY_RESTRICT vj = vt + j * hd;
+            const auto v0 = hn::LoadU(df, vj), v1 = hn::LoadU(df, vj + N);
+            const auto v2 = hn::LoadU(df, vj + 2 * N), v3 = hn::LoadU(df, vj + 3 * N);
+            for (int32_t u = 0; u < 4; ++u) {
+              if (u >= gn) break;
+              const auto pj = hn::Set(df, p_all[(ga + u) * cw_pad + j]);
+              acc[u][0] = hn::MulAdd(pj, v0, acc[u][0]);
+              acc[u][1] = hn::MulAdd(pj, v1, acc[u][1]);
+              acc[u][2] = hn::MulAdd(pj, v2, acc[u][2]);
+              acc[u][3] = hn::MulAdd(pj, v3, acc[u][3]);
+            }
+          }
+          for (int32_t u = 0; u < 4; ++u) {
+            if (u >= gn) break;
+            float* HWY_RESTRICT au = s.acc.data() + (st - g + ga + u) * hd;
+            for (int k = 0; k < 4; ++k) hn::StoreU(acc[u][k], df, au + k * N);
+          }
+          continue;
+        }
         float* HWY_RESTRICT acc = s.acc.data() + st * hd;
-        if (corr != 1.0f) {
-          const auto vc = hn::Set(df, corr);
+        if (c != 1.0f) {
+          const auto vc = hn::Set(df, c);
           for (int64_t d = 0; d < hd; d += N) {
             const auto mask = hn::FirstN(df, static_cast<size_t>(hd - d));
             hn::BlendedStore(hn::Mul(hn::LoadU(df, acc + d), vc), mask, df, acc + d);
           }
         }
-        if (hd == 4 * N) {
-          // The common head size (64 on AVX-512, 32 on AVX2): the running sum stays in
-          // registers across the block's rows instead of a load and store per row.
-          auto a0 = hn::LoadU(df, acc), a1 = hn::LoadU(df, acc + N);
-          auto a2 = hn::LoadU(df, acc + 2 * N), a3 = hn::LoadU(df, acc + 3 * N);
-          for (int64_t j = 0; j < rows; ++j) {
-            const auto pj = hn::Set(df, p[j]);
-            const float* HWY_RESTRICT vj = vt + j * hd;
-            a0 = hn::MulAdd(pj, hn::LoadU(df, vj), a0);
-            a1 = hn::MulAdd(pj, hn::LoadU(df, vj + N), a1);
-            a2 = hn::MulAdd(pj, hn::LoadU(df, vj + 2 * N), a2);
-            a3 = hn::MulAdd(pj, hn::LoadU(df, vj + 3 * N), a3);
-          }
-          hn::StoreU(a0, df, acc);
-          hn::StoreU(a1, df, acc + N);
-          hn::StoreU(a2, df, acc + 2 * N);
-          hn::StoreU(a3, df, acc + 3 * N);
-        } else {
-          for (int64_t j = 0; j < rows; ++j) {
-            const auto pj = hn::Set(df, p[j]);
-            const float* HWY_RESTRICT vj = vt + j * hd;
-            int64_t d = 0;
-            for (; d + N <= hd; d += N)
-              hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + d), hn::LoadU(df, acc + d)), df, acc + d);
-            for (; d < hd; ++d) acc[d] += p[j] * vj[d];
-          }
+        for (int64_t j = 0; j < rows; ++j) {
+          const auto pj = hn::Set(df, p[j]);
+          const float* HWY_RESTRICT vj = vt + j * hd;
+          int64_t d = 0;
+          for (; d + N <= hd; d += N)
+            hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + d), hn::LoadU(df, acc + d)), df, acc + d);
+          for (; d < hd; ++d) acc[d] += p[j] * vj[d];
         }
-        s.l[st] = s.l[st] * corr + hn::GetLane(hn::SumOfLanes(df, vsum));
-        s.m[st] = m_new;
       }
     }
   }

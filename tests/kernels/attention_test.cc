@@ -35,7 +35,9 @@ TEST(AttentionTest, TilesMatchReference) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
     const int64_t capacity = static_cast<int64_t>(n_blocks_total) * sh.block_size;
     const int64_t hd_all = static_cast<int64_t>(sh.n_heads) * sh.head_dim;
-    for (int64_t pos0 : {0, 2, 15, 16, 49, 129}) {
+    // 63 and 240: tiles across a 64-key chunk boundary and ending on one (chunks of 4
+    // blocks of 16, 2 of 32).
+    for (int64_t pos0 : {0, 2, 15, 16, 49, 63, 129, 240}) {
       for (int32_t nq : {1, 3, 16}) {
         if (pos0 + nq > capacity) continue;
         std::vector<float> q(nq * hd_all), got(nq * hd_all, -7.0f), want(hd_all);
