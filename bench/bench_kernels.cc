@@ -35,6 +35,7 @@
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
+#include "kernels/matvec_int8.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -202,8 +203,14 @@ void BM_MatVec(benchmark::State& state) {
   const MatrixView w = Weights(type, kMatVecCols, min_bytes, "matvec/" + std::to_string(min_bytes));
   const auto x = RandomVector(w.cols, 7);
   std::vector<float> y(w.rows);
+  // range(3) == 1: the int8-activation VNNI kernel (Q8_0 / Q4_0) instead of MatVec's int16.
+  const bool int8 = state.range(3) == 1;
   for (auto _ : state) {
-    MatVec(w, x.data(), y.data(), &pool);
+    if (int8) {
+      MatVecInt8(w, x.data(), y.data(), &pool);
+    } else {
+      MatVec(w, x.data(), y.data(), &pool);
+    }
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(w.rows) * w.row_stride;
@@ -384,15 +391,29 @@ void Register() {
   for (DType type : mv_types) {
     for (int64_t t : kThreads) {
       benchmark::RegisterBenchmark(("BM_MatVec/" + std::string(DTypeName(type))).c_str(), BM_MatVec)
-          ->Args({static_cast<int64_t>(type), t, kMatVecBytes})->UseRealTime()
+          ->Args({static_cast<int64_t>(type), t, kMatVecBytes, 0})->UseRealTime()
           ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+    }
+  }
+  if (Int8MatVecFast()) {
+    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+      for (int64_t t : kThreads) {
+        benchmark::RegisterBenchmark(("BM_MatVecInt8/" + std::string(DTypeName(type))).c_str(),
+                                     BM_MatVec)
+            ->Args({static_cast<int64_t>(type), t, kMatVecBytes, 1})->UseRealTime()
+            ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+      }
+      benchmark::RegisterBenchmark(("BM_MatVecInt8L2/" + std::string(DTypeName(type))).c_str(),
+                                   BM_MatVec)
+          ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20, 1})->UseRealTime()
+          ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
   }
   // The same kernels on a 1 MiB matrix (L2-resident): their compute ceiling, for diagnosis.
   for (DType type : mv_types) {
     benchmark::RegisterBenchmark(("BM_MatVecL2/" + std::string(DTypeName(type))).c_str(),
                                  BM_MatVec)
-        ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20})->UseRealTime()
+        ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20, 0})->UseRealTime()
         ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
   }
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {

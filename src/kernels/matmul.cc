@@ -12,6 +12,7 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
+#include "kernels/matvec_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_multi.h"
 #include "tensor/aligned_buffer.h"
@@ -180,7 +181,12 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   TARMAC_CHECK(w.cols >= 0 && w.cols % Traits(w.type).block_size == 0);
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
   if (n_tokens == 0 || w.rows == 0) return;
-  if (n_tokens == 1) return MatVec(w, x, y, pool);
+  if (n_tokens == 1) {
+    // Q8_0 / Q4_0 with VNNI: int8 activations keep the row streaming at memory speed (the
+    // int16 MatVec runs out of vector ports first; matvec_int8.h).
+    if (IsInt8MatVecType(w.type) && Int8MatVecFast()) return MatVecInt8(w, x, y, pool);
+    return MatVec(w, x, y, pool);
+  }
   // A few tokens (small decode batches, speculative verification) are still bound by reading
   // the weights: stream each row once rather than packing a copy of the whole matrix.
   if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type))

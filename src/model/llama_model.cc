@@ -149,11 +149,7 @@ void LlamaModel::EnsureScratch(int32_t n) {
 
 void LlamaModel::Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                          ThreadPool* pool) const {
-  if (n_tokens == 1) {
-    kernels::MatVec(w, x, y, pool);
-  } else {
-    kernels::MatMul(w, x, n_tokens, y, pool);
-  }
+  kernels::MatMul(w, x, n_tokens, y, pool);
 }
 
 void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,

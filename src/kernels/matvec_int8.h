@@ -1,0 +1,48 @@
+// MatVecInt8: the batch-1 decode matvec for Q8_0 / Q4_0 weights with 8-bit activations and
+// AVX-512 VNNI integer dot products, straight from the GGUF blocks (no packing).
+//
+// Why: with int16 activations (MatVec, vpmaddwd) every weight byte is widened to i16 first,
+// and Q4_0 decode ran out of vector ports before it ran out of memory bandwidth (1B Q4_0:
+// 14.7 tok/s at one thread against llama.cpp's 20.0). vpdpbusd multiplies u8 weights with s8
+// activations four at a time, so the row streams at memory speed.
+//
+// Scheme: x is quantized exactly as MatMulInt8 does it (per 32-block d = max|x| / 127,
+// q = round_to_nearest_even(x / d) in [-127, 127]; QuantizeActivationsQ8Ref), so decode and
+// prefill see the same activation rounding. Weights enter as u = w + o (Q4_0: the raw nibble,
+// o = 8; Q8_0: the byte xor 0x80, o = 128) and the offset cancels through integer corrections
+// -o · sum(q) that start the accumulators. Four blocks at a time: one byte permute (vpermt2b)
+// gathers their 16-byte halves out of the 18/34-byte blocks into one zmm, each 128-bit lane
+// one block, and every int32 lane holds an exact partial sum of 8 products of one block, which
+// is converted and scaled by that block's d_w · d_x in f32.
+//
+// Numerics: identical integers and per-block scale products to MatMulInt8Ref(w, x, 1, y);
+// only the f32 summation order differs, so
+//   |y - MatMulInt8Ref| <= ~K/8 · 2^-24 · sum_b |isum_b · d_w,b · d_x,b|
+// and against the exact product the MatMulInt8 bound holds (activation rounding, half a step
+// of each block's x). The result does not depend on the thread count.
+//
+// Owns nothing; pure functions. Thread-safe per pool (one ParallelFor caller at a time).
+#pragma once
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+#include "tensor/view.h"
+
+namespace tarmac::kernels {
+
+// Weight types MatVecInt8 handles: Q8_0, Q4_0.
+bool IsInt8MatVecType(DType type);
+
+// True when the VNNI path runs on this machine now: the CPU has AVX-512 VNNI and VBMI and the
+// Highway target MatMul dispatches to is AVX3 or better (so tests that lower the target with
+// hwy::SetSupportedTargetsForTest also turn this path off), and TARMAC_NO_VNNI_MATVEC is unset
+// or 0 (for A/B measurements against the int16 MatVec). MatMul uses MatVecInt8 for one token
+// only when this is true.
+bool Int8MatVecFast();
+
+// y[r] = row r · x with int8 activations. x: w.cols floats; y: w.rows floats (no aliasing).
+// Without the VNNI path it computes the same function through MatMulInt8 (slower).
+// Preconditions: IsInt8MatVecType(w.type); w.cols a multiple of 32. pool may be nullptr.
+void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool);
+
+}  // namespace tarmac::kernels

@@ -1,0 +1,159 @@
+// MatVecInt8 (batch-1 Q8_0/Q4_0 decode with int8 activations) against MatMulInt8Ref, the
+// scalar reference with the same activation quantization and the same per-block integers:
+// only the f32 summation order differs, so with S = sum_k |w_k| · |d_b q_k| (the dequantized
+// activations) the test checks
+//   |y - ref| <= (K/8 + 8) · 2^-23 · S + 1e-30
+// (both sides sum at most K/8 rounded f32 terms). Also: results independent of the thread
+// count, the matrix's last byte at the end of readable memory (no over-read), non-finite and
+// zero blocks, the fallback without VNNI (forced lower Highway target), and MatMul's dispatch.
+#include "kernels/matvec_int8.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_int8.h"
+#include "tensor/quant_ref.h"
+
+namespace tarmac::kernels {
+namespace {
+
+using testing::RandomActivations;
+using testing::RandomMatrix;
+
+const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0};
+
+// The bound above for row r.
+double OrderTolerance(const MatrixView& w, int64_t r, const float* x) {
+  const int64_t K = w.cols;
+  std::vector<int8_t> q(K);
+  std::vector<float> d(K / 32), wf(K);
+  QuantizeActivationsQ8Ref(x, K, q.data(), d.data());
+  DequantizeRowRef(w.type, w.row(r), wf.data(), K);
+  double s = 0;
+  for (int64_t k = 0; k < K; ++k) s += std::fabs(wf[k]) * std::fabs(d[k / 32] * q[k]);
+  return (K / 8.0 + 8.0) * std::ldexp(1.0, -23) * s + 1e-30;
+}
+
+void CheckCase(DType type, int64_t rows, int64_t cols, int64_t stride, std::mt19937& rng,
+               ThreadPool* pool) {
+  const auto m = RandomMatrix(type, rows, cols, stride, rng);
+  const auto x = RandomActivations(cols, rng);
+  const MatrixView w{type, m.data(), rows, cols, stride};
+  std::vector<float> ref(rows), got(rows, NAN), one(rows, NAN);
+  MatMulInt8Ref(w, x.data(), 1, ref.data());
+  MatVecInt8(w, x.data(), got.data(), pool);
+  MatVecInt8(w, x.data(), one.data(), nullptr);
+  for (int64_t r = 0; r < rows; ++r) {
+    ASSERT_LE(std::fabs(double(got[r]) - ref[r]), OrderTolerance(w, r, x.data()))
+        << DTypeName(type) << " rows=" << rows << " cols=" << cols << " r=" << r
+        << " got=" << got[r] << " ref=" << ref[r];
+    ASSERT_EQ(got[r], one[r]) << "thread count changed the result: r=" << r;
+  }
+}
+
+TEST(MatVecInt8Test, MatchesReferenceAcrossShapes) {
+  if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI: the fallback is tested below";
+  std::mt19937 rng(21);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  int i = 0;
+  for (DType type : kTypes) {
+    // Whole 4-block groups, 1-3 leftover blocks, and only leftovers.
+    for (int64_t cols : {32, 64, 96, 128, 160, 224, 512, 544, 1056, 2048, 4128}) {
+      for (int64_t rows : {1, 2, 3, 5, 17, 64, 129}) {
+        const int64_t stride = RowBytes(type, cols) + (i % 3 == 1 ? 14 : i % 3 == 0 ? 24 : 0);
+        CheckCase(type, rows, cols, stride, rng, pools[i % 3]);
+        if (HasFatalFailure()) return;
+        ++i;
+      }
+    }
+  }
+}
+
+TEST(MatVecInt8Test, FallbackWithoutVnniComputesTheSameFunction) {
+  std::mt19937 rng(22);
+  ThreadPool pool2(2);
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    for (DType type : kTypes) {
+      for (int64_t cols : {64, 160, 1056}) {
+        CheckCase(type, 37, cols, RowBytes(type, cols), rng, &pool2);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  });
+}
+
+// The matrix ends exactly where readable memory ends: any read past the last row faults.
+TEST(MatVecInt8Test, ReadsNothingPastTheMatrix) {
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  std::mt19937 rng(23);
+  for (DType type : kTypes) {
+    for (int64_t cols : {128, 256, 160}) {
+      const int64_t rows = 9, bytes = rows * RowBytes(type, cols);
+      const int64_t pages = (bytes + page - 1) / page + 1;
+      void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+      ASSERT_NE(mem, MAP_FAILED);
+      auto* guard = static_cast<uint8_t*>(mem) + (pages - 1) * page;
+      ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
+      const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+      uint8_t* data = guard - bytes;
+      std::memcpy(data, m.data(), bytes);
+      const MatrixView w{type, data, rows, cols, RowBytes(type, cols)};
+      const auto x = RandomActivations(cols, rng);
+      std::vector<float> ref(rows), got(rows);
+      MatMulInt8Ref(w, x.data(), 1, ref.data());
+      MatVecInt8(w, x.data(), got.data(), nullptr);
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_LE(std::fabs(double(got[r]) - ref[r]), OrderTolerance(w, r, x.data()));
+      munmap(mem, pages * page);
+    }
+  }
+}
+
+TEST(MatVecInt8Test, NonFiniteAndZeroBlocks) {
+  std::mt19937 rng(24);
+  for (DType type : kTypes) {
+    const int64_t rows = 6, cols = 256;
+    const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+    const MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+    std::vector<float> x(cols, 0.0f), y(rows, NAN);
+    MatVecInt8(w, x.data(), y.data(), nullptr);
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+    x = RandomActivations(cols, rng);
+    x[100] = INFINITY;
+    MatVecInt8(w, x.data(), y.data(), nullptr);
+    for (float v : y) EXPECT_TRUE(std::isnan(v));
+    x[100] = NAN;
+    MatVecInt8(w, x.data(), y.data(), nullptr);
+    for (float v : y) EXPECT_TRUE(std::isnan(v));
+  }
+}
+
+TEST(MatVecInt8Test, MatMulOfOneTokenUsesIt) {
+  if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
+  std::mt19937 rng(25);
+  ThreadPool pool2(2);
+  for (DType type : kTypes) {
+    const int64_t rows = 40, cols = 512;
+    const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+    const MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+    const auto x = RandomActivations(cols, rng);
+    std::vector<float> a(rows), b(rows);
+    MatMul(w, x.data(), 1, a.data(), &pool2);
+    MatVecInt8(w, x.data(), b.data(), &pool2);
+    EXPECT_EQ(a, b);
+  }
+}
+
+}  // namespace
+}  // namespace tarmac::kernels
