@@ -14,6 +14,7 @@
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
+#include "kernels/q4_0_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -22,7 +23,7 @@
 #define TARMAC_MV8_X86 1
 #include <immintrin.h>
 #define TARMAC_TARGET_VNNI_VBMI                                                             \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,fma," \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,gfni,fma," \
                         "f16c")))
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_int8.cc
@@ -237,11 +238,65 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
   }
 }
 
+// x in natural order for the interleaved kernel: q[nb·32], d[nb], corr[nb] = -8 · sum of the
+// block's quants.
+TARMAC_TARGET_VNNI_VBMI void QuantizeXNatural(const float* x, int64_t nb, int8_t* q, float* d,
+                                              int32_t* corr) {
+  for (int64_t b = 0; b < nb; ++b) {
+    d[b] = QuantBlock(x + b * kQB, q + b * kQB);
+    int32_t s = 0;
+    for (int t = 0; t < kQB; ++t) s += q[b * kQB + t];
+    corr[b] = -8 * s;
+  }
+}
+
+// y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved Q4_0 matrix: each int32 lane
+// is one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
+// MatMulInt8Ref does for each row (so the results are bit-identical to it).
+TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const Q4_0Interleaved& pk, const int8_t* xq,
+                                               const float* dx, const int32_t* corr, float* y,
+                                               int64_t g0, int64_t g1) {
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+  // GF(2) affine map taking each byte to byte >> 4 (result bit i = source bit i + 4): one
+  // instruction instead of a shift and a mask.
+  const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL);
+  const int64_t nb = pk.blocks();
+  constexpr int64_t kB = Q4_0Interleaved::kQuantBytes;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* p = pk.quants(g);
+    const uint16_t* sc = pk.scales(g);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {
+      // Quants and scales are two streams, ~3 KiB ahead in quant bytes (scales: 1/8 of that).
+      for (int64_t l = 0; l < kB; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);
+      }
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);
+      const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
+      __m512i ia = _mm512_set1_epi32(corr[b]);
+      __m512i ib = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        const __m512i wv = _mm512_load_si512(p + 64 * s);
+        ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(wv, nib), _mm512_set1_epi32(xb[s]));
+        ib = _mm512_dpbusd_epi32(ib, _mm512_gf2p8affine_epi64_epi8(wv, shr4, 0),
+                                 _mm512_set1_epi32(xb[4 + s]));
+      }
+      const __m512 scale = _mm512_mul_ps(
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc))),
+          _mm512_set1_ps(dx[b]));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), scale, acc);
+    }
+    const int64_t n = std::min<int64_t>(Q4_0Interleaved::kRows, pk.rows() - g * Q4_0Interleaved::kRows);
+    _mm512_mask_storeu_ps(y + g * Q4_0Interleaved::kRows, static_cast<__mmask16>((1u << n) - 1), acc);
+  }
+}
+
 bool CpuHasVnniVbmi() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                          __builtin_cpu_supports("avx512vnni") &&
-                         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni") &&
+                         __builtin_cpu_supports("fma") &&
                          __builtin_cpu_supports("f16c");
   return ok;
 }
@@ -270,7 +325,29 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
   if (!Int8MatVecFast()) return MatMulInt8(w, x, 1, y, pool);
 #if TARMAC_MV8_X86
   if (w.rows == 0) return;
+  const int threads = pool ? pool->num_threads() : 1;
   const int64_t nb = w.cols / kQB;
+  if (w.type == DType::kQ4_0 && w.packed != nullptr) {
+    const auto& pk = *static_cast<const Q4_0Interleaved*>(w.packed);
+    TARMAC_DCHECK(pk.Matches(w));
+    thread_local AlignedBuffer xbuf;
+    const size_t need = static_cast<size_t>(nb) * (kQB + 8);
+    if (xbuf.size() < need) xbuf.Resize(need);
+    auto* xq = xbuf.as<int8_t>();
+    auto* dx = reinterpret_cast<float*>(xbuf.data() + nb * kQB);
+    auto* corr = reinterpret_cast<int32_t*>(dx + nb);
+    QuantizeXNatural(x, nb, xq, dx, corr);
+    auto run = [&](int64_t g0, int64_t g1, int) { GroupsInterleaved(pk, xq, dx, corr, y, g0, g1); };
+    if (threads == 1 || pk.groups() < 2) {
+      run(0, pk.groups(), 0);
+    } else {
+      // Two contiguous chunks per thread: each thread's stream restarts less often than with
+      // the per-row kernel's eight (1B Q4_0 decode ~3% faster), and a thread that starts late
+      // can still be helped.
+      pool->ParallelFor(pk.groups(), std::max<int64_t>(1, pk.groups() / (threads * 2)), run);
+    }
+    return;
+  }
   const int64_t ng = nb / kGroupBlocks, nt = nb % kGroupBlocks;
   // Per calling thread, only grows: decode steps allocate nothing once warm.
   thread_local AlignedBuffer buf;
@@ -288,7 +365,6 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
       RowsVnni<false>(w, groups, ng, tail, nt, y, r0, r1);
     }
   };
-  const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || w.rows < 2) {
     run(0, w.rows, 0);
     return;

@@ -12,6 +12,7 @@
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
+#include "kernels/matvec_int8.h"
 
 namespace tarmac::model {
 namespace {
@@ -108,7 +109,30 @@ Status LlamaModel::Init() {
                              c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
                              freq_factors);
   PackForAmx();
+  PackForDecode();
   return Status::Ok();
+}
+
+void LlamaModel::PackForDecode() {
+  if (!kernels::Int8MatVecFast()) return;
+  // Q4_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy halves
+  // it (q4_0_interleaved.h). It costs a second copy of those weights (prefill still reads the
+  // GGUF layout), so it is capped; matrices past the cap keep the per-row kernel.
+  constexpr int64_t kBudget = int64_t{2} << 30;
+  int64_t left = kBudget;
+  auto pack = [&](MatrixView* w) {
+    if (w->type != DType::kQ4_0 || w->rows == 0 || w->cols == 0) return;
+    const int64_t bytes = kernels::Q4_0Interleaved::PackedBytes(*w);
+    if (bytes > left) return;
+    left -= bytes;
+    decode_packed_.push_back(kernels::Q4_0Interleaved::Pack(*w));
+    w->packed = decode_packed_.back().get();
+  };
+  for (LayerWeights& L : layers_) {
+    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(w);
+  }
+  pack(&output_);
+  decode_packed_bytes_ = kBudget - left;
 }
 
 void LlamaModel::PackForAmx() {

@@ -18,6 +18,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/ops.h"
 #include "kernels/matmul_amx.h"
+#include "kernels/q4_0_interleaved.h"
 #include "model/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -59,12 +60,16 @@ class LlamaModel {
   int64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
   int64_t amx_packed_bytes() const { return amx_packed_bytes_; }
+  // Bytes of Q4_0 weights copied into the interleaved decode layout (kernels/q4_0_interleaved.h);
+  // 0 without AVX-512 VNNI or without Q4_0 weights.
+  int64_t decode_packed_bytes() const { return decode_packed_bytes_; }
 
  private:
   LlamaModel() = default;
   Status Init();
   void EnsureScratch(int32_t n_tokens);
   void PackForAmx();
+  void PackForDecode();
   void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                ThreadPool* pool) const;
 
@@ -80,6 +85,8 @@ class LlamaModel {
   int64_t weight_bytes_ = 0;
   std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here
   int64_t amx_packed_bytes_ = 0;
+  std::vector<std::unique_ptr<kernels::Q4_0Interleaved>> decode_packed_;  // views point here
+  int64_t decode_packed_bytes_ = 0;
 
   struct QueryTile {
     int32_t first;  // index of the first token in the batch
