@@ -36,7 +36,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
-#include "kernels/q4_0_interleaved.h"
+#include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -205,11 +205,11 @@ void BM_MatVec(benchmark::State& state) {
   const auto x = RandomVector(w.cols, 7);
   std::vector<float> y(w.rows);
   // range(3) == 1: the int8-activation VNNI kernel (Q8_0 / Q4_0) instead of MatVec's int16;
-  // 2: the same on a Q4_0Interleaved copy (as the model loader makes).
+  // 2: the same on a QuantInterleaved copy (as the model loader makes).
   const bool int8 = state.range(3) >= 1;
-  std::unique_ptr<Q4_0Interleaved> pk;
+  std::unique_ptr<QuantInterleaved> pk;
   if (state.range(3) == 2) {
-    pk = Q4_0Interleaved::Pack(w);
+    pk = QuantInterleaved::Pack(w);
     w.packed = pk.get();
   }
   for (auto _ : state) {
@@ -415,14 +415,17 @@ void Register() {
           ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20, 1})->UseRealTime()
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
-    for (int64_t t : kThreads) {
-      benchmark::RegisterBenchmark("BM_MatVecInt8Interleaved/q4_0", BM_MatVec)
-          ->Args({static_cast<int64_t>(DType::kQ4_0), t, kMatVecBytes, 2})->UseRealTime()
-          ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+      const std::string name(DTypeName(type));
+      for (int64_t t : kThreads) {
+        benchmark::RegisterBenchmark(("BM_MatVecInt8Interleaved/" + name).c_str(), BM_MatVec)
+            ->Args({static_cast<int64_t>(type), t, kMatVecBytes, 2})->UseRealTime()
+            ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+      }
+      benchmark::RegisterBenchmark(("BM_MatVecInt8InterleavedL2/" + name).c_str(), BM_MatVec)
+          ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20, 2})->UseRealTime()
+          ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
-    benchmark::RegisterBenchmark("BM_MatVecInt8InterleavedL2/q4_0", BM_MatVec)
-        ->Args({static_cast<int64_t>(DType::kQ4_0), 1, int64_t{1} << 20, 2})->UseRealTime()
-        ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
   }
   // The same kernels on a 1 MiB matrix (L2-resident): their compute ceiling, for diagnosis.
   for (DType type : mv_types) {

@@ -14,7 +14,7 @@
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
-#include "kernels/q4_0_interleaved.h"
+#include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -238,22 +238,23 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
   }
 }
 
-// x in natural order for the interleaved kernel: q[nb·32], d[nb], corr[nb] = -8 · sum of the
-// block's quants.
-TARMAC_TARGET_VNNI_VBMI void QuantizeXNatural(const float* x, int64_t nb, int8_t* q, float* d,
-                                              int32_t* corr) {
+// x in natural order for the interleaved kernel: q[nb·32], d[nb], corr[nb] = -offset · sum of
+// the block's quants.
+TARMAC_TARGET_VNNI_VBMI void QuantizeXNatural(const float* x, int64_t nb, int offset, int8_t* q,
+                                              float* d, int32_t* corr) {
   for (int64_t b = 0; b < nb; ++b) {
     d[b] = QuantBlock(x + b * kQB, q + b * kQB);
     int32_t s = 0;
     for (int t = 0; t < kQB; ++t) s += q[b * kQB + t];
-    corr[b] = -8 * s;
+    corr[b] = -offset * s;
   }
 }
 
-// y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved Q4_0 matrix: each int32 lane
-// is one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
+// y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved matrix: each int32 lane is
+// one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
 // MatMulInt8Ref does for each row (so the results are bit-identical to it).
-TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const Q4_0Interleaved& pk, const int8_t* xq,
+template <bool kQ8>
+TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk, const int8_t* xq,
                                                const float* dx, const int32_t* corr, float* y,
                                                int64_t g0, int64_t g1) {
   const __m512i nib = _mm512_set1_epi8(0x0f);
@@ -261,7 +262,8 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const Q4_0Interleaved& pk, const 
   // instruction instead of a shift and a mask.
   const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL);
   const int64_t nb = pk.blocks();
-  constexpr int64_t kB = Q4_0Interleaved::kQuantBytes;
+  constexpr int64_t kB = kQ8 ? 512 : 256;  // QuantInterleaved::quant_bytes()
+  TARMAC_DCHECK(pk.quant_bytes() == kB);
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* p = pk.quants(g);
     const uint16_t* sc = pk.scales(g);
@@ -275,19 +277,27 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const Q4_0Interleaved& pk, const 
       const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
       __m512i ia = _mm512_set1_epi32(corr[b]);
       __m512i ib = _mm512_setzero_si512();
-      for (int s = 0; s < 4; ++s) {
-        const __m512i wv = _mm512_load_si512(p + 64 * s);
-        ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(wv, nib), _mm512_set1_epi32(xb[s]));
-        ib = _mm512_dpbusd_epi32(ib, _mm512_gf2p8affine_epi64_epi8(wv, shr4, 0),
-                                 _mm512_set1_epi32(xb[4 + s]));
+      if constexpr (kQ8) {  // unsigned bytes qs + 128: straight into vpdpbusd
+        for (int s = 0; s < 4; ++s) {
+          ia = _mm512_dpbusd_epi32(ia, _mm512_load_si512(p + 64 * s), _mm512_set1_epi32(xb[s]));
+          ib = _mm512_dpbusd_epi32(ib, _mm512_load_si512(p + 64 * (4 + s)),
+                                   _mm512_set1_epi32(xb[4 + s]));
+        }
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const __m512i wv = _mm512_load_si512(p + 64 * s);
+          ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(wv, nib), _mm512_set1_epi32(xb[s]));
+          ib = _mm512_dpbusd_epi32(ib, _mm512_gf2p8affine_epi64_epi8(wv, shr4, 0),
+                                   _mm512_set1_epi32(xb[4 + s]));
+        }
       }
       const __m512 scale = _mm512_mul_ps(
           _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc))),
           _mm512_set1_ps(dx[b]));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), scale, acc);
     }
-    const int64_t n = std::min<int64_t>(Q4_0Interleaved::kRows, pk.rows() - g * Q4_0Interleaved::kRows);
-    _mm512_mask_storeu_ps(y + g * Q4_0Interleaved::kRows, static_cast<__mmask16>((1u << n) - 1), acc);
+    const int64_t n = std::min<int64_t>(QuantInterleaved::kRows, pk.rows() - g * QuantInterleaved::kRows);
+    _mm512_mask_storeu_ps(y + g * QuantInterleaved::kRows, static_cast<__mmask16>((1u << n) - 1), acc);
   }
 }
 
@@ -327,8 +337,8 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
   if (w.rows == 0) return;
   const int threads = pool ? pool->num_threads() : 1;
   const int64_t nb = w.cols / kQB;
-  if (w.type == DType::kQ4_0 && w.packed != nullptr) {
-    const auto& pk = *static_cast<const Q4_0Interleaved*>(w.packed);
+  if (w.packed != nullptr) {
+    const auto& pk = *static_cast<const QuantInterleaved*>(w.packed);
     TARMAC_DCHECK(pk.Matches(w));
     thread_local AlignedBuffer xbuf;
     const size_t need = static_cast<size_t>(nb) * (kQB + 8);
@@ -336,8 +346,15 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
     auto* xq = xbuf.as<int8_t>();
     auto* dx = reinterpret_cast<float*>(xbuf.data() + nb * kQB);
     auto* corr = reinterpret_cast<int32_t*>(dx + nb);
-    QuantizeXNatural(x, nb, xq, dx, corr);
-    auto run = [&](int64_t g0, int64_t g1, int) { GroupsInterleaved(pk, xq, dx, corr, y, g0, g1); };
+    const bool q8 = w.type == DType::kQ8_0;
+    QuantizeXNatural(x, nb, WeightOffset(w.type), xq, dx, corr);
+    auto run = [&](int64_t g0, int64_t g1, int) {
+      if (q8) {
+        GroupsInterleaved<true>(pk, xq, dx, corr, y, g0, g1);
+      } else {
+        GroupsInterleaved<false>(pk, xq, dx, corr, y, g0, g1);
+      }
+    };
     if (threads == 1 || pk.groups() < 2) {
       run(0, pk.groups(), 0);
     } else {

@@ -15,8 +15,8 @@
 // one block, and every int32 lane holds an exact partial sum of 8 products of one block, which
 // is converted and scaled by that block's d_w · d_x in f32.
 //
-// Q4_0 with a Q4_0Interleaved copy in w.packed (made at model load) takes a faster path: 16
-// rows per vector, one int32 lane per row (q4_0_interleaved.h), ~2x less vector work per byte.
+// With a QuantInterleaved copy in w.packed (made at model load) it takes a faster path: 16
+// rows per vector, one int32 lane per row (quant_interleaved.h), ~2x less vector work per byte.
 // Its sums run in block order per row, so it is bit-identical to MatMulInt8Ref.
 //
 // Numerics: identical integers and per-block scale products to MatMulInt8Ref(w, x, 1, y);

@@ -115,17 +115,17 @@ Status LlamaModel::Init() {
 
 void LlamaModel::PackForDecode() {
   if (!kernels::Int8MatVecFast()) return;
-  // Q4_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy halves
-  // it (q4_0_interleaved.h). It costs a second copy of those weights (prefill still reads the
-  // GGUF layout), so it is capped; matrices past the cap keep the per-row kernel.
+  // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
+  // halves it (quant_interleaved.h). It costs a second copy of those weights (prefill still
+  // reads the GGUF layout), so it is capped; matrices past the cap keep the per-row kernel.
   constexpr int64_t kBudget = int64_t{2} << 30;
   int64_t left = kBudget;
   auto pack = [&](MatrixView* w) {
-    if (w->type != DType::kQ4_0 || w->rows == 0 || w->cols == 0) return;
-    const int64_t bytes = kernels::Q4_0Interleaved::PackedBytes(*w);
+    if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
+    const int64_t bytes = kernels::QuantInterleaved::PackedBytes(*w);
     if (bytes > left) return;
     left -= bytes;
-    decode_packed_.push_back(kernels::Q4_0Interleaved::Pack(*w));
+    decode_packed_.push_back(kernels::QuantInterleaved::Pack(*w));
     w->packed = decode_packed_.back().get();
   };
   for (LayerWeights& L : layers_) {

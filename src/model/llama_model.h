@@ -18,7 +18,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/ops.h"
 #include "kernels/matmul_amx.h"
-#include "kernels/q4_0_interleaved.h"
+#include "kernels/quant_interleaved.h"
 #include "model/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -60,8 +60,8 @@ class LlamaModel {
   int64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
   int64_t amx_packed_bytes() const { return amx_packed_bytes_; }
-  // Bytes of Q4_0 weights copied into the interleaved decode layout (kernels/q4_0_interleaved.h);
-  // 0 without AVX-512 VNNI or without Q4_0 weights.
+  // Bytes of Q4_0/Q8_0 weights copied into the interleaved decode layout
+  // (kernels/quant_interleaved.h); 0 without AVX-512 VNNI or without such weights.
   int64_t decode_packed_bytes() const { return decode_packed_bytes_; }
 
  private:
@@ -85,7 +85,7 @@ class LlamaModel {
   int64_t weight_bytes_ = 0;
   std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here
   int64_t amx_packed_bytes_ = 0;
-  std::vector<std::unique_ptr<kernels::Q4_0Interleaved>> decode_packed_;  // views point here
+  std::vector<std::unique_ptr<kernels::QuantInterleaved>> decode_packed_;  // views point here
   int64_t decode_packed_bytes_ = 0;
 
   struct QueryTile {

@@ -6,7 +6,7 @@
 // (both sides sum at most K/8 rounded f32 terms). Also: results independent of the thread
 // count, the matrix's last byte at the end of readable memory (no over-read), non-finite and
 // zero blocks, the fallback without VNNI (forced lower Highway target), and MatMul's dispatch.
-// With a Q4_0Interleaved copy in w.packed the kernel sums in the reference's order: results
+// With a QuantInterleaved copy in w.packed the kernel sums in the reference's order: results
 // must be bit-identical to MatMulInt8Ref.
 #include "kernels/matvec_int8.h"
 
@@ -22,7 +22,7 @@
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
-#include "kernels/q4_0_interleaved.h"
+#include "kernels/quant_interleaved.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::kernels {
@@ -142,36 +142,39 @@ TEST(MatVecInt8Test, NonFiniteAndZeroBlocks) {
   }
 }
 
-TEST(MatVecInt8Test, InterleavedQ4_0IsBitIdenticalToReference) {
+TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
   if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
   std::mt19937 rng(26);
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
   int i = 0;
-  for (int64_t cols : {32, 96, 128, 544, 2048}) {
-    for (int64_t rows : {1, 15, 16, 17, 33, 100, 256}) {
-      const int64_t stride = RowBytes(DType::kQ4_0, cols) + (i % 2 == 1 ? 6 : 0);
-      const auto m = RandomMatrix(DType::kQ4_0, rows, cols, stride, rng);
-      MatrixView w{DType::kQ4_0, m.data(), rows, cols, stride};
-      const auto pk = Q4_0Interleaved::Pack(w);
-      ASSERT_TRUE(pk->Matches(w));
-      ASSERT_EQ(Q4_0Interleaved::PackedBytes(w), pk->groups() * pk->group_stride());
-      ASSERT_EQ(pk->group_stride() % 64, 0);
-      w.packed = pk.get();
-      const auto x = RandomActivations(cols, rng);
-      std::vector<float> ref(rows), got(rows + 1, NAN);
-      got[rows] = 12345.0f;  // must stay: the last partial group writes only its rows
-      MatMulInt8Ref(w, x.data(), 1, ref.data());
-      MatVecInt8(w, x.data(), got.data(), pools[i % 3]);
-      for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(got[r], ref[r]) << "rows=" << rows << " cols=" << cols << " r=" << r;
+  for (DType type : kTypes) {
+    for (int64_t cols : {32, 96, 128, 544, 2048}) {
+      for (int64_t rows : {1, 15, 16, 17, 33, 100, 256}) {
+        const int64_t stride = RowBytes(type, cols) + (i % 2 == 1 ? 6 : 0);
+        const auto m = RandomMatrix(type, rows, cols, stride, rng);
+        MatrixView w{type, m.data(), rows, cols, stride};
+        const auto pk = QuantInterleaved::Pack(w);
+        ASSERT_TRUE(pk->Matches(w));
+        ASSERT_EQ(QuantInterleaved::PackedBytes(w), pk->groups() * pk->group_stride());
+        ASSERT_EQ(pk->group_stride() % 64, 0);
+        w.packed = pk.get();
+        const auto x = RandomActivations(cols, rng);
+        std::vector<float> ref(rows), got(rows + 1, NAN);
+        got[rows] = 12345.0f;  // must stay: the last partial group writes only its rows
+        MatMulInt8Ref(w, x.data(), 1, ref.data());
+        MatVecInt8(w, x.data(), got.data(), pools[i % 3]);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(got[r], ref[r])
+              << DTypeName(type) << " rows=" << rows << " cols=" << cols << " r=" << r;
+        }
+        ASSERT_EQ(got[rows], 12345.0f);
+        // And through MatMul's one-token dispatch.
+        std::vector<float> via(rows);
+        MatMul(w, x.data(), 1, via.data(), pools[i % 3]);
+        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(via[r], ref[r]);
+        ++i;
       }
-      ASSERT_EQ(got[rows], 12345.0f);
-      // And through MatMul's one-token dispatch.
-      std::vector<float> via(rows);
-      MatMul(w, x.data(), 1, via.data(), pools[i % 3]);
-      for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(via[r], ref[r]);
-      ++i;
     }
   }
 }
