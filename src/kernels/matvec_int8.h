@@ -49,4 +49,13 @@ bool Int8MatVecFast();
 // Preconditions: IsInt8MatVecType(w.type); w.cols a multiple of 32. pool may be nullptr.
 void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool);
 
+// Several products with one x (a layer's Q/K/V, or gate/up) in one call: x is quantized once
+// and one parallel region covers all the matrices' rows, so the threads' weight streams restart
+// less often. Possible when CanFuseMatVecInt8: 1..4 matrices, all with QuantInterleaved copies
+// in w.packed, of one type and width, on the VNNI path. Results equal MatVecInt8 per matrix.
+bool CanFuseMatVecInt8(const MatrixView* const* ws, int n);
+// ys[i]: ws[i]->rows floats each. Precondition: CanFuseMatVecInt8(ws, n).
+void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                     ThreadPool* pool);
+
 }  // namespace tarmac::kernels

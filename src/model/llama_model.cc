@@ -176,6 +176,19 @@ void LlamaModel::Project(const MatrixView& w, const float* x, int32_t n_tokens, 
   kernels::MatMul(w, x, n_tokens, y, pool);
 }
 
+void LlamaModel::ProjectShared(std::initializer_list<const MatrixView*> ws,
+                               std::initializer_list<float*> ys, const float* x,
+                               int32_t n_tokens, ThreadPool* pool) const {
+  TARMAC_DCHECK(ws.size() == ys.size());
+  // One token of interleaved Q8_0/Q4_0 weights: one parallel region for all of them.
+  if (n_tokens == 1 && kernels::CanFuseMatVecInt8(ws.begin(), static_cast<int>(ws.size()))) {
+    kernels::MatVecInt8Fused(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, pool);
+    return;
+  }
+  auto y = ys.begin();
+  for (const MatrixView* w : ws) Project(*w, x, n_tokens, *y++, pool);
+}
+
 void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,
                          std::vector<float>* logits) {
   const ModelConfig& c = config_;
@@ -223,9 +236,8 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
     for_tokens([&](int32_t t) {
       kernels::RmsNorm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
     });
-    Project(L.wq, xn_.data(), n, q_.data(), pool);
-    Project(L.wk, xn_.data(), n, k_.data(), pool);
-    Project(L.wv, xn_.data(), n, v_.data(), pool);
+    ProjectShared({&L.wq, &L.wk, &L.wv}, {q_.data(), k_.data(), v_.data()}, xn_.data(), n,
+                  pool);
     for_tokens([&](int32_t t) {
       if (L.bq != nullptr) kernels::Add(&q_[t * QD], L.bq, &q_[t * QD], QD);
       if (L.bk != nullptr) kernels::Add(&k_[t * KD], L.bk, &k_[t * KD], KD);
@@ -259,8 +271,7 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
       kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
       kernels::RmsNorm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
     });
-    Project(L.w_gate, xn_.data(), n, gate_.data(), pool);
-    Project(L.w_up, xn_.data(), n, up_.data(), pool);
+    ProjectShared({&L.w_gate, &L.w_up}, {gate_.data(), up_.data()}, xn_.data(), n, pool);
     for_tokens([&](int32_t t) {
       kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
     });

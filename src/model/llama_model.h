@@ -9,6 +9,7 @@
 // time. The thread pool is borrowed.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,10 @@ class LlamaModel {
   void PackForDecode();
   void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                ThreadPool* pool) const;
+  // Project for several matrices with the same input (Q/K/V, gate/up), fused where the
+  // kernels allow it.
+  void ProjectShared(std::initializer_list<const MatrixView*> ws, std::initializer_list<float*> ys,
+                     const float* x, int32_t n_tokens, ThreadPool* pool) const;
 
   AlignedBuffer owned_bytes_;  // file contents when not mapped (must outlive file_)
   gguf::File file_;

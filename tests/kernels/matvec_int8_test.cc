@@ -179,6 +179,46 @@ TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
   }
 }
 
+TEST(MatVecInt8Test, FusedEqualsOneByOne) {
+  if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
+  std::mt19937 rng(27);
+  ThreadPool pool2(2);
+  for (DType type : kTypes) {
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      const int64_t cols = 256;
+      const int64_t rows[3] = {100, 17, 33};
+      std::vector<std::vector<uint8_t>> mats;
+      std::vector<MatrixView> ws;
+      std::vector<std::unique_ptr<QuantInterleaved>> pks;
+      for (int64_t r : rows) {
+        mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
+        ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
+        pks.push_back(QuantInterleaved::Pack(ws.back()));
+        ws.back().packed = pks.back().get();
+      }
+      const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+      ASSERT_TRUE(CanFuseMatVecInt8(wp, 3));
+      const auto x = RandomActivations(cols, rng);
+      std::vector<float> fused[3], single[3];
+      float* yp[3];
+      for (int i = 0; i < 3; ++i) {
+        fused[i].assign(rows[i], NAN);
+        single[i].assign(rows[i], NAN);
+        yp[i] = fused[i].data();
+        MatVecInt8(ws[i], x.data(), single[i].data(), pool);
+      }
+      MatVecInt8Fused(wp, yp, 3, x.data(), pool);
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " i=" << i;
+      // Not fusable: a matrix without an interleaved copy, or another width.
+      ws[1].packed = nullptr;
+      EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
+      ws[1].packed = pks[1].get();
+      ws[2].cols = 128;
+      EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
+    }
+  }
+}
+
 TEST(MatVecInt8Test, MatMulOfOneTokenUsesIt) {
   if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
   std::mt19937 rng(25);
