@@ -65,8 +65,9 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, b
                    out.model->amx_packed_bytes() / (1024.0 * 1024.0));
     }
     if (out.model->decode_packed_bytes() > 0) {
-      std::fprintf(stderr, "decode: %.1f MiB of Q4_0/Q8_0 weights interleaved for the VNNI matvec "
-                   "(TARMAC_NO_VNNI_MATVEC=1 turns it off)\n",
+      std::fprintf(stderr,
+                   "decode: %.1f MiB of Q4_0/Q8_0 weights copied into an interleaved layout for "
+                   "the VNNI matvec (TARMAC_NO_VNNI_MATVEC=1 turns it off and saves the memory)\n",
                    out.model->decode_packed_bytes() / (1024.0 * 1024.0));
     }
   }

@@ -558,6 +558,12 @@ void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeRowScalar(x, n, 0, q, d, corr.data(), s.data());
 }
 
+void QuantizeActivationsQ8(const float* x, int64_t n, int offset, int8_t* q, float* d,
+                           int32_t* corr, float* s) {
+  TARMAC_CHECK(n % kQB == 0);
+  SelectPath().quant(x, n, offset, q, d, corr, s);
+}
+
 void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsInt8MatMulType(w.type));
   TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0 && w.cols >= 0 &&

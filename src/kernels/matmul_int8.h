@@ -61,6 +61,12 @@ void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float*
 // q[n], d[n/32]. Exposed for tests.
 void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);
 
+// The same quantization on this machine's fastest path (bit-identical to the reference), with
+// the per-block integer corrections the int8 kernels use: corr[b] = -offset · sum_b q and
+// s[b] = d[b] · sum_b q. q[n], d/corr/s[n/32]. Preconditions: n % 32 == 0.
+void QuantizeActivationsQ8(const float* x, int64_t n, int offset, int8_t* q, float* d,
+                           int32_t* corr, float* s);
+
 // Which code path MatMulInt8 takes on this machine now: "avx512vnni", "avx2" or "scalar".
 // It follows the Highway target MatMul dispatches to (MatMulHwyTarget, so
 // hwy::SetSupportedTargetsForTest in tests): AVX-512 VNNI needs HWY_AVX3 and a VNNI CPU, AVX2

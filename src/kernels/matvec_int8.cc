@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
+#include <vector>
 
 #include "base/check.h"
 #include "hwy/targets.h"
@@ -38,7 +38,6 @@ namespace {
 
 constexpr int64_t kQB = 32;                 // block (weights and activations)
 constexpr int64_t kGroupBlocks = 4;         // blocks per zmm step
-constexpr float kTinyAmax = 0x1p-100f;      // as MatMulInt8: smaller blocks count as zero
 
 // x of 4 consecutive blocks (4g .. 4g+3), laid out for the kernel: byte 16j + t of lo/hi is
 // element t / 16 + t of block 4g + j; int32/f32 lane 4j + m of corr/dx belongs to block
@@ -63,57 +62,36 @@ int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : 8; }
 
 #if TARMAC_MV8_X86
 
-// Quantizes one 32-block (as QuantizeActivationsQ8Ref) into q[32]; returns d.
-TARMAC_TARGET_VNNI_VBMI inline float QuantBlock(const float* x, int8_t* q) {
-  const __m512 a = _mm512_loadu_ps(x);
-  const __m512 c = _mm512_loadu_ps(x + 16);
-  const __mmask16 nan =
-      _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
-  if (nan != 0 || !(amax <= std::numeric_limits<float>::max())) {
-    std::memset(q, 0, kQB);
-    return std::numeric_limits<float>::quiet_NaN();
-  }
-  if (amax < kTinyAmax) {
-    std::memset(q, 0, kQB);
-    return 0.0f;
-  }
-  const float d = amax / 127.0f;
-  const __m512 id = _mm512_set1_ps(1.0f / d);
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  // cvtps rounds with MXCSR: to nearest even by default, as nearbyint in the reference.
-  const __m512i qa = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)), lo), hi);
-  const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(c, id)), lo), hi);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(qa));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(qc));
-  return d;
-}
-
-TARMAC_TARGET_VNNI_VBMI void QuantizeX(const float* x, int64_t nb, int offset, XGroup* groups,
-                                       XTail* tail) {
+// x quantized (QuantizeActivationsQ8) into the per-row kernel's group layout.
+void QuantizeX(const float* x, int64_t nb, int offset, XGroup* groups, XTail* tail) {
   const int64_t ng = nb / kGroupBlocks;
-  int8_t q[kQB];
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d, s;
+  thread_local std::vector<int32_t> corr;
+  q.resize(nb * kQB);
+  d.resize(nb);
+  s.resize(nb);
+  corr.resize(nb);
+  QuantizeActivationsQ8(x, nb * kQB, offset, q.data(), d.data(), corr.data(), s.data());
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = QuantBlock(x + b * kQB, q);
+    const int8_t* qb = q.data() + b * kQB;
     const int64_t g = b / kGroupBlocks;
     const int j = static_cast<int>(b % kGroupBlocks);
     if (g < ng) {
       XGroup& xg = groups[g];
-      std::memcpy(xg.lo + 16 * j, q, 16);
-      std::memcpy(xg.hi + 16 * j, q + 16, 16);
+      std::memcpy(xg.lo + 16 * j, qb, 16);
+      std::memcpy(xg.hi + 16 * j, qb + 16, 16);
       for (int m = 0; m < 4; ++m) {
-        int32_t s = 0;
-        for (int t = 0; t < 4; ++t) s += q[4 * m + t] + q[16 + 4 * m + t];
-        xg.corr[4 * j + m] = -offset * s;
-        xg.dx[4 * j + m] = d;
+        int32_t sum = 0;
+        for (int t = 0; t < 4; ++t) sum += qb[4 * m + t] + qb[16 + 4 * m + t];
+        xg.corr[4 * j + m] = -offset * sum;
+        xg.dx[4 * j + m] = d[b];
       }
     } else {
       const int64_t k = b - ng * kGroupBlocks;
-      std::memcpy(tail->q + k * kQB, q, kQB);
-      int32_t s = 0;
-      for (int t = 0; t < kQB; ++t) s += q[t];
-      tail->d[k] = d;
-      tail->corr[k] = -offset * s;
+      std::memcpy(tail->q + k * kQB, qb, kQB);
+      tail->d[k] = d[b];
+      tail->corr[k] = corr[b];
     }
   }
 }
@@ -238,18 +216,6 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
   }
 }
 
-// x in natural order for the interleaved kernel: q[nb·32], d[nb], corr[nb] = -offset · sum of
-// the block's quants.
-TARMAC_TARGET_VNNI_VBMI void QuantizeXNatural(const float* x, int64_t nb, int offset, int8_t* q,
-                                              float* d, int32_t* corr) {
-  for (int64_t b = 0; b < nb; ++b) {
-    d[b] = QuantBlock(x + b * kQB, q + b * kQB);
-    int32_t s = 0;
-    for (int t = 0; t < kQB; ++t) s += q[b * kQB + t];
-    corr[b] = -offset * s;
-  }
-}
-
 // y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved matrix: each int32 lane is
 // one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
 // MatMulInt8Ref does for each row (so the results are bit-identical to it).
@@ -309,12 +275,13 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   const DType type = ws[0]->type;
   const int64_t nb = ws[0]->cols / kQB;
   thread_local AlignedBuffer xbuf;
-  const size_t need = static_cast<size_t>(nb) * (kQB + 8);
+  const size_t need = static_cast<size_t>(nb) * (kQB + 12);
   if (xbuf.size() < need) xbuf.Resize(need);
   auto* xq = xbuf.as<int8_t>();
   auto* dx = reinterpret_cast<float*>(xbuf.data() + nb * kQB);
   auto* corr = reinterpret_cast<int32_t*>(dx + nb);
-  QuantizeXNatural(x, nb, WeightOffset(type), xq, dx, corr);
+  float* sums = reinterpret_cast<float*>(corr + nb);
+  QuantizeActivationsQ8(x, nb * kQB, WeightOffset(type), xq, dx, corr, sums);
   constexpr int kMax = 4;
   TARMAC_CHECK(n >= 1 && n <= kMax);
   const QuantInterleaved* pk[kMax];

@@ -13,40 +13,50 @@ int64_t QuantInterleaved::PackedBytes(const MatrixView& w) {
   return groups * GroupStride(w.type, w.cols / 32);
 }
 
-std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w) {
+std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, ThreadPool* pool) {
   TARMAC_CHECK(Supports(w.type) && w.cols % 32 == 0 && w.rows >= 0);
   auto p = std::unique_ptr<QuantInterleaved>(new QuantInterleaved());
   p->type_ = w.type;
   p->rows_ = w.rows;
   p->cols_ = w.cols;
   p->nb_ = w.cols / 32;
-  // Zeroed by Resize: padding rows get zero quants and zero scales. Huge pages: it is
-  // streamed through once per decoded token.
+  // Huge pages: it is streamed through once per decoded token. Resize zeroes it, so padding
+  // rows have zero quants and zero scales.
   p->buf_.Resize(static_cast<size_t>(PackedBytes(w)), /*huge_pages=*/true);
   const int64_t qb = p->quant_bytes();
   const bool q8 = w.type == DType::kQ8_0;
-  for (int64_t g = 0; g < p->groups(); ++g) {
-    uint8_t* q = p->buf_.data() + g * p->group_stride();
-    uint8_t* sc = q + p->nb_ * qb;
-    const int64_t n = std::min(kRows, w.rows - g * kRows);
-    for (int64_t b = 0; b < p->nb_; ++b, q += qb, sc += 2 * kRows) {
-      for (int64_t r = 0; r < n; ++r) {
-        const uint8_t* row = w.row(g * kRows + r);
-        if (q8) {
-          const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-          for (int s = 0; s < 8; ++s) {
-            for (int t = 0; t < 4; ++t) {
-              q[s * 64 + r * 4 + t] = static_cast<uint8_t>(blk.qs[4 * s + t] + 128);
+  // Word-wise copies (4 weights at a time), groups in parallel. On this workplace's VMs the
+  // time goes to first-touching the new memory (1.3 GB for a 1B Q8_0 model: ~4 s), not here.
+  auto pack_groups = [&](int64_t g0, int64_t g1, int) {
+    for (int64_t g = g0; g < g1; ++g) {
+      uint8_t* q = p->buf_.data() + g * p->group_stride();
+      uint8_t* sc = q + p->nb_ * qb;
+      const int64_t n = std::min(kRows, w.rows - g * kRows);
+      for (int64_t b = 0; b < p->nb_; ++b, q += qb, sc += 2 * kRows) {
+        for (int64_t r = 0; r < n; ++r) {
+          const uint8_t* row = w.row(g * kRows + r);
+          uint32_t word;
+          if (q8) {
+            const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+            for (int s = 0; s < 8; ++s) {
+              std::memcpy(&word, blk.qs + 4 * s, 4);
+              word ^= 0x80808080u;  // int8 -> uint8 + 128
+              std::memcpy(q + s * 64 + r * 4, &word, 4);
             }
+            std::memcpy(sc + r * 2, &blk.d, 2);
+          } else {
+            const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+            for (int s = 0; s < 4; ++s) std::memcpy(q + s * 64 + r * 4, blk.qs + 4 * s, 4);
+            std::memcpy(sc + r * 2, &blk.d, 2);
           }
-          std::memcpy(sc + r * 2, &blk.d, 2);
-        } else {
-          const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-          for (int s = 0; s < 4; ++s) std::memcpy(q + s * 64 + r * 4, blk.qs + 4 * s, 4);
-          std::memcpy(sc + r * 2, &blk.d, 2);
         }
       }
     }
+  };
+  if (pool == nullptr || pool->num_threads() == 1) {
+    pack_groups(0, p->groups(), 0);
+  } else {
+    pool->ParallelFor(p->groups(), 16, pack_groups);
   }
   return p;
 }

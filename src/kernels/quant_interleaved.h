@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/thread_pool.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/view.h"
 
@@ -36,8 +37,8 @@ class QuantInterleaved {
 
   // Q4_0 and Q8_0.
   static bool Supports(DType type) { return type == DType::kQ4_0 || type == DType::kQ8_0; }
-  // Preconditions: Supports(w.type); w.cols % 32 == 0.
-  static std::unique_ptr<QuantInterleaved> Pack(const MatrixView& w);
+  // Preconditions: Supports(w.type); w.cols % 32 == 0. pool (may be nullptr) splits the work.
+  static std::unique_ptr<QuantInterleaved> Pack(const MatrixView& w, ThreadPool* pool = nullptr);
   static int64_t PackedBytes(const MatrixView& w);
 
   // Whether this was packed from a matrix of w's type and shape.

@@ -120,12 +120,14 @@ void LlamaModel::PackForDecode() {
   // reads the GGUF layout), so it is capped; matrices past the cap keep the per-row kernel.
   constexpr int64_t kBudget = int64_t{2} << 30;
   int64_t left = kBudget;
+  std::unique_ptr<ThreadPool> pool;  // started only if there is something to pack
   auto pack = [&](MatrixView* w) {
     if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
     const int64_t bytes = kernels::QuantInterleaved::PackedBytes(*w);
     if (bytes > left) return;
     left -= bytes;
-    decode_packed_.push_back(kernels::QuantInterleaved::Pack(*w));
+    if (pool == nullptr) pool = std::make_unique<ThreadPool>(ThreadPool::DefaultThreads());
+    decode_packed_.push_back(kernels::QuantInterleaved::Pack(*w, pool.get()));
     w->packed = decode_packed_.back().get();
   };
   for (LayerWeights& L : layers_) {
