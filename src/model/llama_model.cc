@@ -1,5 +1,8 @@
 #include "model/llama_model.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -118,8 +121,13 @@ void LlamaModel::PackForDecode() {
   // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
   // halves it (quant_interleaved.h). It costs a second copy of those weights (prefill still
   // reads the GGUF layout), so it is capped; matrices past the cap keep the per-row kernel.
-  constexpr int64_t kBudget = int64_t{2} << 30;
-  int64_t left = kBudget;
+  // (Replacing the GGUF bytes instead, with prefill packing from the interleaved layout, would
+  // save the memory: not done yet.)
+  // At most 2 GiB, and at most a quarter of the memory free now, so that a large model on a
+  // small machine is not pushed out of memory by its own speed-up.
+  const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  const int64_t budget = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
+  int64_t left = budget;
   std::unique_ptr<ThreadPool> pool;  // started only if there is something to pack
   auto pack = [&](MatrixView* w) {
     if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
@@ -134,7 +142,7 @@ void LlamaModel::PackForDecode() {
     for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(w);
   }
   pack(&output_);
-  decode_packed_bytes_ = kBudget - left;
+  decode_packed_bytes_ = budget - left;
 }
 
 void LlamaModel::PackForAmx() {
