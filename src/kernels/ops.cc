@@ -172,6 +172,26 @@ void SoftmaxImpl(float* x, int64_t n, float scale) {
   MapUnary(x, x, n, [inv](DF dd, VF v) { return hn::Mul(v, hn::Set(dd, inv)); });
 }
 
+float LogSumExpImpl(const float* x, int64_t n) {
+  const size_t un = static_cast<size_t>(n);
+  if (un == 0) return kNegInf;
+  const float mx = MaxRow(x, un);
+  if (mx == kNegInf) return kNegInf;
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF vmx = hn::Set(d, mx);
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= un; i += 2 * N) {
+    s0 = hn::Add(s0, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx)));
+    s1 = hn::Add(s1, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i + N), vmx)));
+  }
+  for (; i + N <= un; i += N) s0 = hn::Add(s0, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx)));
+  if (i < un) s1 = hn::Add(s1, hn::Exp(d, hn::Sub(LoadTail(d, x + i, un - i, kNegInf), vmx)));
+  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));  // >= 1: max gives exp(0)
+  return mx + std::log(sum);
+}
+
 void SiluImpl(const float* x, float* out, int64_t n) {
   MapUnary(x, out, n, [](DF d, VF v) { return hn::Mul(v, Sigmoid(d, v)); });
 }
@@ -241,6 +261,7 @@ namespace tarmac::kernels {
 
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
+HWY_EXPORT(LogSumExpImpl);
 HWY_EXPORT(SiluImpl);
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(GeluImpl);
@@ -264,6 +285,10 @@ void Softmax(float* x, int64_t n) {
 void SoftmaxScaled(float* x, int64_t n, float scale) {
   TARMAC_DCHECK(n >= 0 && scale > 0.0f);
   HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n, scale);
+}
+float LogSumExp(const float* x, int64_t n) {
+  TARMAC_DCHECK(n >= 0);
+  return HWY_DYNAMIC_DISPATCH(LogSumExpImpl)(x, n);
 }
 void Silu(const float* x, float* out, int64_t n) {
   TARMAC_DCHECK(n >= 0);

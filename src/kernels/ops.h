@@ -32,6 +32,10 @@ void Softmax(float* x, int64_t n);
 // Softmax(x · scale) in place, without a separate scaling pass (attention uses
 // scale = 1/sqrt(head_dim)). Preconditions: scale > 0 (and finite), plus those of Softmax.
 void SoftmaxScaled(float* x, int64_t n, float scale);
+// log(sum_i exp(x[i])), computed as max + log(sum_i exp(x[i] - max)); x unchanged. -inf
+// entries add nothing; all -inf (or n == 0) gives -inf. Preconditions: no NaN, no +inf.
+// (Samplers use it for the chosen token's logprob over the whole vocabulary.)
+float LogSumExp(const float* x, int64_t n);
 
 // ---------------------------------------------------------------- activations
 // out = x · sigmoid(x). x, out: [n] f32; out may alias x.

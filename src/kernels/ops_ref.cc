@@ -41,6 +41,15 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void Softmax(float* x, int64_t n) { SoftmaxD(x, n, 1.0); }
 void SoftmaxScaled(float* x, int64_t n, float scale) { SoftmaxD(x, n, scale); }
 
+double LogSumExp(const float* x, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
+  if (mx == -std::numeric_limits<double>::infinity()) return mx;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+  return mx + std::log(sum);
+}
+
 void Silu(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * SigmoidD(x[i]));
 }

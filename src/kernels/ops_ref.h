@@ -11,6 +11,7 @@ namespace tarmac::kernels::ref {
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
 void Softmax(float* x, int64_t n);
 void SoftmaxScaled(float* x, int64_t n, float scale);
+double LogSumExp(const float* x, int64_t n);
 void Silu(const float* x, float* out, int64_t n);
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
 void Gelu(const float* x, float* out, int64_t n);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/check.h"
+#include "kernels/ops.h"
 
 namespace tarmac::sampling {
 
@@ -121,10 +122,9 @@ int32_t ArgMax(std::span<const float> x) {
 }
 
 void TopLogprobs(std::span<const float> logits, int32_t n, int32_t chosen, SampleResult* out) {
-  const float mx = logits[ArgMax(logits)];
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
-  const float log_z = mx + static_cast<float>(std::log(sum));
+  // Vectorized: on the engine thread this ran in double for every token of every request
+  // (~2-3% of a 64-request wp-11m run with the other core idle meanwhile).
+  const float log_z = kernels::LogSumExp(logits.data(), static_cast<int64_t>(logits.size()));
   out->logprob = logits[chosen] - log_z;
   out->top.clear();
   if (n <= 0) return;

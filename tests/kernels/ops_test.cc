@@ -153,6 +153,26 @@ TEST_P(OpsTest, SoftmaxMatchesReference) {
   CheckSoftmax(1.0f, st);
 }
 
+// LogSumExp: |got - ref| <= 2e-6·|ref| + 4e-6 (f32 sum of exps, each ≤ 1 ULP; log of a sum
+// >= 1 loses nothing further).
+TEST_P(OpsTest, LogSumExpMatchesReference) {
+  ErrorStats st{"LogSumExp"};
+  for (float mag : {1e-39f, 1.0f, 30.0f, 1e4f}) {
+    for (int64_t n : kSizes) {
+      auto x = Random(n, mag, 5 + n);
+      for (int64_t i = 0; i < n; i += 7) x[i] = -kInf;
+      const double want = ref::LogSumExp(x.data(), n);
+      const float got = LogSumExp(x.data(), n);
+      if (std::isinf(want)) {
+        ASSERT_EQ(got, -kInf) << n;
+        continue;
+      }
+      st.Check(got, want, 2e-6, 4e-6, "logsumexp", n, 0);
+    }
+  }
+  EXPECT_EQ(LogSumExp(nullptr, 0), -kInf);
+}
+
 TEST_P(OpsTest, SoftmaxScaledMatchesReference) {
   ErrorStats st{"SoftmaxScaled"};
   CheckSoftmax(0.125f, st);
