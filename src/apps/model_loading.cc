@@ -66,8 +66,8 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, b
     }
     if (out.model->decode_packed_bytes() > 0) {
       std::fprintf(stderr,
-                   "decode: %.1f MiB of Q4_0/Q8_0 weights copied into an interleaved layout for "
-                   "the VNNI matvec (TARMAC_NO_VNNI_MATVEC=1 turns it off and saves the memory)\n",
+                   "decode: %.1f MiB of Q4_0/Q8_0 weights moved into an interleaved layout for "
+                   "the VNNI matvec (TARMAC_NO_VNNI_MATVEC=1 turns it off)\n",
                    out.model->decode_packed_bytes() / (1024.0 * 1024.0));
     }
   }

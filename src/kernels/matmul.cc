@@ -184,7 +184,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   if (n_tokens == 1) {
     // Q8_0 / Q4_0 with VNNI: int8 activations keep the row streaming at memory speed (the
     // int16 MatVec runs out of vector ports first; matvec_int8.h).
-    if (IsInt8MatVecType(w.type) && Int8MatVecFast()) return MatVecInt8(w, x, y, pool);
+    // (Always with an interleaved copy: the model may have released the GGUF bytes.)
+    if (IsInt8MatVecType(w.type) && (Int8MatVecFast() || w.packed != nullptr)) {
+      return MatVecInt8(w, x, y, pool);
+    }
     return MatVec(w, x, y, pool);
   }
   // A few tokens (small decode batches, speculative verification) are still bound by reading

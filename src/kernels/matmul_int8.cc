@@ -14,6 +14,7 @@
 #include "base/check.h"
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
+#include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -75,6 +76,8 @@ using TileFn = void (*)(const uint8_t* wp, int64_t slab_stride, int64_t nbk, con
 using QuantFn = void (*)(const float* x, int64_t n, int offset, int8_t* q, float* d,
                          int32_t* corr, float* s);
 using PackFn = void (*)(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst);
+using PackInterleavedFn = void (*)(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
+                                   uint8_t* dst);
 
 struct Path {
   const char* name;
@@ -84,6 +87,7 @@ struct Path {
   const TileFn* tiles_mins;  // the same with Q4_K mins
   QuantFn quant;
   PackFn pack_full;  // full 16-row slab; nullptr: use the scalar packer
+  PackInterleavedFn pack_interleaved;  // a slab from a QuantInterleaved copy
 };
 
 // ------------------------------------------------------------------------------------------
@@ -170,6 +174,33 @@ void PackSlabScalar(const MatrixView& w, int64_t r0, int64_t nrows, int64_t b0, 
   }
 }
 
+// The slab of row group g (rows 16g .. 16g+15), blocks [b0, b0 + nbk), from a QuantInterleaved
+// copy: its quant bytes are already [4-column group][16 rows][4] (Q8_0 as w + 128, Q4_0 as
+// nibble pairs whose low/high halves are column groups s and s + 4), so this is a copy plus
+// the scale conversion.
+void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
+                         uint8_t* dst) {
+  const int64_t qb = pk.quant_bytes();
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* db = dst + b * kBlockBytes;
+    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    if (pk.type() == DType::kQ8_0) {
+      std::memcpy(db, q, kQuantBytes);
+    } else {
+      for (int64_t j = 0; j < 256; ++j) {
+        db[j] = q[j] & 15;
+        db[256 + j] = q[j] >> 4;
+      }
+    }
+    const uint16_t* sc = pk.scales(g) + (b0 + b) * kSlabRows;
+    for (int64_t i = 0; i < kSlabRows; ++i) {
+      const float s = F16ToF32(sc[i]);
+      std::memcpy(db + kQuantBytes + 4 * i, &s, 4);
+    }
+    std::memset(db + kMinsOff, 0, kSlabRows * 4);
+  }
+}
+
 void PackSlabFullScalar(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst) {
   PackSlabScalar(w, r0, kSlabRows, b0, nbk, dst);
 }
@@ -206,7 +237,7 @@ constexpr TileFn kScalarTiles[kScalarMR] = {&TileScalar<1, false>, &TileScalar<2
 constexpr TileFn kScalarTilesMins[kScalarMR] = {&TileScalar<1, true>, &TileScalar<2, true>,
                                                 &TileScalar<3, true>, &TileScalar<4, true>};
 constexpr Path kScalarPath{"scalar", kScalarMR, 1, kScalarTiles, kScalarTilesMins,
-                           &QuantizeRowScalar, &PackSlabFullScalar};
+                           &QuantizeRowScalar, &PackSlabFullScalar, &PackSlabInterleaved};
 
 #if TARMAC_INT8_X86
 // ------------------------------------------------------------------------------------------
@@ -409,8 +440,34 @@ constexpr TileFn kVnniTiles[kVnniMR] = {&TileVnni<1, false>, &TileVnni<2, false>
 constexpr TileFn kVnniTilesMins[kVnniMR] = {&TileVnni<1, true>, &TileVnni<2, true>,
                                             &TileVnni<3, true>, &TileVnni<4, true>,
                                             &TileVnni<5, true>, &TileVnni<6, true>};
+// PackSlabInterleaved with vector copies, nibble splits and scale conversions.
+TARMAC_TARGET_VNNI void PackSlabInterleavedAvx512(const QuantInterleaved& pk, int64_t g, int64_t b0,
+                                                  int64_t nbk, uint8_t* dst) {
+  const int64_t qb = pk.quant_bytes();
+  const bool q8 = pk.type() == DType::kQ8_0;
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* db = dst + b * kBlockBytes;
+    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = _mm512_load_si512(q + 64 * s);
+      if (q8) {
+        _mm512_storeu_si512(db + 64 * s, v);
+        _mm512_storeu_si512(db + 256 + 64 * s, _mm512_load_si512(q + 256 + 64 * s));
+      } else {
+        _mm512_storeu_si512(db + 64 * s, _mm512_and_si512(v, nib));
+        _mm512_storeu_si512(db + 256 + 64 * s, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
+      }
+    }
+    const __m256i h = _mm256_load_si256(
+        reinterpret_cast<const __m256i*>(pk.scales(g) + (b0 + b) * kSlabRows));
+    _mm512_storeu_ps(db + kQuantBytes, _mm512_cvtph_ps(h));
+    _mm512_storeu_ps(db + kMinsOff, _mm512_setzero_ps());
+  }
+}
+
 constexpr Path kVnniPath{"avx512vnni", kVnniMR, kVnniNV, kVnniTiles, kVnniTilesMins,
-                         &QuantizeRowAvx512, &PackSlabAvx512};
+                         &QuantizeRowAvx512, &PackSlabAvx512, &PackSlabInterleavedAvx512};
 
 // ------------------------------------------------------------------------------------------
 // AVX2: one slab = 2 ymm of 8 rows; |w| · sign(x, w) through maddubs (exact, see header).
@@ -468,7 +525,7 @@ constexpr int kAvx2MR = 2;
 constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>};
 constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>};
 constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowScalar,
-                         &PackSlabFullScalar};
+                         &PackSlabFullScalar, &PackSlabInterleaved};
 #endif  // TARMAC_INT8_X86
 
 const Path& SelectPath() {
@@ -510,7 +567,12 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
       const int64_t sr0 = r0 + s * kSlabRows;
       const int64_t nrows = std::clamp<int64_t>(r1 - sr0, 0, kSlabRows);
       uint8_t* dst = packed + s * slab_stride;
-      if (nrows == kSlabRows && gather_ok) {
+      TARMAC_DCHECK(sr0 % kSlabRows == 0);
+      if (w.packed != nullptr && nrows > 0) {
+        // The interleaved decode copy (its rows past w.rows are zero, as a partial slab needs).
+        path.pack_interleaved(*static_cast<const QuantInterleaved*>(w.packed), sr0 / kSlabRows,
+                              kb0, nbk, dst);
+      } else if (nrows == kSlabRows && gather_ok) {
         path.pack_full(w, sr0, kb0, nbk, dst);
       } else {
         PackSlabScalar(w, sr0, nrows, kb0, nbk, dst);

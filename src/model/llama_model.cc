@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,33 +117,54 @@ Status LlamaModel::Init() {
   return Status::Ok();
 }
 
+namespace {
+
+// Gives the whole pages inside [p, p + bytes) back to the OS (anonymous memory reads back as
+// zeros afterwards, a file mapping re-reads the file); partial pages at the ends stay.
+void ReleasePages(const void* p, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t b = (a + page - 1) / page * page, e = (a + bytes) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory
+}
+
+}  // namespace
+
 void LlamaModel::PackForDecode() {
   if (!kernels::Int8MatVecFast()) return;
   // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
-  // halves it (quant_interleaved.h). It costs a second copy of those weights (prefill still
-  // reads the GGUF layout), so it is capped; matrices past the cap keep the per-row kernel.
-  // (Replacing the GGUF bytes instead, with prefill packing from the interleaved layout, would
-  // save the memory: not done yet.)
-  // At most 2 GiB, and at most a quarter of the memory free now, so that a large model on a
-  // small machine is not pushed out of memory by its own speed-up.
+  // halves it (quant_interleaved.h). Prefill packs from the copy too (matmul_int8.h), so when
+  // the model owns its bytes (not mmap) the GGUF bytes of a copied matrix are released and the
+  // memory use stays about the same: the copies are made one matrix at a time, so the peak is
+  // one matrix more. What stays doubled (the tied embedding, which token lookup still reads;
+  // every copy under mmap, though those file pages are reclaimable cache) is capped at 2 GiB
+  // and a quarter of the memory free now, and so is a single matrix: a large model on a small
+  // machine is not pushed out of memory by its own speed-up. Past the caps a matrix keeps the
+  // per-row kernel.
   const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  const int64_t budget = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
-  int64_t left = budget;
+  const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
+  const bool owned = owned_bytes_.size() > 0;
+  int64_t extra_left = cap;
   std::unique_ptr<ThreadPool> pool;  // started only if there is something to pack
   auto pack = [&](MatrixView* w) {
     if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
     const int64_t bytes = kernels::QuantInterleaved::PackedBytes(*w);
-    if (bytes > left) return;
-    left -= bytes;
+    const bool release = owned && w->data != tok_embd_.data;
+    if (bytes > cap || (!release && bytes > extra_left)) return;
+    if (!release) extra_left -= bytes;
     if (pool == nullptr) pool = std::make_unique<ThreadPool>(ThreadPool::DefaultThreads());
     decode_packed_.push_back(kernels::QuantInterleaved::Pack(*w, pool.get()));
     w->packed = decode_packed_.back().get();
+    decode_packed_bytes_ += bytes;
+    if (release) {
+      ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
+      w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
+    }
   };
   for (LayerWeights& L : layers_) {
     for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(w);
   }
   pack(&output_);
-  decode_packed_bytes_ = budget - left;
 }
 
 void LlamaModel::PackForAmx() {

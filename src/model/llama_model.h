@@ -61,8 +61,9 @@ class LlamaModel {
   int64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
   int64_t amx_packed_bytes() const { return amx_packed_bytes_; }
-  // Bytes of Q4_0/Q8_0 weights copied into the interleaved decode layout
-  // (kernels/quant_interleaved.h); 0 without AVX-512 VNNI or without such weights.
+  // Bytes of Q4_0/Q8_0 weights moved into the interleaved decode layout
+  // (kernels/quant_interleaved.h; their GGUF bytes are released, except the tied embedding's);
+  // 0 without AVX-512 VNNI or without such weights.
   int64_t decode_packed_bytes() const { return decode_packed_bytes_; }
 
  private:

@@ -24,6 +24,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/quant_interleaved.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::kernels {
@@ -114,6 +115,41 @@ TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
                       &st);
             if (::testing::Test::HasFatalFailure()) return;
             ++i;
+          }
+        }
+      }
+    }
+  });
+}
+
+// With a QuantInterleaved copy in w.packed the slabs come from the copy and w.data is never
+// read (null here): still bit-identical to the reference on the GGUF bytes, on every path.
+TEST(MatMulInt8Test, FromInterleavedCopyWithoutGgufBytes) {
+  std::mt19937 rng(13);
+  ThreadPool pool2(2);
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+      for (int64_t cols : {32, 544, 1056}) {
+        for (int64_t rows : {1, 16, 17, 33, 100}) {
+          for (int64_t tokens : {1, 2, 7, 13}) {
+            const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+            const MatrixView gguf{type, m.data(), rows, cols, RowBytes(type, cols)};
+            const auto pk = QuantInterleaved::Pack(gguf);
+            MatrixView w = gguf;
+            w.data = nullptr;
+            w.packed = pk.get();
+            const auto x = RandomActivations(tokens * cols, rng);
+            std::vector<float> ref(tokens * rows), got(tokens * rows, NAN), via(tokens * rows);
+            MatMulInt8Ref(gguf, x.data(), tokens, ref.data());
+            MatMulInt8(w, x.data(), tokens, got.data(), &pool2);
+            MatMul(w, x.data(), tokens, via.data(), &pool2);  // tokens == 1: MatVecInt8
+            for (int64_t i = 0; i < tokens * rows; ++i) {
+              ASSERT_EQ(got[i], ref[i]) << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                                        << " tokens=" << tokens << " i=" << i;
+              ASSERT_EQ(via[i], ref[i]) << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                                        << " tokens=" << tokens << " i=" << i;
+            }
           }
         }
       }
