@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 
 namespace tarmac::kernels {
@@ -59,6 +60,26 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
     pool->ParallelFor(p->groups(), 16, pack_groups);
   }
   return p;
+}
+
+void QuantInterleaved::DequantizeRow(int64_t r, float* dst) const {
+  TARMAC_CHECK(r >= 0 && r < rows_);
+  const int64_t g = r / kRows, i = r % kRows;
+  const int64_t qb = quant_bytes();
+  for (int64_t b = 0; b < nb_; ++b) {
+    const float d = F16ToF32(scales(g)[b * kRows + i]);
+    const uint8_t* q = quants(g) + b * qb + i * 4;
+    float* out = dst + b * 32;
+    if (type_ == DType::kQ8_0) {
+      for (int k = 0; k < 32; ++k) out[k] = d * static_cast<float>(int{q[(k / 4) * 64 + k % 4]} - 128);
+    } else {
+      for (int k = 0; k < 16; ++k) {
+        const uint8_t v = q[(k / 4) * 64 + k % 4];
+        out[k] = d * static_cast<float>(int{v & 15} - 8);
+        out[k + 16] = d * static_cast<float>(int{v >> 4} - 8);
+      }
+    }
+  }
 }
 
 bool QuantInterleaved::Matches(const MatrixView& w) const {

@@ -43,6 +43,10 @@ class QuantInterleaved {
 
   // Whether this was packed from a matrix of w's type and shape.
   bool Matches(const MatrixView& w) const;
+  // Row r's values as f32 (dst: cols floats), equal to DequantizeRowRef of the original row:
+  // lets an embedding lookup read a matrix whose GGUF bytes were released.
+  // Preconditions: 0 <= r < rows().
+  void DequantizeRow(int64_t r, float* dst) const;
   DType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int64_t blocks() const { return nb_; }  // 32-column blocks per row

@@ -133,14 +133,14 @@ void ReleasePages(const void* p, size_t bytes) {
 void LlamaModel::PackForDecode() {
   if (!kernels::Int8MatVecFast()) return;
   // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
-  // halves it (quant_interleaved.h). Prefill packs from the copy too (matmul_int8.h), so when
-  // the model owns its bytes (not mmap) the GGUF bytes of a copied matrix are released and the
-  // memory use stays about the same: the copies are made one matrix at a time, so the peak is
-  // one matrix more. What stays doubled (the tied embedding, which token lookup still reads;
-  // every copy under mmap, though those file pages are reclaimable cache) is capped at 2 GiB
-  // and a quarter of the memory free now, and so is a single matrix: a large model on a small
-  // machine is not pushed out of memory by its own speed-up. Past the caps a matrix keeps the
-  // per-row kernel.
+  // halves it (quant_interleaved.h). Prefill packs from the copy too (matmul_int8.h), and
+  // token lookup in a tied embedding reads its rows from it, so when the model owns its bytes
+  // (not mmap) the GGUF bytes of a copied matrix are released and the memory use stays the
+  // same: the copies are made one matrix at a time, so the peak is one matrix more. Under mmap
+  // every copy is extra (though the file pages are reclaimable cache): that is capped at 2 GiB
+  // and a quarter of the memory free now, and so is a single matrix, so a large model on a
+  // small machine is not pushed out of memory by its own speed-up. Past the caps a matrix
+  // keeps the per-row kernel.
   const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
   const bool owned = owned_bytes_.size() > 0;
@@ -149,16 +149,19 @@ void LlamaModel::PackForDecode() {
   auto pack = [&](MatrixView* w) {
     if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
     const int64_t bytes = kernels::QuantInterleaved::PackedBytes(*w);
-    const bool release = owned && w->data != tok_embd_.data;
+    const bool release = owned;
     if (bytes > cap || (!release && bytes > extra_left)) return;
     if (!release) extra_left -= bytes;
     if (pool == nullptr) pool = std::make_unique<ThreadPool>(ThreadPool::DefaultThreads());
     decode_packed_.push_back(kernels::QuantInterleaved::Pack(*w, pool.get()));
     w->packed = decode_packed_.back().get();
     decode_packed_bytes_ += bytes;
+    const bool tied = w->data == tok_embd_.data;
+    if (tied) tok_embd_.packed = w->packed;  // token lookup reads rows from the copy
     if (release) {
       ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
       w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
+      if (tied) tok_embd_.data = nullptr;
     }
   };
   for (LayerWeights& L : layers_) {
@@ -236,7 +239,12 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
   for (int32_t t = 0; t < n; ++t) {
     TARMAC_CHECK(batch.tokens[t] >= 0 && batch.tokens[t] < c.n_vocab);
     TARMAC_CHECK(batch.positions[t] >= 0 && batch.positions[t] < rope_.max_positions());
-    kernels::DequantizeRow(tok_embd_.type, tok_embd_.row(batch.tokens[t]), &x_[t * E], E);
+    if (tok_embd_.packed != nullptr) {  // tied embedding moved into the decode layout
+      static_cast<const kernels::QuantInterleaved*>(tok_embd_.packed)
+          ->DequantizeRow(batch.tokens[t], &x_[t * E]);
+    } else {
+      kernels::DequantizeRow(tok_embd_.type, tok_embd_.row(batch.tokens[t]), &x_[t * E], E);
+    }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Query tiles: runs of consecutive positions of one sequence (a prefill chunk), at most

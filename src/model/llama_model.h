@@ -62,7 +62,7 @@ class LlamaModel {
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
   int64_t amx_packed_bytes() const { return amx_packed_bytes_; }
   // Bytes of Q4_0/Q8_0 weights moved into the interleaved decode layout
-  // (kernels/quant_interleaved.h; their GGUF bytes are released, except the tied embedding's);
+  // (kernels/quant_interleaved.h; their GGUF bytes are released unless the file is mapped);
   // 0 without AVX-512 VNNI or without such weights.
   int64_t decode_packed_bytes() const { return decode_packed_bytes_; }
 

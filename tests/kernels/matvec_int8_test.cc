@@ -219,6 +219,24 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
   }
 }
 
+TEST(QuantInterleavedTest, DequantizeRowEqualsReference) {
+  std::mt19937 rng(28);
+  for (DType type : kTypes) {
+    for (int64_t rows : {1, 16, 17, 40}) {
+      const int64_t cols = 96;
+      const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+      const MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+      const auto pk = QuantInterleaved::Pack(w);
+      std::vector<float> want(cols), got(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRowRef(type, w.row(r), want.data(), cols);
+        pk->DequantizeRow(r, got.data());
+        ASSERT_EQ(got, want) << DTypeName(type) << " rows=" << rows << " r=" << r;
+      }
+    }
+  }
+}
+
 TEST(MatVecInt8Test, MatMulOfOneTokenUsesIt) {
   if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
   std::mt19937 rng(25);
