@@ -1,5 +1,5 @@
 // Int8-activation decode matvec for Q8_0 / Q4_0 (see matvec_int8.h for the scheme and
-// numerics). The AVX-512 VNNI + VBMI path uses intrinsics in functions with a target
+// numerics). The AVX-512 VNNI + VBMI (+ GFNI) path uses intrinsics in functions with a target
 // attribute, chosen at run time; elsewhere MatVecInt8 computes the same through MatMulInt8.
 
 #include "kernels/matvec_int8.h"
@@ -39,10 +39,10 @@ namespace {
 constexpr int64_t kQB = 32;                 // block (weights and activations)
 constexpr int64_t kGroupBlocks = 4;         // blocks per zmm step
 
-// x of 4 consecutive blocks (4g .. 4g+3), laid out for the kernel: byte 16j + t of lo/hi is
-// element t / 16 + t of block 4g + j; int32/f32 lane 4j + m of corr/dx belongs to block
-// 4g + j, and corr = -o · (the 8 quants lane m of that block multiplies: lo and hi bytes
-// 4m .. 4m+3). 256 bytes, one aligned step.
+// x of 4 consecutive blocks (4g .. 4g+3), laid out for the per-row kernel: byte 16j + t of lo
+// is element t of block 4g + j, of hi element 16 + t; int32/f32 lane 4j + m of corr/dx belongs
+// to block 4g + j, and corr = -o · (the 8 quants lane m of that block multiplies: lo and hi
+// bytes 4m .. 4m+3). 256 bytes, one aligned step.
 struct alignas(64) XGroup {
   int8_t lo[64];
   int8_t hi[64];
@@ -124,8 +124,8 @@ TARMAC_TARGET_VNNI_VBMI Indices MakeIndices() {
     }
     for (int m = 0; m < 4; ++m) {
       s4[4 * j + m] = static_cast<uint16_t>(9 * j);  // byte 18j, within p's 64 bytes
-      const int w8 = 17 * j;                         // byte 34j: second source p + 64
-      s8[4 * j + m] = static_cast<uint16_t>(w8 < 32 ? w8 : 32 + (w8 - 32));
+      // Byte 34j, word 17j: words 32+ come from the second source, p + 64, which is word 32.
+      s8[4 * j + m] = static_cast<uint16_t>(17 * j);
     }
   }
   Indices ix;

@@ -1,5 +1,6 @@
 // MatVecInt8: the batch-1 decode matvec for Q8_0 / Q4_0 weights with 8-bit activations and
-// AVX-512 VNNI integer dot products, straight from the GGUF blocks (no packing).
+// AVX-512 VNNI integer dot products: straight from the GGUF blocks, or from the interleaved copy
+// the model makes at load (below).
 //
 // Why: with int16 activations (MatVec, vpmaddwd) every weight byte is widened to i16 first,
 // and Q4_0 decode ran out of vector ports before it ran out of memory bandwidth (1B Q4_0:
@@ -37,11 +38,11 @@ namespace tarmac::kernels {
 // Weight types MatVecInt8 handles: Q8_0, Q4_0.
 bool IsInt8MatVecType(DType type);
 
-// True when the VNNI path runs on this machine now: the CPU has AVX-512 VNNI and VBMI and the
-// Highway target MatMul dispatches to is AVX3 or better (so tests that lower the target with
-// hwy::SetSupportedTargetsForTest also turn this path off), and TARMAC_NO_VNNI_MATVEC is unset
-// or 0 (for A/B measurements against the int16 MatVec). MatMul uses MatVecInt8 for one token
-// only when this is true.
+// True when the VNNI path runs on this machine now: the CPU has AVX-512 VNNI, VBMI and GFNI,
+// the Highway target MatMul dispatches to is AVX3 or better (so tests that lower the target
+// with hwy::SetSupportedTargetsForTest also turn this path off), and TARMAC_NO_VNNI_MATVEC is
+// unset or 0 (for A/B measurements against the int16 MatVec). MatMul uses MatVecInt8 for one
+// token when this is true, and always for a matrix with an interleaved copy.
 bool Int8MatVecFast();
 
 // y[r] = row r · x with int8 activations. x: w.cols floats; y: w.rows floats (no aliasing).
