@@ -75,10 +75,15 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   // would not pay at this batch size (the step costs rule it out, not the acceptance, and a
   // probe only measures acceptance): at batch 64 on a compute-bound model those probes were
   // pure cost.
-  if (best_k == 0 && config_.max_k > 0 && AcceptanceCouldPay(batch, in_bucket) &&
-      (st.drafts == 0 ||
-       ++acc.since_probe >= static_cast<int64_t>(config_.probe_every) * std::max(batch, 1))) {
+  // A bucket with no verified draft yet is probed at most once per step's worth of decisions:
+  // its first decode step at batch 64 would otherwise probe all 64 requests (each paying a
+  // draft catch-up) before the first verification is seen.
+  const int64_t period =
+      (st.drafts == 0 ? 1 : static_cast<int64_t>(config_.probe_every)) * std::max(batch, 1);
+  const bool due = (st.drafts == 0 && acc.never_probed) || ++acc.since_probe >= period;
+  if (best_k == 0 && config_.max_k > 0 && due && AcceptanceCouldPay(batch, in_bucket)) {
     acc.since_probe = 0;
+    acc.never_probed = false;
     best_k = std::min(2, config_.max_k);  // re-probe a switched-off bucket
   }
   if (best_k == 0) ++st.fallbacks;

@@ -77,7 +77,8 @@ class SpecPolicy {
  private:
   struct Acc {
     double accepted = 1.0, rejected = 1.0;  // decayed counts; prior a = 0.5
-    int64_t since_probe = 0;
+    int64_t since_probe = 0;   // decisions since the last probe
+    bool never_probed = true;
   };
   static int Bin(int32_t tokens);  // log2 bin of a token count
 

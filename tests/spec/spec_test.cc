@@ -66,6 +66,27 @@ TEST(SpecPolicyTest, NoProbesWhereStepCostsAloneRuleSpeculationOut) {
   EXPECT_GT(p.ChooseK("b", 1, 1), 0);
 }
 
+TEST(SpecPolicyTest, UnmeasuredBucketProbesOneRequestPerStep) {
+  SpecPolicy p;
+  // Flat up to 64 tokens, then rising: at batch 64 the prior acceptance (0.5) does not pay,
+  // 95% would, so the bucket is probed.
+  for (int t : {1, 8, 64}) p.ObserveStep(t, 0.010);
+  p.ObserveStep(128, 0.016);
+  p.ObserveStep(256, 0.030);
+  p.ObserveStep(512, 0.060);
+  p.ObserveDraft(1, 0.0001);
+  ASSERT_TRUE(p.AcceptanceCouldPay(64, 64));
+  ASSERT_LT(p.PredictSpeedup(0.5, 1, 64, 64), 1.0);
+  // The first step: 64 decisions, before any verification is observed.
+  int probes = 0;
+  for (int i = 0; i < 64; ++i) probes += p.ChooseK("new", 64, 64) > 0;
+  EXPECT_EQ(probes, 1);
+  // Still nothing verified (the probe produced no draft): one more in the next step.
+  probes = 0;
+  for (int i = 0; i < 64; ++i) probes += p.ChooseK("new", 64, 64) > 0;
+  EXPECT_EQ(probes, 1);
+}
+
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
   SpecPolicyConfig cfg;
   cfg.probe_every = 10;
