@@ -177,19 +177,19 @@ inline float TailBlocks(const uint8_t* row, int64_t b0, int64_t nt, const XTail&
   float acc = 0.0f;
   for (int64_t k = 0; k < nt; ++k) {
     int32_t isum = xt.corr[k];
-    float dw;
+    uint16_t d;
     if constexpr (kQ8) {
       const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b0 + k];
       for (int t = 0; t < kQB; ++t) isum += (blk.qs[t] + 128) * xt.q[k * kQB + t];
-      dw = F16ToF32(blk.d);
+      d = blk.d;
     } else {
       const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b0 + k];
       for (int t = 0; t < 16; ++t) {
         isum += (blk.qs[t] & 15) * xt.q[k * kQB + t] + (blk.qs[t] >> 4) * xt.q[k * kQB + 16 + t];
       }
-      dw = F16ToF32(blk.d);
+      d = blk.d;
     }
-    acc = std::fma(static_cast<float>(isum), dw * xt.d[k], acc);
+    acc = std::fma(static_cast<float>(isum), F16ToF32(d) * xt.d[k], acc);
   }
   return acc;
 }
