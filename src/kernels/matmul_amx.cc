@@ -241,16 +241,18 @@ TARMAC_AMX void ComputeBlock(const uint16_t* a_hi, const uint16_t* a_lo, const u
 // row-major order (no gathers to stage them) and each C tile is 16 tokens × 16 weight rows,
 // y's own layout (stored straight into y, no transposition).
 
-// Rows [tt_begin, tt_end) of the pass's activations split into row-major hi/lo bf16
-// [tp][kp] (token t0 + tt; tokens >= n_tokens and k >= K are zero).
-TARMAC_AMX void SplitActivationRows(const float* x, int64_t K, int64_t kp, int64_t n_tokens,
-                                    int64_t t0, int64_t tt_begin, int64_t tt_end, uint16_t* xh,
+// Rows [tt_begin, tt_end) of the pass's activations, columns [k0, k0 + kc) (k0 and kc
+// multiples of 32), split into row-major hi/lo bf16 rows `stride` elements apart: token t0 + tt
+// at xh + tt·stride (tokens >= n_tokens and k >= K are zero).
+TARMAC_AMX void SplitActivationRows(const float* x, int64_t K, int64_t k0, int64_t kc,
+                                    int64_t stride, int64_t n_tokens, int64_t t0,
+                                    int64_t tt_begin, int64_t tt_end, uint16_t* xh,
                                     uint16_t* xl) {
   for (int64_t tt = tt_begin; tt < tt_end; ++tt) {
     const int64_t t = t0 + tt;
-    for (int64_t k = 0; k < kp; k += kKStep) {
-      const int64_t valid = t < n_tokens ? std::min<int64_t>(kKStep, K - k) : 0;
-      Split32(x + t * K + k, valid, xh + tt * kp + k, xl + tt * kp + k);
+    for (int64_t k = 0; k < kc; k += kKStep) {
+      const int64_t valid = t < n_tokens ? std::min<int64_t>(kKStep, K - k0 - k) : 0;
+      Split32(x + t * K + k0 + k, valid, xh + tt * stride + k, xl + tt * stride + k);
     }
   }
 }
@@ -280,12 +282,11 @@ TARMAC_AMX inline void StoreTile(int idx, float* p, int64_t stride_bytes) {
 }
 
 // One row block (pre-split weights wh/wl for steps [s0, s0 + ns)) times every token tile of
-// the pass (xh/xl rows, kp apart). cacc: this row block's C between K chunks,
+// the pass (xh/xl: the same K chunk of the split activations, rows kp elements apart). cacc: this row block's C between K chunks,
 // [token pair][4 tiles][16][16]. (A software prefetch of the next row block's weights
 // measured no different: the hardware streams the sequential tiles.)
 TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64_t kp,
-                                   const uint16_t* wh, const uint16_t* wl, int64_t s0,
-                                   int64_t ns, bool w_lo, bool first, bool last, int64_t tp,
+                                   const uint16_t* wh, const uint16_t* wl, int64_t ns, bool w_lo, bool first, bool last, int64_t tp,
                                    int64_t t0, int64_t n_tokens, int64_t r0, int64_t r1,
                                    float* y, int64_t y_stride, float* cacc) {
   const int64_t xs = kp * 2;  // bytes between token rows
@@ -299,8 +300,8 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
     } else {
       StartC(first, c, c + 256, c + 512, c + 768);
     }
-    const uint16_t* a0h = xh + jp * kTile * kp + s0 * kKStep;
-    const uint16_t* a0l = xl + jp * kTile * kp + s0 * kKStep;
+    const uint16_t* a0h = xh + jp * kTile * kp;
+    const uint16_t* a0l = xl + jp * kTile * kp;
     for (int64_t s = 0; s < ns; ++s) {
       // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products
       // for a pair of token tiles.
@@ -447,17 +448,26 @@ void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float*
     // K chunks keep the pass's activations of one chunk (tp × chunk × 4 bytes) in L2.
     const int64_t kc_steps = std::max<int64_t>(
         256 / kKStep, std::min<int64_t>(steps, (int64_t{512} << 10) / (4 * tp * kKStep) / 8 * 8));
-    const size_t x_elems = static_cast<size_t>(tp * kp);
-    if (x_store.size() < 2 * x_elems * 2) x_store.Resize(2 * x_elems * 2);
-    uint16_t* xh = x_store.as<uint16_t>();
-    uint16_t* xl = xh + x_elems;
-    auto split = [&](int64_t b, int64_t e, int) {
-      SplitActivationRows(x, K, kp, n_tokens, t0, b * kTile, e * kTile, xh, xl);
-    };
-    if (threaded) {
-      pool->ParallelFor(tp / kTile, 1, split);
-    } else {
-      split(0, tp / kTile, 0);
+    // Every thread reads all of the pass's activations. Up to 64 tokens each thread splits
+    // its own copy of the chunk: that costs little and saves a hand-off and moving the other
+    // thread's half between cores (wp-11m's 384×384 at 32 tokens: 2 threads took longer than
+    // 1 with one shared copy). Beyond that the split is shared.
+    const bool own_split = threaded && tp <= 64;
+    uint16_t* xh = nullptr;
+    uint16_t* xl = nullptr;
+    if (!own_split) {
+      const size_t x_elems = static_cast<size_t>(tp * kp);
+      if (x_store.size() < 2 * x_elems * 2) x_store.Resize(2 * x_elems * 2);
+      xh = x_store.as<uint16_t>();
+      xl = xh + x_elems;
+      auto split = [&](int64_t b, int64_t e, int) {
+        SplitActivationRows(x, K, 0, kp, kp, n_tokens, t0, b * kTile, e * kTile, xh, xl);
+      };
+      if (threaded) {
+        pool->ParallelFor(tp / kTile, 1, split);
+      } else {
+        split(0, tp / kTile, 0);
+      }
     }
     const size_t c_block = static_cast<size_t>(kRowBlock * tp);
     if (c_store.size() < n_blocks * c_block * 4) c_store.Resize(n_blocks * c_block * 4);
@@ -465,17 +475,34 @@ void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float*
     for (int64_t s0 = 0; s0 < steps; s0 += kc_steps) {
       const int64_t ns = std::min(kc_steps, steps - s0);
       auto run = [&](int64_t blk0, int64_t blk1, int) {
+        const uint16_t* ah = own_split ? nullptr : xh + s0 * kKStep;
+        const uint16_t* al = own_split ? nullptr : xl + s0 * kKStep;
+        int64_t stride = kp;
+        if (own_split) {
+          thread_local AlignedBuffer own;
+          const size_t elems = static_cast<size_t>(tp * ns * kKStep);
+          if (own.size() < 2 * elems * 2) own.Resize(2 * elems * 2);
+          uint16_t* oh = own.as<uint16_t>();
+          stride = ns * kKStep;
+          SplitActivationRows(x, K, s0 * kKStep, stride, stride, n_tokens, t0, 0, tp, oh,
+                              oh + elems);
+          ah = oh;
+          al = oh + elems;
+        }
         LoadTileConfig();
         for (int64_t blk = blk0; blk < blk1; ++blk) {
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          ComputeBlockPacked(xh, xl, kp, p.hi(blk) + s0 * 1024, p.lo(blk) + s0 * 1024, s0, ns,
+          ComputeBlockPacked(ah, al, stride, p.hi(blk) + s0 * 1024, p.lo(blk) + s0 * 1024, ns,
                              w_lo, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1, y,
                              w.rows, cacc + blk * c_block);
         }
         ReleaseTiles();
       };
+      // One chunk of row blocks per thread: each chunk splits (own_split) and configures the
+      // tiles once.
       if (threaded && n_blocks > 1) {
-        pool->ParallelFor(n_blocks, 1, run);
+        pool->ParallelFor(n_blocks, (n_blocks + pool->num_threads() - 1) / pool->num_threads(),
+                          run);
       } else {
         run(0, n_blocks, 0);
       }
