@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/attention_amx.h"
 #include "kernels/ops.h"
+#include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 
 #ifndef HWY_DISABLED_TARGETS  // see dequant.cc
@@ -152,6 +154,100 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
   }
 }
 
+// The tile on AMX (attention_amx.h): per chunk of 64 keys, S = Q·Kᵀ on tiles, the online
+// softmax here (one update per row per chunk, as in the general path), O += P·V on tiles.
+// Query row r is token r / group, head h0 + r % group.
+void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t group,
+                      int32_t h0, int32_t kv_head, const PagedKvView& kv,
+                      const int32_t* block_table, float scale, float* out, int64_t out_stride) {
+  constexpr int64_t kC = 64;  // keys per chunk
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t hd = kv.head_dim, bs = kv.block_size;
+  const int64_t R = static_cast<int64_t>(nq) * group, Rp = (R + 15) / 16 * 16;
+  // Per-thread scratch: [qf | o] f32, [qh | ql | ph | pl | k hi/lo | v hi/lo] bf16, s f32.
+  struct AmxScratch {
+    AlignedBuffer buf;
+    std::vector<float> m, l;
+  };
+  static thread_local AmxScratch sc;
+  const int64_t q_elems = Rp * hd, s_elems = Rp * kC, kv_elems = kC * hd;
+  const size_t need = static_cast<size_t>(4 * (2 * q_elems + s_elems) +
+                                          2 * (2 * q_elems + 2 * s_elems + 4 * kv_elems));
+  if (sc.buf.size() < need) sc.buf.Resize(need);
+  if (static_cast<int64_t>(sc.m.size()) < R) {
+    sc.m.resize(R);
+    sc.l.resize(R);
+  }
+  float* qf = sc.buf.as<float>();
+  float* o = qf + q_elems;
+  float* s = o + q_elems;
+  uint16_t* qh = reinterpret_cast<uint16_t*>(s + s_elems);
+  uint16_t* ql = qh + q_elems;
+  uint16_t* ph = ql + q_elems;
+  uint16_t* pl = ph + s_elems;
+  uint16_t* kh = pl + s_elems;
+  uint16_t* kl = kh + kv_elems;
+  uint16_t* vh = kl + kv_elems;
+  uint16_t* vl = vh + kv_elems;
+  for (int64_t r = 0; r < R; ++r) {
+    std::memcpy(qf + r * hd, q + (r / group) * q_stride + (h0 + r % group) * hd, hd * 4);
+  }
+  std::fill(qf + R * hd, qf + Rp * hd, 0.0f);
+  std::fill(o, o + Rp * hd, 0.0f);
+  std::fill(sc.m.begin(), sc.m.begin() + R, -std::numeric_limits<float>::infinity());
+  std::fill(sc.l.begin(), sc.l.begin() + R, 0.0f);
+  AmxSplitRows(qf, Rp * hd, qh, ql);
+
+  const auto vscale = hn::Set(df, scale);
+  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const int64_t last_pos = pos0 + nq - 1;
+  const int64_t n_blocks = last_pos / bs + 1;
+  const int64_t bpc = kC / bs;
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += bpc) {
+    const int64_t nbk = std::min(bpc, n_blocks - c0);
+    const int64_t key0 = c0 * bs;
+    const int32_t valid_keys = static_cast<int32_t>(std::min(nbk * bs, last_pos + 1 - key0));
+    AmxStageKv(kv, kv_head, block_table + c0, static_cast<int32_t>(nbk), valid_keys, kh, kl, vh,
+               vl);
+    AmxScores(qh, ql, Rp / 16, static_cast<int32_t>(hd), kh, kl, s);
+    for (int64_t r = 0; r < Rp; ++r) {
+      float* HWY_RESTRICT p = s + r * kC;
+      // Keys of this chunk that row r's token may see (none for padding rows).
+      const int64_t live = r < R ? std::clamp<int64_t>(pos0 + r / group + 1 - key0, 0, kC) : 0;
+      if (live == 0) {
+        std::fill(p, p + kC, 0.0f);
+        continue;
+      }
+      auto vmax = neg_inf;
+      for (int64_t j = 0; j < kC; j += N) {
+        const auto mask = hn::FirstN(df, static_cast<size_t>(std::clamp<int64_t>(live - j, 0, N)));
+        const auto v = hn::IfThenElse(mask, hn::Mul(hn::LoadU(df, p + j), vscale), neg_inf);
+        hn::StoreU(v, df, p + j);
+        vmax = hn::Max(vmax, v);
+      }
+      const float m_old = sc.m[r];
+      const float m_new = std::max(m_old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+      const auto vm = hn::Set(df, m_new);
+      auto vsum = hn::Zero(df);
+      for (int64_t j = 0; j < kC; j += N) {
+        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p + j), vm));  // -inf -> 0
+        hn::StoreU(e, df, p + j);
+        vsum = hn::Add(vsum, e);
+      }
+      const float c = std::exp(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
+      sc.l[r] = sc.l[r] * c + hn::GetLane(hn::SumOfLanes(df, vsum));
+      sc.m[r] = m_new;
+      if (c != 1.0f) Scale(o + r * hd, c, o + r * hd, hd);
+    }
+    AmxSplitRows(s, Rp * kC, ph, pl);
+    AmxAccumulate(ph, pl, Rp / 16, static_cast<int32_t>(hd), vh, vl, o);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    Scale(o + r * hd, 1.0f / sc.l[r], out + (r / group) * out_stride + (h0 + r % group) * hd, hd);
+  }
+}
+
 }  // namespace
 
 void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t n_heads,
@@ -174,6 +270,10 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       case 3: return DecodeTileF16<3>(qh, pos0, kv_head, kv, block_table, scale, oh);
       default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, oh);
     }
+  }
+  if (AttentionAmxUsable(nq, group, kv)) {
+    return AttentionTileAmx(q, q_stride, nq, pos0, group, h0, kv_head, kv, block_table, scale,
+                            out, out_stride);
   }
   // Keys are taken in chunks of whole blocks, up to kChunkKeys keys (blocks whose size is not
   // a multiple of the vector length: one block, padded): each query's online-softmax update

@@ -370,6 +370,9 @@ std::atomic<int> g_enabled{-1};  // -1: from the environment on first use
 
 }  // namespace
 
+void AmxConfigureTiles() { LoadTileConfig(); }
+void AmxReleaseTiles() { ReleaseTiles(); }
+
 bool AmxBf16Available() {
   static const bool available = ProbeAmx();
   return available;

@@ -41,6 +41,11 @@ bool AmxBf16Available();
 bool AmxEnabled();
 void SetAmxEnabled(bool on);
 
+// The tile configuration every AMX kernel here uses (palette 1, all 8 tiles 16 rows × 64
+// bytes), loaded on / released from the calling thread. Precondition: AmxBf16Available().
+void AmxConfigureTiles();
+void AmxReleaseTiles();
+
 // A weight matrix split into hi/lo bf16 once, ahead of time, in AMX's B-tile pair layout:
 // 4 bytes per weight (rows rounded up to 32, cols to 32). With it MatMulAmx swaps roles:
 // activations are tile A in their own row-major order and each C tile is 16 tokens × 16

@@ -6,17 +6,28 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/attention_amx.h"
+#include "kernels/matmul_amx.h"
 #include "tensor/fp16.h"
 
 namespace tarmac::kernels {
 namespace {
 
+// Turns the AMX paths on or off for one test (restored after).
+struct AmxSwitch {
+  explicit AmxSwitch(bool on) : before(AmxEnabled()) { SetAmxEnabled(on); }
+  ~AmxSwitch() { SetAmxEnabled(before); }
+  const bool before;
+};
+
 // Sweeps head counts (MHA and GQA), head dims (incl. ones that are not a multiple of the
 // vector length), block sizes, context lengths (partial last blocks, a single token) and query
 // tile sizes, with scattered block tables. Every query token of a tile must match the
 // materialised double-precision reference for its own causal length within
-// 1e-5 · max|V| (f32 accumulation over <= 200 keys).
+// 1e-5 · max|V| (f32 accumulation over <= 200 keys). The Highway paths (AMX off: its tiles
+// are tested below with their own bound).
 TEST(AttentionTest, TilesMatchReference) {
+  const AmxSwitch no_amx(false);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   struct Shape { int n_heads, n_kv, head_dim, block_size; };
@@ -60,6 +71,7 @@ TEST(AttentionTest, TilesMatchReference) {
 
 // A tile of n tokens gives the same result as n single-token calls (the decode path).
 TEST(AttentionTest, TileEqualsSingleTokens) {
+  const AmxSwitch no_amx(false);
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int n_heads = 6, n_kv = 2, hd = 64, bs = 16, nb = 8;
@@ -116,6 +128,125 @@ TEST(AttentionTest, Int8TilesMatchReference) {
       for (int e = 0; e < stride; ++e) ASSERT_NEAR(got[i * stride + e], want[e], 1e-5 * 7) << e;
     }
   }
+}
+
+// The AMX tile path (attention_amx.h) against the double reference, for every shape it takes
+// (head dims 32-256, incl. 96: a last group of 2 dim tiles; blocks of 16, 32 and 64; groups
+// 1-4), tiles of 2-33 tokens crossing chunk boundaries and ending mid-block. Positions past
+// the tile's last token hold NaN, so reading them (instead of staging zeros) fails.
+// Bound per output: scores are off by at most ds = 3·2^-16·scale·max_j sum_d |q_d k_jd| (the
+// split products), which moves a softmax average by at most 2·ds·max|v|; P's split adds
+// 3·2^-16·max|v|; 1e-5·max|v| covers f32 accumulation.
+TEST(AttentionTest, AmxTilesMatchReference) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  const AmxSwitch amx(true);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  struct Shape { int n_heads, n_kv, head_dim, block_size; };
+  int checked = 0;
+  for (Shape sh : {Shape{6, 2, 64, 16}, Shape{8, 8, 32, 16}, Shape{4, 1, 128, 32},
+                   Shape{9, 3, 64, 16}, Shape{8, 2, 64, 16}, Shape{4, 2, 96, 16},
+                   Shape{2, 1, 256, 64}, Shape{5, 5, 64, 32}}) {
+    const int n_blocks_total = 320 / sh.block_size;
+    const int64_t per_block = static_cast<int64_t>(sh.n_kv) * sh.block_size * sh.head_dim;
+    std::vector<uint16_t> k0(per_block * n_blocks_total), v0(k0.size());
+    for (auto& x : k0) x = F32ToF16(nd(rng));
+    for (auto& x : v0) x = F32ToF16(nd(rng) * 3.0f);
+    std::vector<int32_t> table;
+    for (int64_t b = 0; b < n_blocks_total; ++b)
+      table.push_back(static_cast<int32_t>((b * 7 + 3) % n_blocks_total));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
+    const int64_t hd_all = static_cast<int64_t>(sh.n_heads) * sh.head_dim;
+    const int group = sh.n_heads / sh.n_kv;
+    for (int64_t pos0 : {0, 5, 16, 63, 100, 250}) {
+      for (int32_t nq : {2, 7, 16, 33}) {
+        if (pos0 + nq > 320) continue;
+        const int64_t end = pos0 + nq;
+        // Positions >= end: NaN in K and V.
+        std::vector<uint16_t> k = k0, v = v0;
+        for (int64_t pos = end; pos < 320; ++pos) {
+          const int64_t blk = table[pos / sh.block_size], j = pos % sh.block_size;
+          for (int h = 0; h < sh.n_kv; ++h) {
+            const int64_t base = (blk * sh.n_kv + h) * sh.block_size * sh.head_dim;
+            for (int d = 0; d < sh.head_dim; ++d) {
+              k[base + d * sh.block_size + j] = 0x7E00;
+              v[base + j * sh.head_dim + d] = 0x7E00;
+            }
+          }
+        }
+        PagedKvView view{k.data(), v.data(), sh.n_kv, sh.block_size, sh.head_dim};
+        if (!AttentionAmxUsable(nq, group, view)) continue;
+        std::vector<float> q(nq * hd_all), got(nq * hd_all, -7.0f), want(hd_all);
+        for (auto& x : q) x = nd(rng) * 2.0f;
+        for (int32_t kvh = 0; kvh < sh.n_kv; ++kvh)
+          PagedAttentionTile(q.data(), hd_all, nq, pos0, sh.n_heads, kvh, view, table.data(),
+                             scale, got.data(), hd_all);
+        float vmax = 0;
+        for (int64_t pos = 0; pos < end; ++pos)
+          for (int h = 0; h < sh.n_kv; ++h)
+            for (int d = 0; d < sh.head_dim; ++d) {
+              const int64_t blk = table[pos / sh.block_size], j = pos % sh.block_size;
+              vmax = std::max(vmax, std::fabs(F16ToF32(
+                  v[(blk * sh.n_kv + h) * sh.block_size * sh.head_dim + j * sh.head_dim + d])));
+            }
+        for (int32_t i = 0; i < nq; ++i) {
+          PagedAttentionRef(q.data() + i * hd_all, sh.n_heads, view, table.data(), pos0 + i + 1,
+                            scale, want.data());
+          for (int h = 0; h < sh.n_heads; ++h) {
+            const float* qh = q.data() + i * hd_all + h * sh.head_dim;
+            double qk_max = 0;
+            for (int64_t pos = 0; pos <= pos0 + i; ++pos) {
+              const int64_t blk = table[pos / sh.block_size], j = pos % sh.block_size;
+              const int64_t base = (blk * sh.n_kv + h / group) * sh.block_size * sh.head_dim;
+              double sum = 0;
+              for (int d = 0; d < sh.head_dim; ++d)
+                sum += std::fabs(qh[d] * F16ToF32(k[base + d * sh.block_size + j]));
+              qk_max = std::max(qk_max, sum);
+            }
+            const double ds = 3.0 * std::ldexp(1.0, -16) * scale * qk_max;
+            const double tol = (2.0 * ds + 3.0 * std::ldexp(1.0, -16) + 1e-5) * vmax;
+            for (int d = 0; d < sh.head_dim; ++d) {
+              const int64_t e = static_cast<int64_t>(h) * sh.head_dim + d;
+              ASSERT_NEAR(got[i * hd_all + e], want[e], tol)
+                  << "heads " << sh.n_heads << "/" << sh.n_kv << " hd " << sh.head_dim
+                  << " bs " << sh.block_size << " pos0 " << pos0 << " nq " << nq << " token "
+                  << i << " head " << h << " dim " << d;
+            }
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// What the AMX path takes: f16 K/V, head dims that are multiples of 32 up to 256, blocks of
+// 16/32/64, at least 16 query rows over 2+ tokens, and only while AMX is enabled.
+TEST(AttentionTest, AmxPathSelection) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  PagedKvView f16{nullptr, nullptr, 2, 16, 64};
+  {
+    const AmxSwitch amx(true);
+    EXPECT_TRUE(AttentionAmxUsable(16, 3, f16));
+    EXPECT_TRUE(AttentionAmxUsable(4, 4, f16));
+    EXPECT_FALSE(AttentionAmxUsable(1, 16, f16));  // decode
+    EXPECT_FALSE(AttentionAmxUsable(5, 3, f16));   // 15 rows
+    PagedKvView odd = f16;
+    odd.head_dim = 40;
+    EXPECT_FALSE(AttentionAmxUsable(16, 3, odd));
+    odd = f16;
+    odd.block_size = 8;
+    EXPECT_FALSE(AttentionAmxUsable(16, 3, odd));
+    int8_t dummy = 0;
+    float sc = 1;
+    PagedKvView i8 = f16;
+    i8.k8 = i8.v8 = &dummy;
+    i8.k_scale = i8.v_scale = &sc;
+    EXPECT_FALSE(AttentionAmxUsable(16, 3, i8));
+  }
+  const AmxSwitch off(false);
+  EXPECT_FALSE(AttentionAmxUsable(16, 3, f16));
 }
 
 }  // namespace

@@ -1,0 +1,211 @@
+// AMX tiles of the prefill attention tile (see attention_amx.h).
+//
+// As in matmul_amx.cc, only functions marked TARMAC_AMX use AMX/AVX-512, they run only after
+// AttentionAmxUsable() said yes, and they use intrinsics and raw pointers only.
+
+#include "kernels/attention_amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/matmul_amx.h"
+
+namespace tarmac::kernels {
+namespace {
+
+#define TARMAC_AMX \
+  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+constexpr int32_t kChunk = 64;  // keys per chunk: 4 key tiles of 16, 2 steps of 32
+
+// Tile numbers: C 0-3, A 4-5 (hi, lo), B 6-7 (hi, lo). _tile_* need constant tile numbers.
+TARMAC_AMX inline void Dot3(int c) {
+  // C += A_hi·B_hi + A_lo·B_hi + A_hi·B_lo
+  switch (c) {
+    case 0: _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(0, 5, 6); _tile_dpbf16ps(0, 4, 7); break;
+    case 1: _tile_dpbf16ps(1, 4, 6); _tile_dpbf16ps(1, 5, 6); _tile_dpbf16ps(1, 4, 7); break;
+    case 2: _tile_dpbf16ps(2, 4, 6); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(2, 4, 7); break;
+    default: _tile_dpbf16ps(3, 4, 6); _tile_dpbf16ps(3, 5, 6); _tile_dpbf16ps(3, 4, 7); break;
+  }
+}
+
+TARMAC_AMX inline void LoadC(int c, const float* p, int64_t stride_bytes) {
+  switch (c) {
+    case 0: _tile_loadd(0, p, stride_bytes); break;
+    case 1: _tile_loadd(1, p, stride_bytes); break;
+    case 2: _tile_loadd(2, p, stride_bytes); break;
+    default: _tile_loadd(3, p, stride_bytes); break;
+  }
+}
+
+TARMAC_AMX inline void StoreC(int c, float* p, int64_t stride_bytes) {
+  switch (c) {
+    case 0: _tile_stored(0, p, stride_bytes); break;
+    case 1: _tile_stored(1, p, stride_bytes); break;
+    case 2: _tile_stored(2, p, stride_bytes); break;
+    default: _tile_stored(3, p, stride_bytes); break;
+  }
+}
+
+TARMAC_AMX inline void ZeroC() {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+}
+
+// 16 f16 values a (dim/key x) and b (x + 1) -> 16 bf16 pairs (a_j low half, b_j high), hi and
+// lo. An f16 has 11 significant bits: its f32 with the low 16 bits cleared is a bf16 (top 8
+// bits), and the rest, v - hi, has at most 3 bits, so its f32 also ends in 16 zero bits.
+TARMAC_AMX inline void PairF16(__m256i a, __m256i b, uint16_t* hi, uint16_t* lo) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m512 fa = _mm512_cvtph_ps(a), fb = _mm512_cvtph_ps(b);
+  const __m512i ha = _mm512_and_si512(_mm512_castps_si512(fa), top);
+  const __m512i hb = _mm512_and_si512(_mm512_castps_si512(fb), top);
+  const __m512i la = _mm512_castps_si512(_mm512_sub_ps(fa, _mm512_castsi512_ps(ha)));
+  const __m512i lb = _mm512_castps_si512(_mm512_sub_ps(fb, _mm512_castsi512_ps(hb)));
+  _mm512_store_si512(hi, _mm512_or_si512(hb, _mm512_srli_epi32(ha, 16)));
+  _mm512_store_si512(lo, _mm512_or_si512(_mm512_and_si512(lb, top), _mm512_srli_epi32(la, 16)));
+}
+
+TARMAC_AMX void SplitRowsImpl(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(src + i), b = _mm512_loadu_ps(src + i + 16);
+    const __m512bh h = _mm512_cvtne2ps_pbh(b, a);  // low 16 lanes from a
+    const __m512i hi_i = reinterpret_cast<const __m512i&>(h);
+    const __m512 ha = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi_i)), 16));
+    const __m512 hb = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi_i, 1)), 16));
+    const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
+    _mm512_storeu_si512(hi + i, hi_i);
+    _mm512_storeu_si512(lo + i, reinterpret_cast<const __m512i&>(l));
+  }
+}
+
+TARMAC_AMX void StageKvImpl(const PagedKvView& kv, int32_t head, const int32_t* blocks,
+                            int32_t n_blocks, int32_t valid_keys, uint16_t* k_hi,
+                            uint16_t* k_lo, uint16_t* v_hi, uint16_t* v_lo) {
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
+  const int32_t steps = hd / 32, dtiles = hd / 16;
+  TARMAC_DCHECK(valid_keys <= n_blocks * bs && n_blocks * bs <= kChunk);
+  // K: tile kt holds keys [16kt, 16kt + 16); row kk of step s pairs dims s·32 + 2kk and +1.
+  for (int32_t kt = 0; kt < 4; ++kt) {
+    const int32_t k0 = kt * 16;
+    const int32_t live = std::clamp(valid_keys - k0, 0, 16);
+    uint16_t* th = k_hi + kt * steps * 512;
+    uint16_t* tl = k_lo + kt * steps * 512;
+    if (live == 0) {
+      std::memset(th, 0, steps * 1024);
+      std::memset(tl, 0, steps * 1024);
+      continue;
+    }
+    const __mmask16 m = live == 16 ? 0xFFFF : static_cast<__mmask16>((1u << live) - 1);
+    const uint16_t* base = kv.KRows(blocks[k0 / bs], head) + k0 % bs;  // [hd][bs]
+    for (int32_t d = 0; d < hd; d += 2) {
+      const __m256i a = _mm256_maskz_loadu_epi16(m, base + static_cast<int64_t>(d) * bs);
+      const __m256i b = _mm256_maskz_loadu_epi16(m, base + static_cast<int64_t>(d + 1) * bs);
+      const int64_t row = (d / 32) * 512 + (d % 32) / 2 * 32;
+      PairF16(a, b, th + row, tl + row);
+    }
+  }
+  // V: step s2 holds keys [32·s2, 32·s2 + 32); row kk of dim tile dt pairs keys 2kk and 2kk+1.
+  const __m256i zero = _mm256_setzero_si256();
+  for (int32_t s2 = 0; s2 < 2; ++s2) {
+    for (int32_t kk = 0; kk < 16; ++kk) {
+      const int32_t ka = s2 * 32 + 2 * kk, kb = ka + 1;
+      const uint16_t* ra = ka < valid_keys ? kv.VRows(blocks[ka / bs], head) +
+                                                 static_cast<int64_t>(ka % bs) * hd
+                                           : nullptr;
+      const uint16_t* rb = kb < valid_keys ? kv.VRows(blocks[kb / bs], head) +
+                                                 static_cast<int64_t>(kb % bs) * hd
+                                           : nullptr;
+      for (int32_t dt = 0; dt < dtiles; ++dt) {
+        const __m256i a = ra != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + dt * 16)) : zero;
+        const __m256i b = rb != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + dt * 16)) : zero;
+        const int64_t row = (static_cast<int64_t>(s2) * dtiles + dt) * 512 + kk * 32;
+        PairF16(a, b, v_hi + row, v_lo + row);
+      }
+    }
+  }
+}
+
+TARMAC_AMX void ScoresImpl(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r_tiles,
+                           int32_t hd, const uint16_t* k_hi, const uint16_t* k_lo, float* s) {
+  const int32_t steps = hd / 32;
+  AmxConfigureTiles();
+  for (int64_t rt = 0; rt < r_tiles; ++rt) {
+    ZeroC();
+    for (int32_t st = 0; st < steps; ++st) {
+      _tile_loadd(4, q_hi + rt * 16 * hd + st * 32, hd * 2);
+      _tile_loadd(5, q_lo + rt * 16 * hd + st * 32, hd * 2);
+      for (int kt = 0; kt < 4; ++kt) {
+        _tile_loadd(6, k_hi + (kt * steps + st) * 512, 64);
+        _tile_loadd(7, k_lo + (kt * steps + st) * 512, 64);
+        Dot3(kt);
+      }
+    }
+    for (int kt = 0; kt < 4; ++kt) StoreC(kt, s + rt * 16 * kChunk + kt * 16, kChunk * 4);
+  }
+  AmxReleaseTiles();
+}
+
+TARMAC_AMX void AccumulateImpl(const uint16_t* p_hi, const uint16_t* p_lo, int64_t r_tiles,
+                               int32_t hd, const uint16_t* v_hi, const uint16_t* v_lo,
+                               float* o) {
+  const int32_t dtiles = hd / 16;
+  AmxConfigureTiles();
+  for (int64_t rt = 0; rt < r_tiles; ++rt) {
+    float* orow = o + rt * 16 * hd;
+    for (int32_t dg = 0; dg < dtiles; dg += 4) {
+      const int nd = std::min(4, dtiles - dg);
+      for (int j = 0; j < nd; ++j) LoadC(j, orow + (dg + j) * 16, hd * 4);
+      for (int32_t s2 = 0; s2 < 2; ++s2) {
+        _tile_loadd(4, p_hi + rt * 16 * kChunk + s2 * 32, kChunk * 2);
+        _tile_loadd(5, p_lo + rt * 16 * kChunk + s2 * 32, kChunk * 2);
+        for (int j = 0; j < nd; ++j) {
+          _tile_loadd(6, v_hi + (s2 * dtiles + dg + j) * 512, 64);
+          _tile_loadd(7, v_lo + (s2 * dtiles + dg + j) * 512, 64);
+          Dot3(j);
+        }
+      }
+      for (int j = 0; j < nd; ++j) StoreC(j, orow + (dg + j) * 16, hd * 4);
+    }
+  }
+  AmxReleaseTiles();
+}
+
+}  // namespace
+
+bool AttentionAmxUsable(int32_t nq, int32_t group, const PagedKvView& kv) {
+  const int32_t bs = kv.block_size;
+  return nq >= 2 && static_cast<int64_t>(nq) * group >= 16 && !kv.is_int8() &&
+         kv.head_dim % 32 == 0 && kv.head_dim <= 256 && (bs == 16 || bs == 32 || bs == 64) &&
+         AmxEnabled();
+}
+
+void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
+  TARMAC_DCHECK(n % 32 == 0);
+  SplitRowsImpl(src, n, hi, lo);
+}
+
+void AmxStageKv(const PagedKvView& kv, int32_t head, const int32_t* blocks, int32_t n_blocks,
+                int32_t valid_keys, uint16_t* k_hi, uint16_t* k_lo, uint16_t* v_hi,
+                uint16_t* v_lo) {
+  StageKvImpl(kv, head, blocks, n_blocks, valid_keys, k_hi, k_lo, v_hi, v_lo);
+}
+
+void AmxScores(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r_tiles, int32_t head_dim,
+               const uint16_t* k_hi, const uint16_t* k_lo, float* s) {
+  ScoresImpl(q_hi, q_lo, r_tiles, head_dim, k_hi, k_lo, s);
+}
+
+void AmxAccumulate(const uint16_t* p_hi, const uint16_t* p_lo, int64_t r_tiles,
+                   int32_t head_dim, const uint16_t* v_hi, const uint16_t* v_lo, float* o) {
+  AccumulateImpl(p_hi, p_lo, r_tiles, head_dim, v_hi, v_lo, o);
+}
+
+}  // namespace tarmac::kernels
