@@ -336,7 +336,10 @@ bool EngineCore::Step() {
   const double tf = NowSeconds();
   model_->Forward(batch_, &cache_, &pool_threads_, &logits_);
   const double forward_s = NowSeconds() - tf;
-  policy_.ObserveStep(batch_.n_tokens(), forward_s);
+  // The policy's step costs are those of decode steps (plain decodes and verifications):
+  // a step that also carries a prefill chunk costs what its prompt tokens cost, and would
+  // teach the policy, say, that 17 decodes take longer than 34 verified tokens.
+  if (step.prefill_tokens == 0) policy_.ObserveStep(batch_.n_tokens(), forward_s);
   sched_->Commit(out);
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();

@@ -35,7 +35,8 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
 }
 
 bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const {
-  if (StepSeconds(std::max(batch, 1)) <= 0) return true;  // nothing measured: find out
+  // Nothing measured (the decode step, or the draft): find out.
+  if (StepSeconds(std::max(batch, 1)) <= 0 || draft_s_ <= 0) return true;
   for (int32_t k = 1; k <= config_.max_k; ++k) {
     if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket) > 1.0 + config_.min_gain) return true;
   }
@@ -50,7 +51,8 @@ double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in
   const double decode = StepSeconds(batch);
   const double verify = StepSeconds(batch + k * in_bucket);
   const double draft = k * draft_s_;
-  if (decode <= 0 || verify <= 0) return 1.0;  // nothing measured yet: probing finds out
+  // Nothing measured yet (no decode step of this size, no draft round): probing finds out.
+  if (decode <= 0 || verify <= 0 || draft_s_ <= 0) return 1.0;
   return expected * decode / (draft + verify);
 }
 
@@ -62,7 +64,10 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   st.accept_est = a;
   int32_t best_k = 0;
   double best = 1.0 + config_.min_gain;
-  for (int32_t k = 1; k <= config_.max_k; ++k) {
+  // Until a draft of this bucket has been verified its acceptance is only the prior: the
+  // model is not acted on for every request (at batch 41 that was 41 draft catch-ups on a
+  // guess); the probe below measures it.
+  for (int32_t k = 1; st.drafts > 0 && k <= config_.max_k; ++k) {
     const double s = PredictSpeedup(a, k, batch, in_bucket);
     if (s > best) {
       best = s;

@@ -87,6 +87,38 @@ TEST(SpecPolicyTest, UnmeasuredBucketProbesOneRequestPerStep) {
   EXPECT_EQ(probes, 1);
 }
 
+// The prior acceptance is not acted on: even where 0.5 would pay (flat step costs, cheap
+// drafts), a bucket with no verified draft gets one probing request per step, not k > 0 for
+// every request (each of which would pay a draft catch-up on a guess). Once a verification
+// is observed the model decides for all of them.
+TEST(SpecPolicyTest, PriorAloneIsNotActedOn) {
+  SpecPolicy p;
+  for (int t : {1, 8, 64, 128, 256, 512}) p.ObserveStep(t, 0.010);
+  p.ObserveDraft(1, 0.0001);
+  ASSERT_GT(p.PredictSpeedup(0.5, 2, 41, 41), 1.1);
+  int probes = 0;
+  for (int i = 0; i < 41; ++i) probes += p.ChooseK("fresh", 41, 41) > 0;
+  EXPECT_EQ(probes, 1);
+  for (int i = 0; i < 20; ++i) p.ObserveVerify("fresh", 2, 1);
+  int on = 0;
+  for (int i = 0; i < 41; ++i) on += p.ChooseK("fresh", 41, 41) > 0;
+  EXPECT_EQ(on, 41);
+}
+
+// Without a measured draft cost the model predicts nothing (speedup 1) instead of treating
+// drafts as free; the bucket is still probed (which measures it), once per step.
+TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
+  SpecPolicy p;
+  for (int t : {1, 8, 64, 128}) p.ObserveStep(t, 0.010);
+  EXPECT_EQ(p.PredictSpeedup(0.9, 2, 32, 32), 1.0);
+  EXPECT_TRUE(p.AcceptanceCouldPay(32, 32));
+  int probes = 0;
+  for (int i = 0; i < 32; ++i) probes += p.ChooseK("b", 32, 32) > 0;
+  EXPECT_EQ(probes, 1);
+  p.ObserveDraft(1, 0.0001);
+  EXPECT_GT(p.PredictSpeedup(0.9, 2, 32, 32), 1.5);
+}
+
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
   SpecPolicyConfig cfg;
   cfg.probe_every = 10;
