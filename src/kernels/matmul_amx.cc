@@ -97,9 +97,17 @@ TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_
                              int64_t steps, uint16_t* a_hi, uint16_t* a_lo, float* row) {
   const int64_t n = std::min(w.cols - k0, steps * kKStep);
   const int64_t k0_bytes = RowBytes(w.type, k0);
+  const int64_t n_bytes = RowBytes(w.type, n);
   for (int64_t rr = 0; rr < kRowBlock; ++rr) {
     const int64_t r = r0 + rr;
     const int64_t i = rr / kTile, m = rr % kTile;
+    // The same chunk of the next row block (this thread's next, see MatMulAmx) into L2: the
+    // loads below stall on DRAM otherwise (~4 GB/s a thread), the rows are separate streams
+    // and the hardware prefetchers stop at page boundaries.
+    if (r + kRowBlock < w.rows) {
+      const char* next = reinterpret_cast<const char*>(w.row(r + kRowBlock)) + k0_bytes;
+      for (int64_t c = 0; c < n_bytes; c += 64) _mm_prefetch(next + c, _MM_HINT_T1);
+    }
     // f32 source of this row's chunk: the row itself (F32), converted here 32 at a time
     // (F16, BF16: exact), or dequantized into `row` (other dtypes).
     const uint8_t* src = r < r1 ? static_cast<const uint8_t*>(w.row(r)) + k0_bytes : nullptr;
@@ -113,20 +121,25 @@ TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_
       const int64_t valid = r < r1 ? std::min<int64_t>(kKStep, n - s * kKStep) : 0;
       const int64_t off = ((s * 2 + i) * kTile + m) * kKStep;
       if (valid > 0 && (w.type == DType::kF16 || w.type == DType::kBF16)) {
-        const __mmask16 m0 = valid >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
-        const __mmask16 m1 = valid >= 32 ? 0xFFFF
-                             : valid <= 16 ? 0 : static_cast<__mmask16>((1u << (valid - 16)) - 1);
-        const auto* h = reinterpret_cast<const uint16_t*>(src) + s * kKStep;
-        const __m256i h0 = _mm256_maskz_loadu_epi16(m0, h), h1 = _mm256_maskz_loadu_epi16(m1, h + 16);
-        alignas(64) float tmp[32];
-        if (w.type == DType::kF16) {
-          _mm512_store_ps(tmp, _mm512_cvtph_ps(h0));
-          _mm512_store_ps(tmp + 16, _mm512_cvtph_ps(h1));
-        } else {
-          _mm512_store_si512(tmp, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16));
-          _mm512_store_si512(tmp + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16));
+        // Exact splits straight from the 16-bit values: a BF16 weight is its own hi (lo is
+        // never read: w_lo is false); an F16 weight's f32 with the low 16 bits cleared is a
+        // bf16 (its top 8 significant bits), and the other 3 bits, v - hi, are one too.
+        const __mmask32 mask = valid >= 32 ? ~__mmask32{0} : (__mmask32{1} << valid) - 1;
+        const __m512i h =
+            _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(src) + s * kKStep);
+        if (w.type == DType::kBF16) {
+          _mm512_storeu_si512(a_hi + off, h);
+          continue;
         }
-        Split32(tmp, 32, a_hi + off, a_lo + off);
+        const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+        const __m512 a = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+        const __m512 b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+        const __m512 ha = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), top));
+        const __m512 hb = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(b), top));
+        const __m512bh vh = _mm512_cvtne2ps_pbh(hb, ha);  // exact: the low halves are zero
+        const __m512bh vl = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
+        _mm512_storeu_si512(a_hi + off, reinterpret_cast<const __m512i&>(vh));
+        _mm512_storeu_si512(a_lo + off, reinterpret_cast<const __m512i&>(vl));
       } else {
         Split32(valid > 0 ? f + s * kKStep : row, valid, a_hi + off, a_lo + off);
       }
@@ -584,10 +597,12 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
         }
         ReleaseTiles();
       };
+      // One contiguous range of row blocks per thread: StageWeights prefetches the next one.
       if (pool == nullptr || pool->num_threads() == 1 || n_blocks == 1) {
         run(0, n_blocks, 0);
       } else {
-        pool->ParallelFor(n_blocks, 1, run);
+        pool->ParallelFor(n_blocks, (n_blocks + pool->num_threads() - 1) / pool->num_threads(),
+                          run);
       }
     }
   }
