@@ -192,6 +192,12 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   }
   // A few tokens (small decode batches, speculative verification) are still bound by reading
   // the weights: stream each row once rather than packing a copy of the whole matrix.
+  if (n_tokens <= kInterleavedMaxTokens && IsInt8MatVecType(w.type) && w.packed != nullptr &&
+      Int8MatVecFast()) {
+    const MatrixView* ws[1] = {&w};
+    float* ys[1] = {y};
+    return MatVecInt8Fused(ws, ys, 1, x, n_tokens, pool);
+  }
   if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type))
     return MatVecMulti(w, x, n_tokens, y, pool);
   // Q8_0 / Q4_0 / Q4_K: int8 activations and integer dot products (matmul_int8.h).

@@ -267,21 +267,104 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk, const
   }
 }
 
+// NT tokens (2..8) at once over the same row groups: each weight vector is loaded once and
+// multiplied with every token's broadcast x, so a decode batch or a speculative verification
+// of up to 8 tokens streams the matrix once. Per token the integers and the f32 order are the
+// single-token kernel's (bit-identical to MatMulInt8Ref). xq/dx/corr: token t at
+// xq + t·x_stride, dx/corr + t·nb. y: token t's row r at y[t·y_stride + r].
+template <bool kQ8, int NT>
+TARMAC_TARGET_VNNI_VBMI void GroupsInterleavedMulti(const QuantInterleaved& pk, const int8_t* xq,
+                                                    int64_t x_stride, const float* dx,
+                                                    const int32_t* corr, float* y,
+                                                    int64_t y_stride, int64_t g0, int64_t g1) {
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+  const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL);  // byte >> 4 (GroupsInterleaved)
+  const int64_t nb = pk.blocks();
+  constexpr int64_t kB = kQ8 ? 512 : 256;
+  TARMAC_DCHECK(pk.quant_bytes() == kB);
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* p = pk.quants(g);
+    const uint16_t* sc = pk.scales(g);
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {
+      for (int64_t l = 0; l < kB; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);
+      }
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);
+      __m512i isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(corr[t * nb + b]);
+      for (int s = 0; s < 8; ++s) {
+        __m512i wv;
+        if constexpr (kQ8) {
+          wv = _mm512_load_si512(p + 64 * s);  // unsigned bytes qs + 128
+        } else {
+          const __m512i raw = _mm512_load_si512(p + 64 * (s % 4));
+          wv = s < 4 ? _mm512_and_si512(raw, nib) : _mm512_gf2p8affine_epi64_epi8(raw, shr4, 0);
+        }
+        for (int t = 0; t < NT; ++t) {
+          const auto* xb = reinterpret_cast<const int32_t*>(xq + t * x_stride + b * kQB);
+          isum[t] = _mm512_dpbusd_epi32(isum[t], wv, _mm512_set1_epi32(xb[s]));
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
+      for (int t = 0; t < NT; ++t) {
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), scale, acc[t]);
+      }
+    }
+    const int64_t n = std::min<int64_t>(QuantInterleaved::kRows, pk.rows() - g * QuantInterleaved::kRows);
+    const auto mask = static_cast<__mmask16>((1u << n) - 1);
+    for (int t = 0; t < NT; ++t) {
+      _mm512_mask_storeu_ps(y + t * y_stride + g * QuantInterleaved::kRows, mask, acc[t]);
+    }
+  }
+}
+
+// Tokens [t0, t0 + nt) (nt <= 8) of row groups [g0, g1), dispatched to the instantiation.
+template <bool kQ8>
+void GroupsInterleavedTokens(const QuantInterleaved& pk, int nt, const int8_t* xq,
+                             int64_t x_stride, const float* dx, const int32_t* corr, float* y,
+                             int64_t y_stride, int64_t g0, int64_t g1) {
+  switch (nt) {
+#define TARMAC_MV8_CASE(N)                                                                    \
+  case N:                                                                                     \
+    return GroupsInterleavedMulti<kQ8, N>(pk, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+    TARMAC_MV8_CASE(2)
+    TARMAC_MV8_CASE(3)
+    TARMAC_MV8_CASE(4)
+    TARMAC_MV8_CASE(5)
+    TARMAC_MV8_CASE(6)
+    TARMAC_MV8_CASE(7)
+    TARMAC_MV8_CASE(8)
+#undef TARMAC_MV8_CASE
+    default:
+      TARMAC_CHECK(nt == 1);
+      return GroupsInterleaved<kQ8>(pk, xq, dx, corr, y, g0, g1);
+  }
+}
+
 // ys[i] = ws[i] · x for matrices with QuantInterleaved copies of one type and width: x is
 // quantized once and one parallel region covers all their row groups (their concatenation,
 // split in contiguous chunks).
 void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, const float* x,
-                         ThreadPool* pool) {
+                         int64_t n_tokens, ThreadPool* pool) {
   const DType type = ws[0]->type;
   const int64_t nb = ws[0]->cols / kQB;
+  TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
+  // Per token: nb·32 quants, then (all tokens) nb dx, nb corr, nb sums each.
   thread_local AlignedBuffer xbuf;
-  const size_t need = static_cast<size_t>(nb) * (kQB + 12);
+  const int64_t x_stride = (nb * kQB + 63) / 64 * 64;
+  const size_t need = static_cast<size_t>(n_tokens * (x_stride + nb * 12));
   if (xbuf.size() < need) xbuf.Resize(need);
   auto* xq = xbuf.as<int8_t>();
-  auto* dx = reinterpret_cast<float*>(xbuf.data() + nb * kQB);
-  auto* corr = reinterpret_cast<int32_t*>(dx + nb);
-  float* sums = reinterpret_cast<float*>(corr + nb);
-  QuantizeActivationsQ8(x, nb * kQB, WeightOffset(type), xq, dx, corr, sums);
+  auto* dx = reinterpret_cast<float*>(xbuf.data() + n_tokens * x_stride);
+  auto* corr = reinterpret_cast<int32_t*>(dx + n_tokens * nb);
+  float* sums = reinterpret_cast<float*>(corr + n_tokens * nb);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    QuantizeActivationsQ8(x + t * ws[0]->cols, nb * kQB, WeightOffset(type), xq + t * x_stride,
+                          dx + t * nb, corr + t * nb, sums + t * nb);
+  }
   constexpr int kMax = 4;
   TARMAC_CHECK(n >= 1 && n <= kMax);
   const QuantInterleaved* pk[kMax];
@@ -297,10 +380,18 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
       const int64_t a = std::max(g0, first[i]) - first[i];
       const int64_t b = std::min(g1, first[i + 1]) - first[i];
       if (a >= b) continue;
-      if (q8) {
-        GroupsInterleaved<true>(*pk[i], xq, dx, corr, ys[i], a, b);
-      } else {
-        GroupsInterleaved<false>(*pk[i], xq, dx, corr, ys[i], a, b);
+      // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
+      // per token).
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
+        const int nt = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
+        const int64_t rows = ws[i]->rows;
+        if (q8) {
+          GroupsInterleavedTokens<true>(*pk[i], nt, xq + t0 * x_stride, x_stride, dx + t0 * nb,
+                                        corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+        } else {
+          GroupsInterleavedTokens<false>(*pk[i], nt, xq + t0 * x_stride, x_stride, dx + t0 * nb,
+                                         corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+        }
       }
     }
   };
@@ -355,10 +446,11 @@ bool CanFuseMatVecInt8(const MatrixView* const* ws, int n) {
 }
 
 void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const float* x,
-                     ThreadPool* pool) {
+                     int64_t n_tokens, ThreadPool* pool) {
   TARMAC_CHECK(CanFuseMatVecInt8(ws, n));
+  TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
 #if TARMAC_MV8_X86
-  InterleavedProducts(ws, ys, n, x, pool);
+  InterleavedProducts(ws, ys, n, x, n_tokens, pool);
 #endif
 }
 
@@ -374,7 +466,7 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
   if (w.packed != nullptr) {
     const MatrixView* ws[1] = {&w};
     float* ys[1] = {y};
-    return InterleavedProducts(ws, ys, 1, x, pool);
+    return InterleavedProducts(ws, ys, 1, x, 1, pool);
   }
   const int64_t ng = nb / kGroupBlocks, nt = nb % kGroupBlocks;
   // Per calling thread, only grows: decode steps allocate nothing once warm.

@@ -50,13 +50,20 @@ bool Int8MatVecFast();
 // Preconditions: IsInt8MatVecType(w.type); w.cols a multiple of 32. pool may be nullptr.
 void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool);
 
-// Several products with one x (a layer's Q/K/V, or gate/up) in one call: x is quantized once
-// and one parallel region covers all the matrices' rows, so the threads' weight streams restart
-// less often. Possible when CanFuseMatVecInt8: 1..4 matrices, all with QuantInterleaved copies
-// in w.packed, of one type and width, on the VNNI path. Results equal MatVecInt8 per matrix.
+// Tokens the interleaved products take in one call (decode batches, speculative verification):
+// up to 8 share each pass over the weights, so 2-8 tokens stream the matrix once (MatMulInt8
+// would pack slabs of it per call), 9-16 twice.
+constexpr int64_t kInterleavedMaxTokens = 16;
+
+// Products of 1..4 matrices with the same x rows (a layer's Q/K/V, or gate/up; or one matrix)
+// in one call: x is quantized once and one parallel region covers all the matrices' rows, so
+// the threads' weight streams restart less often. Possible when CanFuseMatVecInt8: all with
+// QuantInterleaved copies in w.packed, of one type and width, on the VNNI path. Per token the
+// results equal MatVecInt8 (bit-identical to MatMulInt8Ref).
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n);
-// ys[i]: ws[i]->rows floats each. Precondition: CanFuseMatVecInt8(ws, n).
+// x: n_tokens rows of ws[0]->cols floats; ys[i]: n_tokens rows of ws[i]->rows floats each.
+// Preconditions: CanFuseMatVecInt8(ws, n); 1 <= n_tokens <= kInterleavedMaxTokens.
 void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const float* x,
-                     ThreadPool* pool);
+                     int64_t n_tokens, ThreadPool* pool);
 
 }  // namespace tarmac::kernels

@@ -215,9 +215,11 @@ void LlamaModel::ProjectShared(std::initializer_list<const MatrixView*> ws,
                                std::initializer_list<float*> ys, const float* x,
                                int32_t n_tokens, ThreadPool* pool) const {
   TARMAC_DCHECK(ws.size() == ys.size());
-  // One token of interleaved Q8_0/Q4_0 weights: one parallel region for all of them.
-  if (n_tokens == 1 && kernels::CanFuseMatVecInt8(ws.begin(), static_cast<int>(ws.size()))) {
-    kernels::MatVecInt8Fused(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, pool);
+  // A few tokens of interleaved Q8_0/Q4_0 weights: one parallel region for all of them.
+  if (n_tokens <= kernels::kInterleavedMaxTokens &&
+      kernels::CanFuseMatVecInt8(ws.begin(), static_cast<int>(ws.size()))) {
+    kernels::MatVecInt8Fused(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, n_tokens,
+                             pool);
     return;
   }
   auto y = ys.begin();

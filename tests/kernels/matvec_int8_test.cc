@@ -7,7 +7,7 @@
 // count, the matrix's last byte at the end of readable memory (no over-read), non-finite and
 // zero blocks, the fallback without VNNI (forced lower Highway target), and MatMul's dispatch.
 // With a QuantInterleaved copy in w.packed the kernel sums in the reference's order: results
-// must be bit-identical to MatMulInt8Ref.
+// must be bit-identical to MatMulInt8Ref, for one token and for the 2-16 token batches.
 #include "kernels/matvec_int8.h"
 
 #include <gtest/gtest.h>
@@ -179,6 +179,40 @@ TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
   }
 }
 
+// 2-16 tokens on an interleaved copy (decode batches, speculative verification): up to 8
+// tokens share a pass over the weights, and every token must still be bit-identical to the
+// reference, with nothing written past its rows. Through MatMul, so without VNNI this covers
+// its fallback on the copy's slabs.
+TEST(MatVecInt8Test, InterleavedTokensAreBitIdenticalToReference) {
+  std::mt19937 rng(29);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  int i = 0;
+  for (DType type : kTypes) {
+    for (int64_t cols : {32, 96, 544}) {
+      for (int64_t rows : {15, 17, 100}) {
+        const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+        MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+        const auto pk = QuantInterleaved::Pack(w);
+        w.packed = pk.get();
+        for (int64_t tokens = 2; tokens <= kInterleavedMaxTokens; ++tokens) {
+          const auto x = RandomActivations(tokens * cols, rng);
+          std::vector<float> ref(tokens * rows), got(tokens * rows + 1, NAN);
+          got.back() = 12345.0f;
+          MatMulInt8Ref(w, x.data(), tokens, ref.data());
+          MatMul(w, x.data(), tokens, got.data(), pools[i++ % 3]);
+          for (int64_t e = 0; e < tokens * rows; ++e) {
+            ASSERT_EQ(got[e], ref[e]) << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                                      << " tokens=" << tokens << " token " << e / rows
+                                      << " row " << e % rows;
+          }
+          ASSERT_EQ(got.back(), 12345.0f);
+        }
+      }
+    }
+  }
+}
+
 TEST(MatVecInt8Test, FusedEqualsOneByOne) {
   if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
   std::mt19937 rng(27);
@@ -207,8 +241,22 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
         yp[i] = fused[i].data();
         MatVecInt8(ws[i], x.data(), single[i].data(), pool);
       }
-      MatVecInt8Fused(wp, yp, 3, x.data(), pool);
+      MatVecInt8Fused(wp, yp, 3, x.data(), 1, pool);
       for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " i=" << i;
+      // Several tokens (one and two passes over the rows) equal MatMul per matrix.
+      for (int64_t tokens : {5, 12}) {
+        const auto xt = RandomActivations(tokens * cols, rng);
+        for (int i = 0; i < 3; ++i) {
+          fused[i].assign(tokens * rows[i], NAN);
+          single[i].assign(tokens * rows[i], NAN);
+          yp[i] = fused[i].data();
+          MatMul(ws[i], xt.data(), tokens, single[i].data(), pool);
+        }
+        MatVecInt8Fused(wp, yp, 3, xt.data(), tokens, pool);
+        for (int i = 0; i < 3; ++i) {
+          EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " tokens=" << tokens << " i=" << i;
+        }
+      }
       // Not fusable: a matrix without an interleaved copy, or another width.
       ws[1].packed = nullptr;
       EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
