@@ -5,15 +5,19 @@
 #include "kernels/matmul_int8.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_int8_amx.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
@@ -39,9 +43,12 @@ namespace {
 
 constexpr int64_t kQB = 32;          // activation / weight block
 constexpr int64_t kSlabRows = 16;    // rows per packed slab (one zmm of int32 lanes)
-constexpr int64_t kQuantBytes = 512; // [8 k-groups][16 rows][4 k] bytes per block
-constexpr int64_t kMinsOff = kQuantBytes + kSlabRows * 4;     // after 16 f32 scales
-constexpr int64_t kBlockBytes = kMinsOff + kSlabRows * 4;      // + 16 f32 mins (Q4_K only)
+// Per block: [8 k-groups][16 rows][4 k] bytes, 16 f32 scales, 16 f32 mins (Q4_K only); the
+// AMX-INT8 tile reads the same slabs (matmul_int8_amx.h).
+constexpr int64_t kQuantBytes = kInt8SlabQuantBytes;
+constexpr int64_t kMinsOff = kInt8SlabMinsOff;
+constexpr int64_t kBlockBytes = kInt8SlabBlockBytes;
+static_assert(kQuantBytes == 8 * kSlabRows * 4 && kMinsOff == kQuantBytes + kSlabRows * 4);
 // K chunk in 32-blocks: a slab chunk is 16 × 640 = 10 KiB, an MR-token slice of x 6 × 512 B.
 // A multiple of 8 so that chunks start at Q4_K super-blocks.
 constexpr int64_t kKCB = 16;
@@ -88,6 +95,14 @@ struct Path {
   QuantFn quant;
   PackFn pack_full;  // full 16-row slab; nullptr: use the scalar packer
   PackInterleavedFn pack_interleaved;  // a slab from a QuantInterleaved copy
+  void (*begin)() = nullptr;  // around a thread's run of tiles (AMX: the tile configuration)
+  void (*end)() = nullptr;
+  bool pad_tokens = false;    // tiles read whole groups of mr token rows (zeros past the end)
+  // d/corr/s in groups of mr tokens, [group][block][mr] (token t0 + i's value of block b at
+  // [b·mr + i] from the tile's pointers), instead of [token][block].
+  bool acts_by_group = false;
+  // After packing, slabs of types with an offset are made signed (AmxInt8SignSlabs).
+  void (*sign_slabs)(uint8_t* slabs, int64_t n_blocks, int offset) = nullptr;
 };
 
 // ------------------------------------------------------------------------------------------
@@ -469,6 +484,26 @@ TARMAC_TARGET_VNNI void PackSlabInterleavedAvx512(const QuantInterleaved& pk, in
 constexpr Path kVnniPath{"avx512vnni", kVnniMR, kVnniNV, kVnniTiles, kVnniTilesMins,
                          &QuantizeRowAvx512, &PackSlabAvx512, &PackSlabInterleavedAvx512};
 
+// AMX-INT8 (matmul_int8_amx.h): 16 tokens × one slab per tile, the VNNI path's quantizer and
+// packers.
+template <int M, bool kMins>
+void TileAmx(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk, const int8_t* xq,
+             int64_t ldx, const float* xd, const int32_t* /*xc*/, const float* xs,
+             int64_t /*ldb*/, int /*offset*/, float* c, int64_t ldc, bool load_c) {
+  TileAmxInt8(M, kMins, wp, nbk, xq, ldx, xd, xs, c, ldc, load_c);
+}
+template <bool kMins, int... Ms>
+constexpr std::array<TileFn, sizeof...(Ms)> AmxTiles(std::integer_sequence<int, Ms...>) {
+  return {&TileAmx<Ms + 1, kMins>...};
+}
+constexpr auto kAmxTiles = AmxTiles<false>(std::make_integer_sequence<int, kAmxInt8MR>());
+constexpr auto kAmxTilesMins = AmxTiles<true>(std::make_integer_sequence<int, kAmxInt8MR>());
+constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
+                        kAmxTiles.data(),   kAmxTilesMins.data(), &QuantizeRowAvx512,
+                        &PackSlabAvx512,    &PackSlabInterleavedAvx512,
+                        &AmxInt8Begin,      &AmxInt8End,        true,
+                        true,               &AmxInt8SignSlabs};
+
 // ------------------------------------------------------------------------------------------
 // AVX2: one slab = 2 ymm of 8 rows; |w| · sign(x, w) through maddubs (exact, see header).
 
@@ -540,7 +575,7 @@ const Path& SelectPath() {
                                __builtin_cpu_supports("f16c");
   // Lower target bits are the better x86 targets (AVX3_DL < AVX3 < AVX2 < SSE4 < ...).
   const int64_t target = MatMulHwyTarget();
-  if (cpu_vnni && target <= HWY_AVX3) return kVnniPath;
+  if (cpu_vnni && target <= HWY_AVX3) return AmxInt8Usable() ? kAmxPath : kVnniPath;
   if (cpu_avx2 && target <= HWY_AVX2) return kAvx2Path;
 #endif
   return kScalarPath;
@@ -559,8 +594,9 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
   if (scratch.size() < need) scratch.Resize(need);
   uint8_t* packed = scratch.data();
   const bool gather_ok = w.row_stride <= (int64_t{1} << 31) / 16;
-  alignas(64) float tmp[8 * 64];  // edge tile: up to 8 tokens × 64 rows
-  TARMAC_DCHECK(path.mr <= 8 && NR <= 64);
+  alignas(64) float tmp[16 * 64];  // edge tile: up to 16 tokens × 64 rows
+  TARMAC_DCHECK(path.mr <= 16 && NR <= 64);
+  if (path.begin != nullptr) path.begin();
   for (int64_t kb0 = 0; kb0 < a.nb; kb0 += kKCB) {
     const int64_t nbk = std::min(kKCB, a.nb - kb0);
     for (int64_t s = 0; s < n_slabs; ++s) {
@@ -577,14 +613,17 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
       } else {
         PackSlabScalar(w, sr0, nrows, kb0, nbk, dst);
       }
+      if (path.sign_slabs != nullptr && offset != 0) path.sign_slabs(dst, nbk, offset);
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += path.mr) {
       const int m = static_cast<int>(std::min<int64_t>(path.mr, n_tokens - t0));
       const TileFn tile = (w.type == DType::kQ4_K ? path.tiles_mins : path.tiles)[m - 1];
       const int8_t* xq = a.q + t0 * a.K + kb0 * kQB;
-      const float* xd = a.d + t0 * a.nb + kb0;
-      const int32_t* xc = a.corr + t0 * a.nb + kb0;
-      const float* xs = a.s + t0 * a.nb + kb0;
+      const int64_t ao = path.acts_by_group ? (t0 / path.mr * a.nb + kb0) * path.mr
+                                            : t0 * a.nb + kb0;
+      const float* xd = a.d + ao;
+      const int32_t* xc = a.corr + ao;
+      const float* xs = a.s + ao;
       for (int64_t p = 0; p < n_panels; ++p) {
         const int64_t pr0 = r0 + p * NR;
         const int64_t valid = std::min(NR, r1 - pr0);
@@ -603,6 +642,7 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
       }
     }
   }
+  if (path.end != nullptr) path.end();
 }
 
 }  // namespace
@@ -643,13 +683,19 @@ void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 
   // Quantized activations: one buffer per calling thread, reused across calls.
   thread_local AlignedBuffer act_buf;
-  const int64_t q_bytes = (n_tokens * K + 63) / 64 * 64;
-  const size_t need = static_cast<size_t>(q_bytes + n_tokens * nb * 12);
+  // Whole groups of mr token rows when the tiles read them (the padding rows are zero).
+  const int64_t q_rows = path.pad_tokens ? (n_tokens + path.mr - 1) / path.mr * path.mr : n_tokens;
+  const int64_t q_bytes = (q_rows * K + 63) / 64 * 64;
+  // d/corr/s, then (acts_by_group) their copies in group layout.
+  const int64_t groups = (n_tokens + path.mr - 1) / path.mr;
+  const int64_t by_group = path.acts_by_group ? groups * path.mr * nb : 0;
+  const size_t need = static_cast<size_t>(q_bytes + (n_tokens * nb + by_group) * 12);
   if (act_buf.size() < need) act_buf.Resize(need);
   auto* q = act_buf.as<int8_t>();
   auto* d = reinterpret_cast<float*>(act_buf.data() + q_bytes);
   auto* corr = reinterpret_cast<int32_t*>(d + n_tokens * nb);
   auto* sums = reinterpret_cast<float*>(corr + n_tokens * nb);
+  if (q_rows > n_tokens) std::memset(q + n_tokens * K, 0, (q_rows - n_tokens) * K);
   auto quant = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t)
       path.quant(x + t * K, K, offset, q + t * K, d + t * nb, corr + t * nb, sums + t * nb);
@@ -659,7 +705,25 @@ void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   } else {
     pool->ParallelFor(n_tokens, std::max<int64_t>(1, n_tokens / (4 * threads)), quant);
   }
-  const Acts acts{q, d, corr, sums, K, nb};
+  Acts acts{q, d, corr, sums, K, nb};
+  if (path.acts_by_group) {
+    auto* gd = sums + n_tokens * nb;
+    auto* gc = reinterpret_cast<int32_t*>(gd + by_group);
+    auto* gs = reinterpret_cast<float*>(gc + by_group);
+    const int64_t mr = path.mr;
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t i = 0; i < mr; ++i) {
+          const int64_t t = g * mr + i, o = (g * nb + b) * mr + i;
+          const bool live = t < n_tokens;
+          gd[o] = live ? d[t * nb + b] : 0.0f;
+          gc[o] = live ? corr[t * nb + b] : 0;
+          gs[o] = live ? sums[t * nb + b] : 0.0f;
+        }
+      }
+    }
+    acts = Acts{q, gd, gc, gs, K, nb};
+  }
 
   // Row blocks of up to 4 panels, fewer when that leaves under ~4 blocks per thread.
   const int64_t nr = kSlabRows * path.nv;

@@ -13,6 +13,9 @@
 // scales (Q4_K: d·sc) and, for Q4_K, the 16 f32 mins (dmin·m), which enter as
 // - min · (d_x · sum_b q) per block (llama.cpp's bsums idea); then a register-blocked
 // micro-kernel runs MR tokens × NR rows, reusing each loaded weight vector across MR tokens:
+//   AMX-INT8:     one tile product per block for 16 tokens × 16 rows (matmul_int8_amx.h),
+//                 on slabs made signed after packing (w itself, so no correction), MR = 16,
+//                 NR = 16; used where the CPU has AMX and AmxEnabled();
 //   AVX-512 VNNI: vpdpbusd (u8 weights × broadcast s8 activations) into int32 accumulators
 //                 started at corr (so the offset o cancels exactly), MR = 6, NR = 32;
 //   AVX2:         |w| · sign(x, w) by vpmaddubsw + vpmaddwd (no saturation: |w| <= 128,
@@ -71,9 +74,11 @@ void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);
 void QuantizeActivationsQ8(const float* x, int64_t n, int offset, int8_t* q, float* d,
                            int32_t* corr, float* s);
 
-// Which code path MatMulInt8 takes on this machine now: "avx512vnni", "avx2" or "scalar".
+// Which code path MatMulInt8 takes on this machine now: "amx-int8", "avx512vnni", "avx2" or
+// "scalar".
 // It follows the Highway target MatMul dispatches to (MatMulHwyTarget, so
-// hwy::SetSupportedTargetsForTest in tests): AVX-512 VNNI needs HWY_AVX3 and a VNNI CPU, AVX2
+// hwy::SetSupportedTargetsForTest in tests): AVX-512 VNNI needs HWY_AVX3 and a VNNI CPU (and
+// takes AMX-INT8 when AmxInt8Usable(), i.e. also on SetAmxEnabled / TARMAC_NO_AMX), AVX2
 // needs HWY_AVX2 or better; anything else runs the scalar path.
 const char* Int8MatMulPath();
 

@@ -24,11 +24,29 @@
 
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_int8_amx.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::kernels {
 namespace {
+
+// Every int8 path this machine has: each Highway target, and where the AVX3 target takes the
+// AMX-INT8 tiles, that target once more with AMX off (the VNNI kernel).
+template <typename Fn>
+void ForEachInt8Path(const Fn& fn) {
+  const bool amx = AmxEnabled();
+  testing::ForEachTarget([&](const char* target) {
+    SetAmxEnabled(true);
+    fn(target);
+    if (std::string(Int8MatMulPath()) == "amx-int8") {
+      SetAmxEnabled(false);
+      fn(target);
+    }
+  });
+  SetAmxEnabled(amx);
+}
 
 using testing::RandomActivations;
 using testing::RandomMatrix;
@@ -97,7 +115,7 @@ TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
   std::mt19937 rng(11);
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
-  testing::ForEachTarget([&](const char* target) {
+  ForEachInt8Path([&](const char* target) {
     SCOPED_TRACE(target);
     SCOPED_TRACE(Int8MatMulPath());
     int i = 0;
@@ -127,7 +145,7 @@ TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
 TEST(MatMulInt8Test, FromInterleavedCopyWithoutGgufBytes) {
   std::mt19937 rng(13);
   ThreadPool pool2(2);
-  testing::ForEachTarget([&](const char* target) {
+  ForEachInt8Path([&](const char* target) {
     SCOPED_TRACE(target);
     for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
       for (int64_t cols : {32, 544, 1056}) {
@@ -209,15 +227,16 @@ TEST(MatMulInt8Test, MatMulDispatches) {
   }
 }
 
-// ForEachTarget reaches every code path this CPU has (the sweeps above rely on it).
+// ForEachInt8Path reaches every code path this CPU has (the sweeps above rely on it).
 TEST(MatMulInt8Test, EveryPathIsTested) {
   std::set<std::string> paths;
-  testing::ForEachTarget([&](const char*) { paths.insert(Int8MatMulPath()); });
+  ForEachInt8Path([&](const char*) { paths.insert(Int8MatMulPath()); });
   EXPECT_TRUE(paths.count("scalar")) << "no target reached the scalar path";
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) EXPECT_TRUE(paths.count("avx2"));
   if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
     EXPECT_TRUE(paths.count("avx512vnni"));
+  if (AmxInt8Usable()) EXPECT_TRUE(paths.count("amx-int8"));
 #endif
   std::string all;
   for (const auto& p : paths) all += p + " ";
@@ -248,7 +267,7 @@ TEST(MatMulInt8Test, ActivationQuantization) {
 
 TEST(MatMulInt8Test, NonFiniteActivationsGiveNaN) {
   std::mt19937 rng(16);
-  testing::ForEachTarget([&](const char* target) {
+  ForEachInt8Path([&](const char* target) {
     SCOPED_TRACE(target);
     const auto m = RandomMatrix(DType::kQ8_0, 20, 64, RowBytes(DType::kQ8_0, 64), rng);
     auto x = RandomActivations(3 * 64, rng);
