@@ -80,11 +80,14 @@ TARMAC_AMX8 __attribute__((always_inline)) inline void IssueGroup(
   if (n > 3) _tile_stored(3, sums[3], 64);
 }
 
-// The f32 epilogue of block b: acc[i] = fma(float(isum + corr), d_w · d_x, acc[i]) (and the
-// Q4_K mins), the reference's operations in its order.
+// The f32 epilogue of block b: acc[i] = fma(float(isum), d_w · d_x, acc[i]) (then the Q4_K
+// mins), the reference's operations in its order; isum is the exact w · q (signed slabs) or,
+// for Q4_K, u · q with offset 0, both equal to the reference's corrected integer.
 template <int M, bool kMins>
-TARMAC_AMX8 __attribute__((always_inline)) inline void Epilogue(const int32_t* sums, const uint8_t* wb, int64_t b,
-                                 const float* xd, const float* xs, __m512* acc) {
+TARMAC_AMX8 __attribute__((always_inline)) inline void Epilogue(const int32_t* sums,
+                                                                const uint8_t* wb, int64_t b,
+                                                                const float* xd, const float* xs,
+                                                                __m512* acc) {
   const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(wb + kInt8SlabQuantBytes));
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
@@ -115,7 +118,7 @@ TARMAC_AMX8 void Tile(const uint8_t* wp, int64_t nbk, const int8_t* xq, int64_t 
   if (nbk > 0) IssueGroup<kSignedW>(wp, 0, group(0), xq, ldx, sums[0]);
   for (int64_t b0 = 0, half = 0; b0 < nbk; b0 += 4, half ^= 1) {
     if (b0 + 4 < nbk) IssueGroup<kSignedW>(wp, b0 + 4, group(b0 + 4), xq, ldx, sums[half ^ 1]);
-    const int n4 = static_cast<int>(nbk - b0 < 4 ? nbk - b0 : 4);
+    const int n4 = group(b0);
     for (int j = 0; j < n4; ++j) {
       Epilogue<M, kMins>(sums[half][j], wp + (b0 + j) * kInt8SlabBlockBytes, b0 + j, xd, xs,
                          acc);
