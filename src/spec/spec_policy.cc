@@ -36,7 +36,7 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
 
 bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const {
   // Nothing measured (the decode step, or the draft): find out.
-  if (StepSeconds(std::max(batch, 1)) <= 0 || draft_s_ <= 0) return true;
+  if (StepSeconds(std::max(batch, 1)) <= 0 || !draft_measured_) return true;
   for (int32_t k = 1; k <= config_.max_k; ++k) {
     if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket) > 1.0 + config_.min_gain) return true;
   }
@@ -52,7 +52,7 @@ double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in
   const double verify = StepSeconds(batch + k * in_bucket);
   const double draft = k * draft_s_;
   // Nothing measured yet (no decode step of this size, no draft round): probing finds out.
-  if (decode <= 0 || verify <= 0 || draft_s_ <= 0) return 1.0;
+  if (decode <= 0 || verify <= 0 || !draft_measured_) return 1.0;
   return expected * decode / (draft + verify);
 }
 
@@ -126,7 +126,8 @@ void SpecPolicy::ObserveStep(int32_t tokens, double seconds) {
 void SpecPolicy::ObserveDraft(int32_t positions, double seconds) {
   if (positions <= 0) return;
   const double per = seconds / positions;
-  draft_s_ = draft_s_ == 0 ? per : 0.9 * draft_s_ + 0.1 * per;
+  draft_s_ = draft_measured_ ? 0.9 * draft_s_ + 0.1 * per : per;
+  draft_measured_ = true;
 }
 
 }  // namespace tarmac::spec

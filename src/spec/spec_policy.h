@@ -88,6 +88,7 @@ class SpecPolicy {
   std::array<double, 16> step_s_{};       // per log2 token bin: EMA of step seconds
   std::array<double, 16> step_tokens_{};  // and of its token count (0: nothing measured)
   double draft_s_ = 0;  // EMA seconds per draft position
+  bool draft_measured_ = false;  // a draft round was observed (n-gram rounds may cost ~0 s)
 };
 
 }  // namespace tarmac::spec

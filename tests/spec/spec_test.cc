@@ -117,6 +117,11 @@ TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
   EXPECT_EQ(probes, 1);
   p.ObserveDraft(1, 0.0001);
   EXPECT_GT(p.PredictSpeedup(0.9, 2, 32, 32), 1.5);
+  // A proposer whose rounds take no measurable time (n-gram lookups) is measured all the same.
+  SpecPolicy q;
+  for (int t : {1, 8, 64, 128}) q.ObserveStep(t, 0.010);
+  q.ObserveDraft(3, 0.0);
+  EXPECT_GT(q.PredictSpeedup(0.9, 2, 32, 32), 1.5);
 }
 
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
