@@ -175,6 +175,15 @@ HWY_EXPORT(TargetT);
 
 int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
 
+namespace {
+// Fewest tokens that run on AMX tiles rather than MatVecMulti (which handles up to
+// kMatVecMultiMaxTokens). Measured here (2 threads): with pre-split weights AMX wins from 7
+// tokens (MatVecMulti drops to 3 rows per x load there; wp-11m decode at 8 / 12 / 16 concurrent
+// 3650 / 3694 / 3394 -> 4159 / 4905 / 6154 tok/s, at 5-6 slower); splitting per call, from
+// ~12 (the 0.58B padded FFN stack: 95 ms at 12 tokens either way, 148 vs 103 ms at 16).
+int64_t AmxMinTokens(const MatrixView& w) { return w.packed != nullptr ? 7 : 12; }
+}  // namespace
+
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsMatVecType(w.type));
   TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0);
@@ -191,14 +200,16 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
     return MatVec(w, x, y, pool);
   }
   // A few tokens (small decode batches, speculative verification) are still bound by reading
-  // the weights: stream each row once rather than packing a copy of the whole matrix.
+  // the weights: stream each row once rather than packing a copy of the whole matrix (AMX
+  // takes over from AmxMinTokens).
   if (n_tokens <= kInterleavedMaxTokens && IsInt8MatVecType(w.type) && w.packed != nullptr &&
       Int8MatVecFast()) {
     const MatrixView* ws[1] = {&w};
     float* ys[1] = {y};
     return MatVecInt8Fused(ws, ys, 1, x, n_tokens, pool);
   }
-  if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type))
+  if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type) &&
+      !(AmxEnabled() && n_tokens >= AmxMinTokens(w)))
     return MatVecMulti(w, x, n_tokens, y, pool);
   // Q8_0 / Q4_0 / Q4_K: int8 activations and integer dot products (matmul_int8.h).
   if (IsInt8MatMulType(w.type)) return MatMulInt8(w, x, n_tokens, y, pool);

@@ -546,7 +546,7 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const int64_t max_tp = std::max<int64_t>(kTokPair, (int64_t{32} << 20) / (4 * kp) / kTokPair *
                                                          kTokPair);
   const bool w_lo = w.type != DType::kBF16;  // bf16 weights are exactly their hi part
-  // The pre-split copy (whenever there is one: MatMul sends 17+ tokens here) beats splitting
+  // The pre-split copy (whenever there is one: MatMul sends 7+ tokens here) beats splitting
   // per call at every size measured: wp-11m's layer matmuls at 32 tokens 2.09 vs 2.65 ms
   // (BM_Wp11mStep), at 64 tokens ~4% in the engine.
   const auto* packed = static_cast<const AmxPackedMatrix*>(w.packed);

@@ -124,9 +124,9 @@ TEST(MatMulTest, LongRows) {
   });
 }
 
-// The AMX split-bf16 path (17+ tokens of non-int8 dtypes): odd row counts (partial A tiles),
-// K not a multiple of 32 (masked tails), K chunks (512 tokens × K 1280: 8-step chunks), token
-// counts that leave partial B tiles, strided rows. Its worst-case error is 3·2^-16 ≈ 4.6e-5 of
+// The AMX split-bf16 path (12+ tokens of non-int8 dtypes without pre-split weights): odd row
+// counts (partial A tiles), K not a multiple of 32 (masked tails), K chunks (512 tokens × K
+// 1280: 8-step chunks), token counts that leave partial B tiles, strided rows. Its worst-case error is 3·2^-16 ≈ 4.6e-5 of
 // sum|w x| (matmul_amx.h), so the bound here is 5e-5: dropping a pass (~4e-3) fails it.
 TEST(MatMulTest, AmxMatchesReference) {
   if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
@@ -140,7 +140,7 @@ TEST(MatMulTest, AmxMatchesReference) {
                                                : std::vector<int64_t>{8, 48, 300, 1280};
     for (int64_t cols : cols_list) {
       for (int64_t rows : {1, 17, 33, 70}) {
-        for (int64_t tokens : {17, 31, 33, 64, 512}) {
+        for (int64_t tokens : {12, 16, 17, 31, 33, 64, 512}) {
           if (rows * cols * tokens > 12'000'000) continue;
           const int64_t stride = RowBytes(type, cols) + (i % 2 == 0 ? 64 : 0);
           CheckCase(type, rows, cols, tokens, stride, rng, i % 2 ? &pool2 : nullptr, 5e-5);
@@ -154,7 +154,8 @@ TEST(MatMulTest, AmxMatchesReference) {
 
 // Weights split ahead of time (AmxPackedMatrix: transposed tiles, activations as tile A, C
 // stored straight into y) against the reference with the AMX bound, across K chunks, full and
-// partial tiles (rows 16/45/96; tokens 20, 33 and 300 end in a lone token tile, 64 in pairs),
+// partial tiles (rows 16/45/96; tokens 7-20, 33 and 300 end in a lone token tile, 64 in
+// pairs; MatMul sends 7+ tokens here),
 // and every pre-split dtype.
 TEST(MatMulTest, AmxPackedMatchesReference) {
   if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
@@ -164,7 +165,7 @@ TEST(MatMulTest, AmxPackedMatchesReference) {
   for (DType type : {DType::kF16, DType::kBF16, DType::kF32, DType::kQ6_K}) {
     for (int64_t cols : {256, 1280}) {
       for (int64_t rows : {16, 45, 96}) {
-        for (int64_t tokens : {20, 33, 64, 300}) {
+        for (int64_t tokens : {7, 9, 16, 20, 33, 64, 300}) {
           const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
           const auto x = RandomActivations(tokens * cols, rng);
           MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
