@@ -180,8 +180,8 @@ namespace {
 // kMatVecMultiMaxTokens). Measured here (2 threads): with pre-split weights AMX wins from 7
 // tokens (MatVecMulti drops to 3 rows per x load there; wp-11m decode at 8 / 12 / 16 concurrent
 // 3650 / 3694 / 3394 -> 4159 / 4905 / 6154 tok/s, at 5-6 slower); splitting per call, from
-// ~12 (the 0.58B padded FFN stack: 95 ms at 12 tokens either way, 148 vs 103 ms at 16).
-int64_t AmxMinTokens(const MatrixView& w) { return w.packed != nullptr ? 7 : 12; }
+// 13 (the 0.58B padded FFN stack: 95 vs 103 ms at 12 tokens, 148 vs 103 ms at 16).
+int64_t AmxMinTokens(const MatrixView& w) { return w.packed != nullptr ? 7 : 13; }
 }  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {

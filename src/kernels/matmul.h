@@ -12,7 +12,7 @@
 // Q8_0/Q4_0 with an interleaved copy and up to kInterleavedMaxTokens tokens, to
 // MatVecInt8Fused (matvec_int8.h, same integers). Other dtypes run on AMX tiles where the CPU
 // has them (matmul_amx.h: split-bf16 products, error <= 4.6e-5 · sum_k |w_k x_k|) from 7
-// tokens with pre-split weights and from 12 without (below that, MatVecMulti).
+// tokens with pre-split weights and from 13 without (below that, MatVecMulti).
 //
 // Owns nothing; pure function. Writes only y. Thread-safe per pool (one ParallelFor caller
 // at a time). Numerics: dequantized weights are exact (== DequantizeRowRef), products are
