@@ -21,9 +21,10 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
   p->rows_ = w.rows;
   p->cols_ = w.cols;
   p->nb_ = w.cols / 32;
-  // Huge pages: it is streamed through once per decoded token. Resize zeroes it, so padding
-  // rows have zero quants and zero scales.
-  p->buf_.Resize(static_cast<size_t>(PackedBytes(w)), /*huge_pages=*/true);
+  // Huge pages: it is streamed through once per decoded token. Not zeroed here: each group is
+  // zeroed (padding rows: zero quants and zero scales) and filled by the thread that packs it,
+  // so the first touch of the new memory is split over the pool and done once.
+  p->buf_.Resize(static_cast<size_t>(PackedBytes(w)), /*huge_pages=*/true, /*zero=*/false);
   const int64_t qb = p->quant_bytes();
   const bool q8 = w.type == DType::kQ8_0;
   // Word-wise copies (4 weights at a time), groups in parallel. On this workplace's VMs the
@@ -31,6 +32,7 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
   auto pack_groups = [&](int64_t g0, int64_t g1, int) {
     for (int64_t g = g0; g < g1; ++g) {
       uint8_t* q = p->buf_.data() + g * p->group_stride();
+      std::memset(q, 0, static_cast<size_t>(p->group_stride()));
       uint8_t* sc = q + p->nb_ * qb;
       const int64_t n = std::min(kRows, w.rows - g * kRows);
       for (int64_t b = 0; b < p->nb_; ++b, q += qb, sc += 2 * kRows) {

@@ -34,7 +34,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bo
     TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Open(path));
   } else {
     TARMAC_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path));
-    m->owned_bytes_.Resize(mapped.size(), /*huge_pages=*/true);
+    m->owned_bytes_.Resize(mapped.size(), /*huge_pages=*/true, /*zero=*/false);  // copied over
     std::memcpy(m->owned_bytes_.data(), mapped.data(), mapped.size());
     TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Parse({m->owned_bytes_.data(), mapped.size()}));
   }

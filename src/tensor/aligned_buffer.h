@@ -33,9 +33,11 @@ class AlignedBuffer {
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
 
-  // Discards contents; new bytes are zeroed. huge_pages: 2 MiB-aligned and advised for
-  // transparent huge pages (for large, streamed-through buffers such as weights).
-  void Resize(size_t bytes, bool huge_pages = false) {
+  // Discards contents; new bytes are zeroed unless zero is false (for a buffer the caller
+  // overwrites entirely: zeroing a large one first touches every page on one thread, and then
+  // the caller touches it again). huge_pages: 2 MiB-aligned and advised for transparent huge
+  // pages (for large, streamed-through buffers such as weights).
+  void Resize(size_t bytes, bool huge_pages = false, bool zero = true) {
     std::free(data_);
     data_ = nullptr;
     size_ = 0;
@@ -45,7 +47,7 @@ class AlignedBuffer {
     data_ = static_cast<uint8_t*>(std::aligned_alloc(align, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
     if (huge_pages) madvise(data_, rounded, MADV_HUGEPAGE);  // advisory: failure is harmless
-    std::memset(data_, 0, rounded);
+    if (zero) std::memset(data_, 0, rounded);
     size_ = bytes;
   }
 
