@@ -419,7 +419,10 @@ std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, Thre
   p->steps_ = (w.cols + kKStep - 1) / kKStep;
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   const int64_t half = n_blocks * p->steps_ * 1024;  // u16 per hi (or lo)
-  p->buf_.Resize(std::max<int64_t>(64, 4 * half));
+  // StageWeights writes every hi/lo byte of every block (zeros past the matrix), except BF16's
+  // lo half, which is never read: no serial zeroing of up to 1 GiB first.
+  p->buf_.Resize(std::max<int64_t>(64, 4 * half), /*huge_pages=*/false,
+                 /*zero=*/w.type == DType::kBF16);
   auto* hi = p->buf_.as<uint16_t>();
   auto* lo = hi + half;
   p->hi_ = hi;
