@@ -181,7 +181,9 @@ namespace {
 // tokens (MatVecMulti drops to 3 rows per x load there; wp-11m decode at 8 / 12 / 16 concurrent
 // 3650 / 3694 / 3394 -> 4159 / 4905 / 6154 tok/s, at 5-6 slower); splitting per call, from
 // 13 (the 0.58B padded FFN stack: 95 vs 103 ms at 12 tokens, 148 vs 103 ms at 16).
-int64_t AmxMinTokens(const MatrixView& w) { return w.packed != nullptr ? 7 : 13; }
+int64_t AmxMinTokens(const MatrixView& w) {
+  return w.packed != nullptr ? kAmxPackedMinTokens : kAmxPlainMinTokens;
+}
 }  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {

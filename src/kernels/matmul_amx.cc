@@ -19,6 +19,7 @@
 
 #include "base/check.h"
 #include "kernels/dequant.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/aligned_buffer.h"
 
@@ -452,13 +453,24 @@ bool AmxPackedMatrix::Matches(const MatrixView& w) const {
 
 namespace {
 
-void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float* x,
-                     int64_t n_tokens, float* y, ThreadPool* pool, int64_t max_tp) {
-  const int64_t K = w.cols;
+// ys[i] = ws[i] · x for 1..kMaxShared pre-split matrices of one width: the activations are
+// split once per pass (per thread up to 64 tokens) and one parallel region covers all the
+// matrices' row blocks (Q/K/V, or gate/up, in one call: fewer splits and hand-offs).
+constexpr int kMaxShared = 4;
+void MatMulAmxPacked(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                     int64_t n_tokens, ThreadPool* pool, int64_t max_tp) {
+  TARMAC_CHECK(n >= 1 && n <= kMaxShared);
+  const int64_t K = ws[0]->cols;
   const int64_t steps = (K + kKStep - 1) / kKStep;
   const int64_t kp = steps * kKStep;
-  const bool w_lo = w.type != DType::kBF16;
-  const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+  const AmxPackedMatrix* ps[kMaxShared];
+  int64_t first[kMaxShared + 1] = {0};  // global index of each matrix's first row block
+  for (int i = 0; i < n; ++i) {
+    ps[i] = static_cast<const AmxPackedMatrix*>(ws[i]->packed);
+    TARMAC_CHECK(ps[i] != nullptr && ps[i]->Matches(*ws[i]) && ws[i]->cols == K);
+    first[i + 1] = first[i] + (ws[i]->rows + kRowBlock - 1) / kRowBlock;
+  }
+  const int64_t n_blocks = first[n];
   const bool threaded = pool != nullptr && pool->num_threads() > 1;
   thread_local AlignedBuffer x_store, c_store;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += max_tp) {
@@ -509,11 +521,16 @@ void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float*
           al = oh + elems;
         }
         LoadTileConfig();
-        for (int64_t blk = blk0; blk < blk1; ++blk) {
+        int i = 0;
+        for (int64_t gblk = blk0; gblk < blk1; ++gblk) {
+          while (gblk >= first[i + 1]) ++i;
+          const MatrixView& w = *ws[i];
+          const int64_t blk = gblk - first[i];
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          ComputeBlockPacked(ah, al, stride, p.hi(blk) + s0 * 1024, p.lo(blk) + s0 * 1024, ns,
-                             w_lo, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1, y,
-                             w.rows, cacc + blk * c_block);
+          ComputeBlockPacked(ah, al, stride, ps[i]->hi(blk) + s0 * 1024,
+                             ps[i]->lo(blk) + s0 * 1024, ns, w.type != DType::kBF16, s0 == 0,
+                             s0 + ns == steps, tp, t0, n_tokens, r0, r1, ys[i], w.rows,
+                             cacc + gblk * c_block);
         }
         ReleaseTiles();
       };
@@ -529,7 +546,33 @@ void MatMulAmxPacked(const MatrixView& w, const AmxPackedMatrix& p, const float*
   }
 }
 
+// Tokens per pass: all of them while the staged activations stay under ~32 MiB (4 bytes per
+// token and k), so each weight row is converted once per call in the common cases.
+int64_t MaxPassTokens(int64_t K) {
+  const int64_t kp = (K + kKStep - 1) / kKStep * kKStep;
+  return std::max<int64_t>(kTokPair, (int64_t{32} << 20) / (4 * kp) / kTokPair * kTokPair);
+}
+
 }  // namespace
+
+bool CanShareMatMulAmx(const MatrixView* const* ws, int n) {
+  if (n < 1 || n > kMaxShared || !AmxEnabled()) return false;
+  for (int i = 0; i < n; ++i) {
+    const MatrixView& w = *ws[i];
+    if (w.packed == nullptr || !IsMatVecType(w.type) || IsInt8MatMulType(w.type) ||
+        w.rows == 0 || w.cols == 0 || w.cols != ws[0]->cols ||
+        !static_cast<const AmxPackedMatrix*>(w.packed)->Matches(w)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void MatMulAmxShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                     int64_t n_tokens, ThreadPool* pool) {
+  TARMAC_CHECK(CanShareMatMulAmx(ws, n) && n_tokens >= 1);
+  MatMulAmxPacked(ws, ys, n, x, n_tokens, pool, MaxPassTokens(ws[0]->cols));
+}
 
 void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                ThreadPool* pool) {
@@ -544,10 +587,7 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   }
   const int64_t steps = (K + kKStep - 1) / kKStep;
   const int64_t kp = steps * kKStep;
-  // Tokens per pass: all of them while the staged activations stay under ~32 MiB (4 bytes
-  // per token and k), so each weight row is converted once per call in the common cases.
-  const int64_t max_tp = std::max<int64_t>(kTokPair, (int64_t{32} << 20) / (4 * kp) / kTokPair *
-                                                         kTokPair);
+  const int64_t max_tp = MaxPassTokens(K);
   const bool w_lo = w.type != DType::kBF16;  // bf16 weights are exactly their hi part
   // The pre-split copy (whenever there is one: MatMul sends 7+ tokens here) beats splitting
   // per call at every size measured: wp-11m's layer matmuls at 32 tokens 2.09 vs 2.65 ms
@@ -555,7 +595,9 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const auto* packed = static_cast<const AmxPackedMatrix*>(w.packed);
   TARMAC_CHECK(packed == nullptr || packed->Matches(w));
   if (packed != nullptr) {
-    MatMulAmxPacked(w, *packed, x, n_tokens, y, pool, max_tp);
+    const MatrixView* ws[1] = {&w};
+    float* ys[1] = {y};
+    MatMulAmxPacked(ws, ys, 1, x, n_tokens, pool, max_tp);
     return;
   }
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;

@@ -222,6 +222,13 @@ void LlamaModel::ProjectShared(std::initializer_list<const MatrixView*> ws,
                              pool);
     return;
   }
+  // Pre-split f16/bf16/f32 weights on AMX: one split of x and one parallel region for all.
+  if (n_tokens >= kernels::kAmxPackedMinTokens &&
+      kernels::CanShareMatMulAmx(ws.begin(), static_cast<int>(ws.size()))) {
+    kernels::MatMulAmxShared(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, n_tokens,
+                             pool);
+    return;
+  }
   auto y = ys.begin();
   for (const MatrixView* w : ws) Project(*w, x, n_tokens, *y++, pool);
 }

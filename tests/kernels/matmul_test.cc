@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -194,6 +195,57 @@ TEST(MatMulTest, AmxPackedMatchesReference) {
       }
     }
   }
+}
+
+// Several pre-split matrices with one x in one call (Q/K/V, gate/up): bit-identical to one
+// MatMul per matrix, on partial row blocks, a K tail and lone / paired token tiles, with mixed
+// dtypes (BF16 skips its lo pass).
+TEST(MatMulTest, AmxSharedEqualsOneByOne) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  const AmxSwitch amx(true);
+  std::mt19937 rng(8);
+  ThreadPool pool2(2);
+  const int64_t cols = 300;
+  const DType types[3] = {DType::kF16, DType::kBF16, DType::kF32};
+  const int64_t rows[3] = {45, 16, 100};
+  std::vector<std::vector<uint8_t>> mats;
+  std::vector<MatrixView> ws;
+  std::vector<std::unique_ptr<AmxPackedMatrix>> pks;
+  for (int i = 0; i < 3; ++i) {
+    mats.push_back(RandomMatrix(types[i], rows[i], cols, RowBytes(types[i], cols), rng));
+    ws.push_back(MatrixView{types[i], mats.back().data(), rows[i], cols, RowBytes(types[i], cols)});
+    pks.push_back(AmxPackedMatrix::Pack(ws.back(), &pool2));
+    ws.back().packed = pks.back().get();
+  }
+  const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+  ASSERT_TRUE(CanShareMatMulAmx(wp, 3));
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+    for (int64_t tokens : {7, 33, 64, 300}) {
+      const auto x = RandomActivations(tokens * cols, rng);
+      std::vector<float> shared[3], single[3];
+      float* yp[3];
+      for (int i = 0; i < 3; ++i) {
+        shared[i].assign(tokens * rows[i], NAN);
+        single[i].assign(tokens * rows[i], NAN);
+        yp[i] = shared[i].data();
+        MatMulAmx(ws[i], x.data(), tokens, single[i].data(), pool);
+      }
+      MatMulAmxShared(wp, yp, 3, x.data(), tokens, pool);
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4))
+            << "tokens=" << tokens << " matrix " << i;
+      }
+    }
+  }
+  // Not shareable: no pre-split copy, another width, or AMX off.
+  ws[1].packed = nullptr;
+  EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
+  ws[1].packed = pks[1].get();
+  ws[2].cols = 256;
+  EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
+  ws[2].cols = cols;
+  const AmxSwitch off(false);
+  EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
 }
 
 TEST(MatMulTest, ZeroTokens) {
