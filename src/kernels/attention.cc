@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "kernels/attention_amx.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/ops.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
@@ -154,6 +155,29 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
   }
 }
 
+// One online-softmax update of a row over a chunk: p[0, n) (n a multiple of the vector length)
+// holds scaled scores (-inf where masked) whose max is chunk_max; they become exp(score - m)
+// for the new running max m, and the running max *m and denominator *l are updated. Returns
+// the correction exp(m_old - m) the row's running sums must be scaled by (0 on the first
+// chunk, m_old = -inf).
+float SoftmaxChunk(float* HWY_RESTRICT p, int64_t n, float chunk_max, float* m, float* l) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const float m_old = *m;
+  const float m_new = std::max(m_old, chunk_max);
+  const auto vm = hn::Set(df, m_new);
+  auto vsum = hn::Zero(df);
+  for (int64_t j = 0; j < n; j += N) {
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p + j), vm));  // -inf -> 0
+    hn::StoreU(e, df, p + j);
+    vsum = hn::Add(vsum, e);
+  }
+  const float c = std::exp(m_old - m_new);
+  *l = *l * c + hn::GetLane(hn::SumOfLanes(df, vsum));
+  *m = m_new;
+  return c;
+}
+
 // The tile on AMX (attention_amx.h): per chunk of 64 keys, S = Q·Kᵀ on tiles, the online
 // softmax here (one update per row per chunk, as in the general path), O += P·V on tiles.
 // Query row r is token r / group, head h0 + r % group.
@@ -226,18 +250,8 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
         hn::StoreU(v, df, p + j);
         vmax = hn::Max(vmax, v);
       }
-      const float m_old = sc.m[r];
-      const float m_new = std::max(m_old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
-      const auto vm = hn::Set(df, m_new);
-      auto vsum = hn::Zero(df);
-      for (int64_t j = 0; j < kC; j += N) {
-        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p + j), vm));  // -inf -> 0
-        hn::StoreU(e, df, p + j);
-        vsum = hn::Add(vsum, e);
-      }
-      const float c = std::exp(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
-      sc.l[r] = sc.l[r] * c + hn::GetLane(hn::SumOfLanes(df, vsum));
-      sc.m[r] = m_new;
+      const float c = SoftmaxChunk(p, kC, hn::GetLane(hn::MaxOfLanes(df, vmax)), &sc.m[r],
+                                   &sc.l[r]);
       if (c != 1.0f) Scale(o + r * hd, c, o + r * hd, hd);
     }
     AmxSplitRows(s, Rp * kC, ph, pl);
@@ -396,18 +410,8 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
         float* HWY_RESTRICT p = p_all + g * cw_pad;
         auto vmax = neg_inf;
         for (int64_t j0 = 0; j0 < rows; j0 += N) vmax = hn::Max(vmax, hn::LoadU(df, p + j0));
-        const float m_old = s.m[st];
-        const float m_new = std::max(m_old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
-        const auto vm = hn::Set(df, m_new);
-        auto vsum = hn::Zero(df);
-        for (int64_t j0 = 0; j0 < rows; j0 += N) {
-          const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p + j0), vm));  // -inf -> 0
-          hn::StoreU(e, df, p + j0);
-          vsum = hn::Add(vsum, e);
-        }
-        const float c = std::exp(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
-        s.l[st] = s.l[st] * c + hn::GetLane(hn::SumOfLanes(df, vsum));
-        s.m[st] = m_new;
+        const float c = SoftmaxChunk(p, (rows + N - 1) / N * N,
+                                     hn::GetLane(hn::MaxOfLanes(df, vmax)), &s.m[st], &s.l[st]);
         if (hd == 4 * N) {
           corr[g % 4] = c;
           if (g % 4 != 3 && g + 1 != group) continue;

@@ -71,21 +71,6 @@ TARMAC_AMX inline void PairF16(__m256i a, __m256i b, uint16_t* hi, uint16_t* lo)
   _mm512_store_si512(lo, _mm512_or_si512(_mm512_and_si512(lb, top), _mm512_srli_epi32(la, 16)));
 }
 
-TARMAC_AMX void SplitRowsImpl(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
-  for (int64_t i = 0; i < n; i += 32) {
-    const __m512 a = _mm512_loadu_ps(src + i), b = _mm512_loadu_ps(src + i + 16);
-    const __m512bh h = _mm512_cvtne2ps_pbh(b, a);  // low 16 lanes from a
-    const __m512i hi_i = reinterpret_cast<const __m512i&>(h);
-    const __m512 ha = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi_i)), 16));
-    const __m512 hb = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi_i, 1)), 16));
-    const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
-    _mm512_storeu_si512(hi + i, hi_i);
-    _mm512_storeu_si512(lo + i, reinterpret_cast<const __m512i&>(l));
-  }
-}
-
 TARMAC_AMX void StageKvImpl(const PagedKvView& kv, int32_t head, const int32_t* blocks,
                             int32_t n_blocks, int32_t valid_keys, uint16_t* k_hi,
                             uint16_t* k_lo, uint16_t* v_hi, uint16_t* v_lo) {
@@ -185,11 +170,6 @@ bool AttentionAmxUsable(int32_t nq, int32_t group, const PagedKvView& kv) {
   return nq >= 2 && static_cast<int64_t>(nq) * group >= 16 && !kv.is_int8() &&
          kv.head_dim % 32 == 0 && kv.head_dim <= 256 && (bs == 16 || bs == 32 || bs == 64) &&
          AmxEnabled();
-}
-
-void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
-  TARMAC_DCHECK(n % 32 == 0);
-  SplitRowsImpl(src, n, hi, lo);
 }
 
 void AmxStageKv(const PagedKvView& kv, int32_t head, const int32_t* blocks, int32_t n_blocks,

@@ -8,7 +8,7 @@
 // sum_d |q_d k_d| and an output by ~3·2^-16 of sum_j p_j |v_j| (both f32-accumulated).
 //
 // Layouts (all caller-owned, 64-byte aligned; Rp = R rounded up to 16, hd = head_dim):
-//   Q, P split: row-major bf16, [Rp][hd] and [Rp][64].
+//   Q, P split (AmxSplitRows, matmul_amx.h): row-major bf16, [Rp][hd] and [Rp][64].
 //   K tiles: [key tile 0..3][hd / 32 steps][16 dim pairs][16 keys][2] bf16, hi and lo.
 //   V tiles: [2 key steps][hd / 16 dim tiles][16 key pairs][16 dims][2] bf16, hi and lo.
 //   S: [Rp][64] f32. O: [Rp][hd] f32.
@@ -25,9 +25,6 @@ namespace tarmac::kernels {
 // head_dim a multiple of 32 up to 256, block size 16, 32 or 64, and at least 16 query rows
 // (nq · group) in more than one token (decode keeps its register-blocked path).
 bool AttentionAmxUsable(int32_t nq, int32_t group, const PagedKvView& kv);
-
-// src (n f32, n a multiple of 32) -> hi = RNE(v), lo = RNE(v - hi), both bf16, same order.
-void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo);
 
 // K and V of one chunk: blocks[0 .. n_blocks) of KV head `head` (64 / block_size blocks at
 // most); keys at or beyond valid_keys are staged as zero (never read from the cache).

@@ -350,16 +350,28 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
   }
 }
 
-TARMAC_AMX void LoadTileConfig() {
+// Tiles 0-7 with the given rows and bytes per row (palette 1).
+TARMAC_AMX void LoadTileConfig(const uint8_t* rows, const uint16_t* colsb) {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = kTile;
-    cfg.colsb[t] = 64;
+    cfg.rows[t] = rows[t];
+    cfg.colsb[t] = colsb[t];
   }
   // GCC 12's _tile_loadconfig does not tell the optimizer it reads all 64 bytes, so without
   // this barrier the rows/colsb stores above are dropped as dead.
   __asm__ volatile("" : : "r"(&cfg) : "memory");
   _tile_loadconfig(&cfg);
+}
+
+// All 8 tiles 16 rows × 64 bytes: what every kernel in this file uses.
+void LoadTileConfig() {
+  static constexpr uint8_t kRows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+  static constexpr uint16_t kColsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+  LoadTileConfig(kRows, kColsb);
+}
+
+TARMAC_AMX void SplitRowsImpl(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
+  for (int64_t i = 0; i < n; i += 32) Split32(src + i, 32, hi + i, lo + i);
 }
 
 TARMAC_AMX void ReleaseTiles() { _tile_release(); }
@@ -385,6 +397,14 @@ std::atomic<int> g_enabled{-1};  // -1: from the environment on first use
 }  // namespace
 
 void AmxConfigureTiles() { LoadTileConfig(); }
+void AmxConfigureTiles(const uint8_t rows[8], const uint16_t colsb[8]) {
+  LoadTileConfig(rows, colsb);
+}
+
+void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
+  TARMAC_DCHECK(n % 32 == 0);
+  SplitRowsImpl(src, n, hi, lo);
+}
 void AmxReleaseTiles() { ReleaseTiles(); }
 
 bool AmxBf16Available() {

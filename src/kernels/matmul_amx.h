@@ -42,9 +42,15 @@ bool AmxEnabled();
 void SetAmxEnabled(bool on);
 
 // The tile configuration every AMX kernel here uses (palette 1, all 8 tiles 16 rows × 64
-// bytes), loaded on / released from the calling thread. Precondition: AmxBf16Available().
+// bytes), or tiles 0-7 with the given rows and bytes per row, loaded on / released from the
+// calling thread. Precondition: AmxBf16Available().
 void AmxConfigureTiles();
+void AmxConfigureTiles(const uint8_t rows[8], const uint16_t colsb[8]);
 void AmxReleaseTiles();
+
+// src (n f32, n a multiple of 32) -> hi = RNE(v), lo = RNE(v - hi), both bf16, same order: the
+// split every split-bf16 product here uses. Precondition: AmxBf16Available().
+void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo);
 
 // A weight matrix split into hi/lo bf16 once, ahead of time, in AMX's B-tile pair layout:
 // 4 bytes per weight (rows rounded up to 32, cols to 32). With it MatMulAmx swaps roles:

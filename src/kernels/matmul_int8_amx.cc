@@ -21,31 +21,10 @@ namespace {
 
 // Tiles: 0-3 C (M × 16 int32, four blocks in flight), 4-5 A (M tokens × 32 bytes), 6-7 B
 // (8 rows × 64 bytes); A and B alternate so a load need not wait for the previous product.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-TARMAC_AMX8 void Configure() {
-  TileConfig cfg;
-  for (int t = 0; t < 4; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  for (int t = 4; t < 6; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 32;
-  }
-  for (int t = 6; t < 8; ++t) {
-    cfg.rows[t] = 8;
-    cfg.colsb[t] = 64;
-  }
-  // As in matmul_amx.cc: GCC 12 does not see that _tile_loadconfig reads cfg.
-  __asm__ volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
+void Configure() {
+  static constexpr uint8_t kRows[8] = {16, 16, 16, 16, 16, 16, 8, 8};
+  static constexpr uint16_t kColsb[8] = {64, 64, 64, 64, 32, 32, 64, 64};
+  AmxConfigureTiles(kRows, kColsb);
 }
 
 // C tile j = block j's tokens × rows integer sums. The _tile_* intrinsics take their tile
@@ -154,7 +133,6 @@ TARMAC_AMX8 void SignSlabsImpl(uint8_t* slabs, int64_t n_blocks, int offset) {
   }
 }
 
-TARMAC_AMX8 void BeginImpl() { Configure(); }
 TARMAC_AMX8 void EndImpl() { _tile_release(); }
 
 }  // namespace
@@ -165,7 +143,7 @@ bool AmxInt8Usable() {
   return cpu && AmxEnabled();
 }
 
-void AmxInt8Begin() { BeginImpl(); }
+void AmxInt8Begin() { Configure(); }
 void AmxInt8End() { EndImpl(); }
 
 void AmxInt8SignSlabs(uint8_t* slabs, int64_t n_blocks, int offset) {
