@@ -178,9 +178,10 @@ int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
 namespace {
 // Fewest tokens that run on AMX tiles rather than MatVecMulti (which handles up to
 // kMatVecMultiMaxTokens). Measured here (2 threads): with pre-split weights AMX wins from 7
-// tokens (MatVecMulti drops to 3 rows per x load there; wp-11m decode at 8 / 12 / 16 concurrent
-// 3650 / 3694 / 3394 -> 4159 / 4905 / 6154 tok/s, at 5-6 slower); splitting per call, from
-// 13 (the 0.58B padded FFN stack: 95 vs 103 ms at 12 tokens, 148 vs 103 ms at 16).
+// tokens (wp-11m decode at 8 / 12 / 16 concurrent: 4264 / 5361 / 6606 tok/s against 4148 /
+// 5026 / 5926 with MatVecMulti; at 5-6 MatVecMulti is ~25% faster, at 7 even); splitting per
+// call, never up to 16 (the 0.58B padded model's FFN stack, up + down at 13 tokens: 48 ms
+// against 85 ms on AMX, at 16: 55 against 82 ms).
 int64_t AmxMinTokens(const MatrixView& w) {
   return w.packed != nullptr ? kAmxPackedMinTokens : kAmxPlainMinTokens;
 }

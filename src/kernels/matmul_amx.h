@@ -81,7 +81,7 @@ class AmxPackedMatrix {
 
 // Fewest tokens MatMul runs on AMX tiles with pre-split weights, and without (matmul.cc).
 constexpr int64_t kAmxPackedMinTokens = 7;
-constexpr int64_t kAmxPlainMinTokens = 13;
+constexpr int64_t kAmxPlainMinTokens = 17;  // past MatVecMulti's 16
 
 // Several pre-split matrices of one width times the same x in one call (a layer's Q/K/V, or
 // gate/up): x is split once per pass and one parallel region covers all their row blocks.

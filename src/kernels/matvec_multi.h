@@ -1,7 +1,7 @@
 // MatVecMulti: a weight matrix times a few activation rows (2..kMatVecMultiMaxTokens, in groups
-// of at most 8 that reuse each row from L2): small decode batches and speculative
+// of at most 6 that reuse each row from L1/L2): small decode batches and speculative
 // verification, where the work is still bound by reading the weights. Every weight row is read
-// once from memory and dotted with all token rows in registers, 2-4 rows at a time so that each
+// once from memory and dotted with all token rows in registers, 4 rows at a time so that each
 // x load serves several rows (x of a wide matrix lives in L2); unlike MatMul there is no
 // packing, whose cost (a full f32 copy of the weights per call) only pays off when many tokens
 // share it.

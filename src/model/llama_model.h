@@ -101,7 +101,8 @@ class LlamaModel {
   std::vector<QueryTile> tiles_;
   // Scratch, [n_tokens][dim] row-major each.
   int32_t scratch_tokens_ = 0;
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_;
+  // 64-byte aligned: the kernels read these rows with full-width vector loads.
+  AlignedVector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_;
 };
 
 }  // namespace tarmac::model

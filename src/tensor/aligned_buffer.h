@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 #include <utility>
+#include <vector>
 
 namespace tarmac {
 
@@ -63,5 +64,30 @@ class AlignedBuffer {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// A std::allocator that hands out 64-byte-aligned storage, for vectors whose data kernels
+// stream with full-width vector loads: glibc's malloc aligns to 16 bytes only, and then every
+// 64-byte load of a row straddles two cache lines (a 7-token f16 MatVecMulti took 77 µs on
+// unaligned activations against 53 µs on aligned ones).
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) noexcept {}  // NOLINT(runtime/explicit)
+  T* allocate(size_t n) {
+    const size_t bytes = (n * sizeof(T) + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign *
+                         AlignedBuffer::kAlign;
+    void* p = std::aligned_alloc(AlignedBuffer::kAlign, bytes == 0 ? AlignedBuffer::kAlign : bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
+  template <typename U>
+  bool operator==(const AlignedAllocator<U>&) const noexcept { return true; }
+};
+
+template <typename T>
+using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
 }  // namespace tarmac

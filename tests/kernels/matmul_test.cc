@@ -125,7 +125,7 @@ TEST(MatMulTest, LongRows) {
   });
 }
 
-// The AMX split-bf16 path (13+ tokens of non-int8 dtypes without pre-split weights): odd row
+// The AMX split-bf16 path (17+ tokens of non-int8 dtypes without pre-split weights): odd row
 // counts (partial A tiles), K not a multiple of 32 (masked tails), K chunks (512 tokens × K
 // 1280: 8-step chunks), token counts that leave partial B tiles, strided rows. Its worst-case error is 3·2^-16 ≈ 4.6e-5 of
 // sum|w x| (matmul_amx.h), so the bound here is 5e-5: dropping a pass (~4e-3) fails it.
