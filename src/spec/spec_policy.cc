@@ -16,10 +16,14 @@ int SpecPolicy::Bin(int32_t tokens) {
 }
 
 double SpecPolicy::StepSeconds(int32_t tokens) const {
-  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin, and
-  // proportional to tokens (compute-bound: the pessimistic guess) outside them. Speculating
-  // on a guess that is too pessimistic only delays it until a probe measures the real cost.
-  double prev_t = -1, prev_s = 0;
+  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin. Below them,
+  // proportional to tokens. Above them, along the line through the two largest (with one
+  // only, proportional: the pessimistic guess). A bandwidth-bound step has a large fixed part
+  // (the padded 0.58B model: 45 ms at 1 token, ~95 at 8), which the proportional guess turned
+  // into 190 ms at 16 tokens, so that batch 8 never speculated and never measured that size.
+  // Where steps are compute-bound the line is the proportional one. A guess that is off in
+  // either direction is replaced by the measurement of the first step of that size.
+  double prev_t = -1, prev_s = 0, prev2_t = -1, prev2_s = 0;
   for (int b = 0; b < 16; ++b) {
     if (step_tokens_[b] <= 0) continue;
     const double t = step_tokens_[b], sec = step_s_[b];
@@ -27,11 +31,15 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
       if (prev_t < 0) return sec * tokens / t;  // below every measurement: assume proportional
       return prev_s + (tokens - prev_t) / (t - prev_t) * (sec - prev_s);
     }
+    prev2_t = prev_t;
+    prev2_s = prev_s;
     prev_t = t;
     prev_s = sec;
   }
   if (prev_t < 0) return 0;
-  return prev_s * tokens / prev_t;
+  if (prev2_t < 0 || prev_t - prev2_t < 1.0) return prev_s * tokens / prev_t;
+  const double slope = std::max(0.0, (prev_s - prev2_s) / (prev_t - prev2_t));
+  return prev_s + slope * (tokens - prev_t);
 }
 
 bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const {

@@ -124,6 +124,31 @@ TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
   EXPECT_GT(q.PredictSpeedup(0.9, 2, 32, 32), 1.5);
 }
 
+// Above the largest measured step size the cost follows the line through the two largest
+// measurements: a bandwidth-bound step's fixed part is not scaled up with the tokens (the
+// padded 0.58B model: 45 ms at 1 token, 95 ms at 8). With only batch-8 steps measured, the
+// verify of batch 8 plus drafts was priced proportionally (16 tokens: 190 ms) and a bucket
+// with 50% acceptance never turned on at batch 8.
+TEST(SpecPolicyTest, BandwidthBoundStepsExtrapolateAlongTheirLine) {
+  SpecPolicy p;
+  p.ObserveStep(1, 0.045);
+  p.ObserveStep(8, 0.095);
+  EXPECT_NEAR(p.StepSeconds(16), 0.095 + 8 * 0.05 / 7, 1e-9);  // not 0.190
+  EXPECT_NEAR(p.StepSeconds(4), 0.045 + 3 * 0.05 / 7, 1e-9);   // between: interpolated
+  p.ObserveDraft(1, 0.001);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 2, 1);  // ~50% per position
+  EXPECT_GT(p.ChooseK("qa", 8, 4), 0);
+  // A single measurement still extrapolates proportionally, and a compute-bound line is
+  // proportional anyway.
+  SpecPolicy one;
+  one.ObserveStep(8, 0.095);
+  EXPECT_NEAR(one.StepSeconds(16), 0.190, 1e-9);
+  SpecPolicy compute;
+  compute.ObserveStep(32, 0.010);
+  compute.ObserveStep(64, 0.020);
+  EXPECT_NEAR(compute.StepSeconds(192), 0.060, 1e-9);
+}
+
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
   SpecPolicyConfig cfg;
   cfg.probe_every = 10;
