@@ -16,14 +16,15 @@ int SpecPolicy::Bin(int32_t tokens) {
 }
 
 double SpecPolicy::StepSeconds(int32_t tokens) const {
-  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin. Below them,
-  // proportional to tokens. Above them, along the line through the two largest (with one
-  // only, proportional: the pessimistic guess). A bandwidth-bound step has a large fixed part
-  // (the padded 0.58B model: 45 ms at 1 token, ~95 at 8), which the proportional guess turned
-  // into 190 ms at 16 tokens, so that batch 8 never speculated and never measured that size.
-  // Where steps are compute-bound the line is the proportional one. A guess that is off in
-  // either direction is replaced by the measurement of the first step of that size.
-  double prev_t = -1, prev_s = 0, prev2_t = -1, prev2_s = 0;
+  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin; below
+  // them, proportional to tokens. Above them a guess, replaced by the measurement of the
+  // first step of that size: with one measurement, proportional (the pessimistic guess);
+  // otherwise along the slope from the largest measurement back to one at most half its
+  // size, but no less than 3/4 of the proportional slope. A bandwidth-bound step has a large
+  // fixed part (the padded 0.58B model: 45 ms at 1 token, ~95 at 8), which the proportional
+  // guess scaled up too (190 ms at 16), so batch 8 never speculated; nearby sizes' noise
+  // (wp-11m: 4.48 ms at 58 tokens, 4.40 at 64) must not make larger steps look free.
+  double prev_t = -1, prev_s = 0;
   for (int b = 0; b < 16; ++b) {
     if (step_tokens_[b] <= 0) continue;
     const double t = step_tokens_[b], sec = step_s_[b];
@@ -31,14 +32,20 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
       if (prev_t < 0) return sec * tokens / t;  // below every measurement: assume proportional
       return prev_s + (tokens - prev_t) / (t - prev_t) * (sec - prev_s);
     }
-    prev2_t = prev_t;
-    prev2_s = prev_s;
     prev_t = t;
     prev_s = sec;
   }
   if (prev_t < 0) return 0;
-  if (prev2_t < 0 || prev_t - prev2_t < 1.0) return prev_s * tokens / prev_t;
-  const double slope = std::max(0.0, (prev_s - prev2_s) / (prev_t - prev2_t));
+  double base_t = -1, base_s = 0;  // the largest measurement at most half of prev_t
+  for (int b = 0; b < 16; ++b) {
+    if (step_tokens_[b] > 0 && step_tokens_[b] <= prev_t / 2) {
+      base_t = step_tokens_[b];
+      base_s = step_s_[b];
+    }
+  }
+  if (base_t < 0) return prev_s * tokens / prev_t;
+  const double slope =
+      std::max((prev_s - base_s) / (prev_t - base_t), 0.75 * prev_s / prev_t);
   return prev_s + slope * (tokens - prev_t);
 }
 

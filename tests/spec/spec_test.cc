@@ -124,16 +124,16 @@ TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
   EXPECT_GT(q.PredictSpeedup(0.9, 2, 32, 32), 1.5);
 }
 
-// Above the largest measured step size the cost follows the line through the two largest
-// measurements: a bandwidth-bound step's fixed part is not scaled up with the tokens (the
-// padded 0.58B model: 45 ms at 1 token, 95 ms at 8). With only batch-8 steps measured, the
-// verify of batch 8 plus drafts was priced proportionally (16 tokens: 190 ms) and a bucket
-// with 50% acceptance never turned on at batch 8.
-TEST(SpecPolicyTest, BandwidthBoundStepsExtrapolateAlongTheirLine) {
+// Above the largest measured step size the cost grows along the measured slope (at least 3/4
+// of the proportional one), not in proportion: a bandwidth-bound step's fixed part is not
+// scaled up with the tokens (the padded 0.58B model: 45 ms at 1 token, 95 ms at 8). With only
+// batch-8 steps measured, the verify of batch 8 plus drafts was priced proportionally (16
+// tokens: 190 ms) and a bucket with 50% acceptance never turned on at batch 8.
+TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
   SpecPolicy p;
   p.ObserveStep(1, 0.045);
   p.ObserveStep(8, 0.095);
-  EXPECT_NEAR(p.StepSeconds(16), 0.095 + 8 * 0.05 / 7, 1e-9);  // not 0.190
+  EXPECT_NEAR(p.StepSeconds(16), 0.095 + 8 * 0.75 * 0.095 / 8, 1e-9);  // not 0.190
   EXPECT_NEAR(p.StepSeconds(4), 0.045 + 3 * 0.05 / 7, 1e-9);   // between: interpolated
   p.ObserveDraft(1, 0.001);
   for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 2, 1);  // ~50% per position
@@ -147,6 +147,18 @@ TEST(SpecPolicyTest, BandwidthBoundStepsExtrapolateAlongTheirLine) {
   compute.ObserveStep(32, 0.010);
   compute.ObserveStep(64, 0.020);
   EXPECT_NEAR(compute.StepSeconds(192), 0.060, 1e-9);
+  // Noise between nearby sizes (wp-11m at batch 64: 58 tokens took longer than 64) does not
+  // make larger steps look free: the slope comes from a size at most half as large, and is
+  // at least 3/4 of the proportional one. (Flat, batch 49 turned speculation on for all 49
+  // requests and lost 10%.)
+  SpecPolicy noisy;
+  noisy.ObserveStep(1, 0.00223);  // a cold first step
+  noisy.ObserveStep(58, 0.00448);
+  noisy.ObserveStep(64, 0.00440);
+  EXPECT_NEAR(noisy.StepSeconds(147), 0.00440 + 83 * 0.75 * 0.00440 / 64, 1e-9);
+  noisy.ObserveDraft(1, 0.00045);
+  for (int i = 0; i < 50; ++i) noisy.ObserveVerify("t", 2, 1);
+  EXPECT_EQ(noisy.ChooseK("t", 49, 49), 0);
 }
 
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
