@@ -3,8 +3,9 @@
 #   bash bench/spec_bench.sh [REPS]
 # Targets: wp-11m padded to ~0.58B parameters (24 zero-output blocks, FFN 16384: exactly
 # wp-11m's function at a large model's memory cost; made with `tarmac gguf pad`) and wp-11m
-# itself; draft wp-1m. Prompts are slices of ../shared/data/war-and-peace.txt.
-# 1. batch 1, T=0 and T=0.8: draft k=2,3 vs off (padded), and wp-11m unpadded;
+# itself; draft wp-1m (quantized to Q8_0 at load, the default --draft-type). Prompts are slices
+# of ../shared/data/war-and-peace.txt.
+# 1. batch 1, T=0 and T=0.8: draft k=2, k=3 and --spec auto vs off, padded and unpadded;
 # 2. n-gram on a copy-heavy workload, padded target: `--workload quote`, prompt = passage P +
 #    the model's own greedy continuation C + P again (the answer is in the prompt, as in RAG;
 #    the small models do not copy text on their own, so `copy` gets only ~11% acceptance),
@@ -34,7 +35,13 @@ runs() { for _ in $(seq "$REPS"); do $BIN bench offline --json -t $T "$@" 2>/dev
 medt() { python3 -c "import sys,json,statistics as s; v=[json.loads(l)['tpot_ms']['mean'] for l in sys.stdin if l.strip()]; print(s.median(v))"; }
 # med FIELD < runs: median of a field
 med() { python3 -c "import sys,json,statistics as s; v=[json.loads(l)[sys.argv[1]] for l in sys.stdin if l.strip()]; print(s.median(v))" "$1"; }
-b1() { runs -m $1 --requests 3 --concurrency 1 --prompt-len 64 --output-len 48 --workload text --prompt-file $TEXT "${@:2}"; }
+# batch 1: 3 requests of 48 tokens on the padded target; 6 of 100 on wp-11m (its steps take
+# 0.5 ms, so shorter runs are mostly noise and prefill)
+b1() {
+  local n=3 len=48
+  [[ $1 == "$WP" ]] && n=6 len=100
+  runs -m $1 --requests $n --concurrency 1 --prompt-len 64 --output-len $len --workload text --prompt-file $TEXT "${@:2}"
+}
 
 out=$(mktemp)
 for target in $PAD $WP; do
@@ -43,13 +50,17 @@ for target in $PAD $WP; do
     b1 $target --temp $temp > $CACHE/spec_off.jsonl
     off=$(med output_tokens_per_s < $CACHE/spec_off.jsonl)
     offt=$(medt < $CACHE/spec_off.jsonl)
-    for k in 2 3; do
-      b1 $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k > $CACHE/spec_runs.jsonl
+    for k in 2 3 auto; do
+      if [[ $k == auto ]]; then
+        b1 $target --temp $temp --spec auto --draft-model $DRAFT > $CACHE/spec_runs.jsonl
+      else
+        b1 $target --temp $temp --spec draft --draft-model $DRAFT --spec-k $k > $CACHE/spec_runs.jsonl
+      fi
       on=$(med output_tokens_per_s < $CACHE/spec_runs.jsonl)
       ont=$(medt < $CACHE/spec_runs.jsonl)
       acc=$(med acceptance_rate < $CACHE/spec_runs.jsonl)
       mal=$(med mean_accepted_length < $CACHE/spec_runs.jsonl)
-      python3 -c "import sys; a,b,c,d,e,f=map(float,sys.argv[1:7]); print(f'{sys.argv[7]:14s} T={sys.argv[8]:3s} draft k={sys.argv[9]}: {b:7.2f} tok/s vs off {a:7.2f} = {b/a:.2f}x (decode phase, mean TPOT {f:.1f} vs {e:.1f} ms: {e/f:.2f}x); acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$offt" "$ont" "$name" "$temp" "$k" | tee -a $out
+      python3 -c "import sys; a,b,c,d,e,f=map(float,sys.argv[1:7]); print(f'{sys.argv[7]:14s} T={sys.argv[8]:3s} draft k={sys.argv[9]:4s}: {b:7.2f} tok/s vs off {a:7.2f} = {b/a:.2f}x (decode phase, mean TPOT {f:.1f} vs {e:.1f} ms: {e/f:.2f}x); acceptance {100*c:.1f}%, mean accepted {d:.2f}')" "$off" "$on" "$acc" "$mal" "$offt" "$ont" "$name" "$temp" "$k" | tee -a $out
     done
   done
 done

@@ -381,6 +381,10 @@ int RunBenchOffline(const OfflineArgs& a) {
                   {"acceptance_estimate", st.accept_est}};
   }
   j["spec"] = a.spec.mode;
+  if (spec->draft != nullptr) {
+    j["draft_model"] = spec->draft_path;
+    j["draft_quantized_q8_0"] = spec->draft_quantized;
+  }
   j["acceptance_rate"] = drafted ? static_cast<double>(accepted) / drafted : 0.0;
   j["mean_accepted_length"] = verifies ? static_cast<double>(accepted) / verifies : 0.0;
   j["spec_fallback_rate"] = decisions ? static_cast<double>(fallbacks) / decisions : 0.0;

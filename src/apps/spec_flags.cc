@@ -1,6 +1,12 @@
 #include "apps/spec_flags.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <filesystem>
+
+#include "gguf/gguf_file.h"
+#include "gguf/quantize_file.h"
 
 namespace tarmac::apps {
 
@@ -11,7 +17,51 @@ void AddSpecFlags(CLI::App* cmd, SpecArgs* a) {
                   "draft GGUF for --spec draft|auto (default: wp-1m-f16.gguf beside a wp-11m target)");
   cmd->add_option("--spec-k", a->k, "draft length (draft/ngram), largest k the policy may pick (auto)")
       ->capture_default_str()->check(CLI::Range(1, 16));
+  cmd->add_option("--draft-type", a->draft_type,
+                  "draft weights: q8_0 quantizes an f32/f16/bf16 draft at load (half the bytes "
+                  "per draft round; outputs stay exact), keep uses the file's types")
+      ->capture_default_str()->check(CLI::IsMember({"q8_0", "keep"}));
 }
+
+namespace {
+
+// Whether every 2-D tensor of the GGUF at `path` is f32/f16/bf16 (a draft worth quantizing).
+Result<bool> AllFloatWeights(const std::string& path) {
+  TARMAC_ASSIGN_OR_RETURN(gguf::File f, gguf::File::Open(path));
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.dims.size() >= 2 && t.type != DType::kF32 && t.type != DType::kF16 &&
+        t.type != DType::kBF16) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Loads `path` with its float weights quantized to Q8_0: the quantizer writes a temporary
+// file (removed before returning), which is read into memory.
+Result<std::unique_ptr<model::LlamaModel>> LoadQuantized(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::temp_directory_path(ec);
+  if (ec) dir = "/tmp";
+  std::string tmp = (dir / "tarmac-draft-XXXXXX.gguf").string();
+  const int fd = mkstemps(tmp.data(), 5);
+  if (fd < 0) return IoError("cannot create a temporary file in {} for the Q8_0 draft", dir.string());
+  close(fd);
+  struct Remove {
+    std::string p;
+    ~Remove() {
+      std::error_code e;
+      std::filesystem::remove(p, e);
+    }
+  } remove{tmp};
+  ThreadPool pool(ThreadPool::DefaultThreads());
+  TARMAC_RETURN_IF_ERROR(
+      gguf::QuantizeFile(path, tmp, DType::kQ8_0, gguf::QuantizeOptions{}, &pool).status());
+  return model::LlamaModel::Load(tmp, /*use_mmap=*/false);
+}
+
+}  // namespace
 
 Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
   namespace fs = std::filesystem;
@@ -32,10 +82,19 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
     return InvalidArgument("--spec draft needs --draft-model FILE (no default draft for {})",
                            target_path);
   }
-  auto m = model::LlamaModel::Load(draft, /*use_mmap=*/false);
+  bool quantize = false;
+  if (a.draft_type == "q8_0") {
+    auto all_float = AllFloatWeights(draft);
+    if (!all_float.ok()) {
+      return InvalidArgument("--draft-model {}: {}", draft, all_float.status().message());
+    }
+    quantize = *all_float;
+  }
+  auto m = quantize ? LoadQuantized(draft) : model::LlamaModel::Load(draft, /*use_mmap=*/false);
   if (!m.ok()) return InvalidArgument("--draft-model {}: {}", draft, m.status().message());
   s.draft = std::move(m).value();
   s.draft_path = draft;
+  s.draft_quantized = quantize;
   return s;
 }
 

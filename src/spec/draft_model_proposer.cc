@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "base/clock.h"
 #include "base/hash.h"
 
 namespace tarmac::spec {
@@ -66,6 +67,8 @@ constexpr int64_t kSerialDraftBytes = int64_t{9} << 20;
 void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
                                  std::vector<std::vector<sampling::DraftToken>>* drafts) {
   drafts->assign(requests.size(), {});
+  steady_rounds_ = 0;
+  steady_seconds_ = 0;
   const int32_t V = model_->config().n_vocab;
   struct Active {
     size_t index;      // into requests
@@ -101,7 +104,11 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
   if (active.empty()) return;
   // Each round: one forward (one logits row per active request, in order), one draft each;
   // requests that want more feed their newest draft at the next position.
+  // The first round is steady unless some request catches up more than two tokens (a new
+  // request's prompt, or one back from preemption); later rounds feed one token each.
+  bool steady = batch_.n_tokens() <= 2 * static_cast<int32_t>(active.size());
   for (int32_t step = 0;; ++step) {
+    const double t_round = NowSeconds();
     // A small draft round runs on this thread alone: handing each of its ~25 small matmuls
     // to the pool costs more than the work (wp-1m, 1-3 tokens a round: 210-247 µs per step's
     // drafting with 2 threads, 180-190 µs with one; at 8+ tokens the pool wins again).
@@ -118,6 +125,11 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
       (*drafts)[act.index].push_back(std::move(d));
       if (step + 1 < act.k) next.push_back(std::move(act));
     }
+    if (steady) {
+      ++steady_rounds_;
+      steady_seconds_ += NowSeconds() - t_round;
+    }
+    steady = true;
     if (next.empty()) break;
     batch_.Clear();
     for (Active& act : next) {

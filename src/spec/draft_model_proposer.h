@@ -35,6 +35,11 @@ class DraftModelProposer : public Proposer {
                std::vector<std::vector<sampling::DraftToken>>* drafts) override;
   void Rollback(int64_t id, int32_t valid_len) override;
   void Release(int64_t id) override;
+  bool SteadyRounds(int32_t* rounds, double* seconds) const override {
+    *rounds = steady_rounds_;
+    *seconds = steady_seconds_;
+    return true;
+  }
   // Pool integrity; every request's blocks are held once and cover what it computed.
   Status CheckIntegrity() const override;
 
@@ -58,6 +63,8 @@ class DraftModelProposer : public Proposer {
   std::unordered_map<int64_t, Seq> seqs_;
   model::ForwardBatch batch_;
   std::vector<float> logits_;
+  int32_t steady_rounds_ = 0;  // of the last Propose (see Proposer::SteadyRounds)
+  double steady_seconds_ = 0;
 };
 
 }  // namespace tarmac::spec

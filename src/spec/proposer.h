@@ -37,6 +37,15 @@ class Proposer {
   // The request is gone (finished, cancelled or preempted): free its state.
   virtual void Release(int64_t id) { (void)id; }
   virtual Status CheckIntegrity() const { return Status::Ok(); }
+  // The steady part of the last Propose: its rounds that fed the draft model at most two
+  // tokens a request (the guess accepted last step and the bonus token), and their seconds.
+  // A round that first catches up a new request's prompt costs many rounds' worth, and the
+  // policy prices drafting from these measurements. False: the proposer has no such split
+  // (the whole call is the cost).
+  virtual bool SteadyRounds(int32_t* rounds, double* seconds) const {
+    (void)rounds, (void)seconds;
+    return false;
+  }
 };
 
 }  // namespace tarmac::spec

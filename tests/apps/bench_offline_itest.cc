@@ -66,6 +66,41 @@ TEST_F(BenchOfflineTest, QuoteWorkloadNgramAcceptsMostDrafts) {
   EXPECT_NE(r.err.find("--output-len"), std::string::npos) << r.err;
 }
 
+// A float draft is quantized to Q8_0 at load unless --draft-type keep; a draft that is
+// already quantized loads as it is. Greedy drafts of wp-1m agree either way here, so both
+// report the same acceptance; a bad value is refused.
+TEST_F(BenchOfflineTest, FloatDraftIsQuantizedToQ8_0UnlessKept) {
+  const std::vector<std::string> base = {
+      "bench", "offline", "-m", testing::kWp11m, "--requests", "2", "--prompt-len", "16",
+      "--output-len", "12", "--spec", "draft", "--spec-k", "2", "-t", "1", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Run(args);
+  };
+  auto r = with({});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto q = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(q["draft_quantized_q8_0"].get<bool>());
+  EXPECT_NE(q["draft_model"].get<std::string>().find("wp-1m-f16.gguf"), std::string::npos);
+  EXPECT_GT(q["draft_seconds"].get<double>(), 0.0);
+  r = with({"--draft-type", "keep"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto k = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(k["draft_quantized_q8_0"].get<bool>());
+  EXPECT_EQ(k["acceptance_rate"], q["acceptance_rate"]);
+  // Already quantized: nothing to do.
+  const std::string q4 = (dir_ / "wp-1m-q4_0.gguf").string();
+  const std::string wp1m = TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf";
+  ASSERT_EQ(Run({"gguf", "quantize", wp1m, q4, "--type", "q4_0"}).exit_code, 0);
+  r = with({"--draft-model", q4});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(r.out)["draft_quantized_q8_0"].get<bool>());
+  r = with({"--draft-type", "fp8"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--draft-type"), std::string::npos) << r.err;
+}
+
 TEST_F(BenchOfflineTest, BadFlagsExitTwoWithAMessage) {
   const std::vector<std::vector<std::string>> bad = {
       {"bench", "offline", "-m", testing::kWp11m, "--prompt-len", "600"},  // beyond context 512

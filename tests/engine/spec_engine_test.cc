@@ -9,6 +9,7 @@
 #include "common/test_util.h"
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
+#include "spec/draft_model_proposer.h"
 
 namespace tarmac::engine {
 namespace {
@@ -138,6 +139,43 @@ TEST(SpecEngineTest, RandomAcceptRejectKeepsIntegrity) {
   EXPECT_GT(drafted, 0);
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);  // some rejections happened
+}
+
+// The policy prices a draft round from the proposer's steady rounds: a round that first
+// catches up a new request's prompt is left out (a 64-token catch-up priced wp-1m's rounds at
+// ~1 ms instead of ~0.05 ms and kept a paying bucket off), while rounds that feed the last
+// accepted guess and the bonus token (at most 2 tokens a request) count.
+TEST(SpecEngineTest, DraftCatchUpIsNotASteadyRound) {
+  Loaded& target = Get(testing::kWp11m);
+  Loaded& draft = Get(kWp1m);
+  ThreadPool pool(1);
+  auto p = std::move(spec::DraftModelProposer::Create(draft.model.get(),
+                                                      target.model->config().n_vocab, 512, 2,
+                                                      &pool)
+                         .value());
+  std::vector<int32_t> tokens = Prompts(*target.tok)[0];
+  ASSERT_GT(tokens.size(), 8u);
+  sampling::SamplingParams params;
+  params.temperature = 0.0f;
+  const sampling::Sampler sampler(params, target.model->config().n_vocab);
+  std::vector<std::vector<sampling::DraftToken>> drafts;
+  int32_t rounds = -1;
+  double seconds = -1;
+  const spec::ProposeRequest req{7, &tokens, &sampler, 3};
+  p->Propose(std::span(&req, 1), &drafts);
+  ASSERT_EQ(drafts[0].size(), 3u);
+  ASSERT_TRUE(p->SteadyRounds(&rounds, &seconds));
+  EXPECT_EQ(rounds, 2);  // the prompt catch-up round is not one
+  EXPECT_GT(seconds, 0.0);
+  // Every guess accepted, plus a bonus token: the next catch-up feeds 2 tokens.
+  const int32_t len = static_cast<int32_t>(tokens.size());
+  for (const auto& d : drafts[0]) tokens.push_back(d.id);
+  tokens.push_back(5);
+  p->Rollback(7, len + 3);
+  p->Propose(std::span(&req, 1), &drafts);
+  ASSERT_TRUE(p->SteadyRounds(&rounds, &seconds));
+  EXPECT_EQ(rounds, 3);
+  EXPECT_TRUE(p->CheckIntegrity().ok());
 }
 
 }  // namespace
