@@ -262,9 +262,11 @@ void EngineCore::Draft() {
   int32_t steady_rounds = 0;
   double steady_s = 0;
   if (proposer_->SteadyRounds(&steady_rounds, &steady_s)) {
-    if (steady_rounds > 0) policy_.ObserveDraft(steady_rounds, steady_s);
+    if (steady_rounds > 0) {
+      policy_.ObserveDraft(steady_rounds, steady_s, static_cast<int32_t>(reqs.size()));
+    }
   } else {
-    policy_.ObserveDraft(rounds, dt);
+    policy_.ObserveDraft(rounds, dt, static_cast<int32_t>(reqs.size()));
   }
 }
 

@@ -61,12 +61,16 @@ class SpecPolicy {
   void ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted);
   // A target forward over `tokens` tokens took `seconds`.
   void ObserveStep(int32_t tokens, double seconds);
-  // A draft round (one forward per draft position) produced `positions` positions.
-  void ObserveDraft(int32_t positions, double seconds);
+  // `rounds` draft rounds (one forward each) for `requests` requests took `seconds`.
+  void ObserveDraft(int32_t rounds, double seconds, int32_t requests = 1);
 
   // Expected speedup of k for acceptance a at decode batch B (exposed for tests/benchmarks).
   double PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket = -1) const;
   double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
+  // Measured or inferred seconds of one draft round for `requests` requests: piecewise linear
+  // through the measured sizes, proportional to requests beyond them (a round for 49
+  // requests is not priced as one for 1).
+  double DraftRoundSeconds(int32_t requests) const;
   // Whether some k would pay at this batch if acceptance were kProbeAcceptance (or nothing
   // is measured yet).
   bool AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const;
@@ -87,7 +91,8 @@ class SpecPolicy {
   std::map<std::string, Acc> acc_;
   std::array<double, 16> step_s_{};       // per log2 token bin: EMA of step seconds
   std::array<double, 16> step_tokens_{};  // and of its token count (0: nothing measured)
-  double draft_s_ = 0;  // EMA seconds per draft position
+  std::array<double, 16> draft_s_{};     // per log2 request bin: EMA of seconds per round
+  std::array<double, 16> draft_reqs_{};  // and of its request count (0: nothing measured)
   bool draft_measured_ = false;  // a draft round was observed (n-gram rounds may cost ~0 s)
 };
 

@@ -74,7 +74,7 @@ TEST(SpecPolicyTest, UnmeasuredBucketProbesOneRequestPerStep) {
   p.ObserveStep(128, 0.016);
   p.ObserveStep(256, 0.030);
   p.ObserveStep(512, 0.060);
-  p.ObserveDraft(1, 0.0001);
+  p.ObserveDraft(1, 0.0001, 64);  // a round for 64 requests
   ASSERT_TRUE(p.AcceptanceCouldPay(64, 64));
   ASSERT_LT(p.PredictSpeedup(0.5, 1, 64, 64), 1.0);
   // The first step: 64 decisions, before any verification is observed.
@@ -94,7 +94,7 @@ TEST(SpecPolicyTest, UnmeasuredBucketProbesOneRequestPerStep) {
 TEST(SpecPolicyTest, PriorAloneIsNotActedOn) {
   SpecPolicy p;
   for (int t : {1, 8, 64, 128, 256, 512}) p.ObserveStep(t, 0.010);
-  p.ObserveDraft(1, 0.0001);
+  p.ObserveDraft(1, 0.0001, 41);
   ASSERT_GT(p.PredictSpeedup(0.5, 2, 41, 41), 1.1);
   int probes = 0;
   for (int i = 0; i < 41; ++i) probes += p.ChooseK("fresh", 41, 41) > 0;
@@ -115,7 +115,7 @@ TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
   int probes = 0;
   for (int i = 0; i < 32; ++i) probes += p.ChooseK("b", 32, 32) > 0;
   EXPECT_EQ(probes, 1);
-  p.ObserveDraft(1, 0.0001);
+  p.ObserveDraft(1, 0.0001, 32);
   EXPECT_GT(p.PredictSpeedup(0.9, 2, 32, 32), 1.5);
   // A proposer whose rounds take no measurable time (n-gram lookups) is measured all the same.
   SpecPolicy q;
@@ -159,6 +159,29 @@ TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
   noisy.ObserveDraft(1, 0.00045);
   for (int i = 0; i < 50; ++i) noisy.ObserveVerify("t", 2, 1);
   EXPECT_EQ(noisy.ChooseK("t", 49, 49), 0);
+}
+
+// A draft round's price grows with the requests drafting in it. Measured on single-request
+// rounds (probes) only, a round for 49 requests is priced at 49 of them, not one: priced as
+// one, batch 49 turned a 50% bucket on for all 49 requests and lost 6-9%.
+TEST(SpecPolicyTest, DraftRoundsArePricedByTheirRequests) {
+  SpecPolicy p;
+  // wp-11m's measured steps: 49 tokens 4.55 ms, 98 tokens 6.0 ms; probes' rounds 57 us.
+  p.ObserveStep(49, 0.00455);
+  p.ObserveStep(98, 0.0060);
+  p.ObserveDraft(2, 0.000114);  // two rounds of one request
+  EXPECT_NEAR(p.DraftRoundSeconds(1), 0.000057, 1e-12);
+  EXPECT_NEAR(p.DraftRoundSeconds(49), 49 * 0.000057, 1e-12);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify("t", 1, 1), p.ObserveVerify("t", 1, 0);
+  // k = 1 for all 49: 1.5 · 4.55 / (6.0 + 2.8) = 0.78 (priced as one request: 1.13).
+  EXPECT_LT(p.PredictSpeedup(0.5, 1, 49, 49), 0.8);
+  EXPECT_EQ(p.ChooseK("t", 49, 49), 0);
+  // Measured at 32 requests too: interpolated between, proportional beyond.
+  p.ObserveDraft(1, 0.0004, 32);
+  EXPECT_NEAR(p.DraftRoundSeconds(32), 0.0004, 1e-12);
+  EXPECT_NEAR(p.DraftRoundSeconds(64), 0.0008, 1e-12);
+  EXPECT_GT(p.DraftRoundSeconds(8), 0.00005);
+  EXPECT_LT(p.DraftRoundSeconds(8), 0.0004);
 }
 
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
