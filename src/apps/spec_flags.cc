@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "base/log.h"
 #include "gguf/gguf_file.h"
 #include "gguf/quantize_file.h"
 
@@ -90,7 +91,18 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
     }
     quantize = *all_float;
   }
-  auto m = quantize ? LoadQuantized(draft) : model::LlamaModel::Load(draft, /*use_mmap=*/false);
+  Result<std::unique_ptr<model::LlamaModel>> m = InvalidArgument("not loaded");
+  if (quantize) {
+    m = LoadQuantized(draft);
+    if (!m.ok()) {
+      // Quantizing is only a speed-up (it needs a writable temporary directory, say): the
+      // draft as stored still works.
+      TLOG_WARN("--draft-model {}: not quantized to Q8_0 ({}); using its own weight types",
+                draft, m.status().message());
+      quantize = false;
+    }
+  }
+  if (!quantize) m = model::LlamaModel::Load(draft, /*use_mmap=*/false);
   if (!m.ok()) return InvalidArgument("--draft-model {}: {}", draft, m.status().message());
   s.draft = std::move(m).value();
   s.draft_path = draft;

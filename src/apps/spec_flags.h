@@ -3,7 +3,8 @@
 // The draft defaults to wp-1m-f16.gguf beside a wp-11m target (the bundled pair). A draft
 // whose weights are all f32/f16/bf16 is quantized to Q8_0 at load unless --draft-type keep:
 // a draft round reads half the bytes (wp-1m: 58 -> 23 us a token on one thread), and the
-// target's verification keeps the output exact whatever the draft proposes.
+// target's verification keeps the output exact whatever the draft proposes. When quantizing
+// fails (it goes through a temporary file) the draft loads as stored, with a warning.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,7 @@
 // Runs `tarmac bench offline` for real: the JSON report has the documented fields and sane
 // values, the shared prefix is served from the cache, the quote workload is copy-heavy, and bad
 // flags exit 2 with a message.
+#include <cstdlib>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -99,6 +100,20 @@ TEST_F(BenchOfflineTest, FloatDraftIsQuantizedToQ8_0UnlessKept) {
   r = with({"--draft-type", "fp8"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--draft-type"), std::string::npos) << r.err;
+  // Quantizing is only a speed-up: with no writable temporary directory the draft loads as
+  // stored, with a warning, and speculation still runs.
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", "/proc", 1);
+  r = with({});
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(r.out)["draft_quantized_q8_0"].get<bool>());
+  EXPECT_NE(r.err.find("not quantized to Q8_0"), std::string::npos) << r.err;
 }
 
 TEST_F(BenchOfflineTest, BadFlagsExitTwoWithAMessage) {
