@@ -24,29 +24,53 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
   // fixed part (the padded 0.58B model: 45 ms at 1 token, ~95 at 8), which the proportional
   // guess scaled up too (190 ms at 16), so batch 8 never speculated; nearby sizes' noise
   // (wp-11m: 4.48 ms at 58 tokens, 4.40 at 64) must not make larger steps look free.
-  double prev_t = -1, prev_s = 0;
-  for (int b = 0; b < 16; ++b) {
-    if (step_tokens_[b] <= 0) continue;
-    const double t = step_tokens_[b], sec = step_s_[b];
-    if (tokens <= t) {
-      if (prev_t < 0) return sec * tokens / t;  // below every measurement: assume proportional
-      return prev_s + (tokens - prev_t) / (t - prev_t) * (sec - prev_s);
-    }
-    prev_t = t;
-    prev_s = sec;
+  double value, top_t, top_s, base_t, base_s;
+  if (steps_.Within(tokens, &value, &top_t, &top_s)) return value;
+  if (top_t < 0) return 0;
+  if (!steps_.LargestUpTo(top_t / 2, &base_t, &base_s)) return top_s * tokens / top_t;
+  const double slope = std::max((top_s - base_s) / (top_t - base_t), 0.75 * top_s / top_t);
+  return top_s + slope * (tokens - top_t);
+}
+
+void SpecPolicy::CostCurve::Observe(int32_t n, double s) {
+  const int b = Bin(n);
+  if (size[b] == 0) {
+    seconds[b] = s;
+    size[b] = n;
+    return;
   }
-  if (prev_t < 0) return 0;
-  double base_t = -1, base_s = 0;  // the largest measurement at most half of prev_t
+  seconds[b] = 0.9 * seconds[b] + 0.1 * s;
+  size[b] = 0.9 * size[b] + 0.1 * n;
+}
+
+bool SpecPolicy::CostCurve::Within(double n, double* value, double* top_n,
+                                   double* top_s) const {
+  double prev_n = -1, prev_s = 0;
   for (int b = 0; b < 16; ++b) {
-    if (step_tokens_[b] > 0 && step_tokens_[b] <= prev_t / 2) {
-      base_t = step_tokens_[b];
-      base_s = step_s_[b];
+    if (size[b] <= 0) continue;
+    if (n <= size[b]) {
+      *value = prev_n < 0 ? seconds[b] * n / size[b]  // below every measurement
+                          : prev_s + (n - prev_n) / (size[b] - prev_n) * (seconds[b] - prev_s);
+      return true;
+    }
+    prev_n = size[b];
+    prev_s = seconds[b];
+  }
+  *top_n = prev_n;
+  *top_s = prev_s;
+  return false;
+}
+
+bool SpecPolicy::CostCurve::LargestUpTo(double n, double* at_n, double* at_s) const {
+  bool found = false;
+  for (int b = 0; b < 16; ++b) {
+    if (size[b] > 0 && size[b] <= n) {
+      *at_n = size[b];
+      *at_s = seconds[b];
+      found = true;
     }
   }
-  if (base_t < 0) return prev_s * tokens / prev_t;
-  const double slope =
-      std::max((prev_s - base_s) / (prev_t - base_t), 0.75 * prev_s / prev_t);
-  return prev_s + slope * (tokens - prev_t);
+  return found;
 }
 
 bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const {
@@ -127,28 +151,12 @@ void SpecPolicy::ObserveVerify(const std::string& bucket, int32_t proposed, int3
 }
 
 void SpecPolicy::ObserveStep(int32_t tokens, double seconds) {
-  if (tokens <= 0) return;
-  const int b = Bin(tokens);
-  if (step_tokens_[b] == 0) {
-    step_s_[b] = seconds;
-    step_tokens_[b] = tokens;
-    return;
-  }
-  step_s_[b] = 0.9 * step_s_[b] + 0.1 * seconds;
-  step_tokens_[b] = 0.9 * step_tokens_[b] + 0.1 * tokens;
+  if (tokens > 0) steps_.Observe(tokens, seconds);
 }
 
 void SpecPolicy::ObserveDraft(int32_t rounds, double seconds, int32_t requests) {
   if (rounds <= 0) return;
-  const double per = seconds / rounds;
-  const int b = Bin(std::max(requests, 1));
-  if (draft_reqs_[b] == 0) {
-    draft_s_[b] = per;
-    draft_reqs_[b] = std::max(requests, 1);
-  } else {
-    draft_s_[b] = 0.9 * draft_s_[b] + 0.1 * per;
-    draft_reqs_[b] = 0.9 * draft_reqs_[b] + 0.1 * std::max(requests, 1);
-  }
+  drafts_.Observe(std::max(requests, 1), seconds / rounds);
   draft_measured_ = true;
 }
 
@@ -156,18 +164,9 @@ double SpecPolicy::DraftRoundSeconds(int32_t requests) const {
   // A round's cost grows with its requests (their tokens go through the draft model
   // together). Priced from batch-1 rounds alone, turning a bucket on for 49 requests looked
   // like 1/49 of its real drafting cost and lost 6-9% at batch 32-64.
-  double prev_n = -1, prev_s = 0;
-  for (int b = 0; b < 16; ++b) {
-    if (draft_reqs_[b] <= 0) continue;
-    const double n = draft_reqs_[b], sec = draft_s_[b];
-    if (requests <= n) {
-      if (prev_n < 0) return sec * requests / n;
-      return prev_s + (requests - prev_n) / (n - prev_n) * (sec - prev_s);
-    }
-    prev_n = n;
-    prev_s = sec;
-  }
-  return prev_n < 0 ? 0 : prev_s * requests / prev_n;
+  double value, top_n, top_s;
+  if (drafts_.Within(requests, &value, &top_n, &top_s)) return value;
+  return top_n < 0 ? 0 : top_s * requests / top_n;  // beyond: proportional
 }
 
 }  // namespace tarmac::spec

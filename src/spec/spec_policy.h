@@ -86,13 +86,23 @@ class SpecPolicy {
   };
   static int Bin(int32_t tokens);  // log2 bin of a token count
 
+  // Measured seconds by size (tokens of a step, requests of a draft round): per log2 size
+  // bin, EMAs of the size and of the seconds (0 size: nothing measured).
+  struct CostCurve {
+    std::array<double, 16> size{}, seconds{};
+    void Observe(int32_t n, double s);
+    // Piecewise linear through the measurements; below them proportional. Beyond the largest
+    // returns false (nothing measured: top_n < 0) with the largest measurement in top_n/top_s.
+    bool Within(double n, double* value, double* top_n, double* top_s) const;
+    // The largest measurement of size at most n: false if none.
+    bool LargestUpTo(double n, double* at_n, double* at_s) const;
+  };
+
   SpecPolicyConfig config_;
   std::map<std::string, BucketStats> buckets_;
   std::map<std::string, Acc> acc_;
-  std::array<double, 16> step_s_{};       // per log2 token bin: EMA of step seconds
-  std::array<double, 16> step_tokens_{};  // and of its token count (0: nothing measured)
-  std::array<double, 16> draft_s_{};     // per log2 request bin: EMA of seconds per round
-  std::array<double, 16> draft_reqs_{};  // and of its request count (0: nothing measured)
+  CostCurve steps_;   // target decode steps by tokens
+  CostCurve drafts_;  // draft rounds by requests
   bool draft_measured_ = false;  // a draft round was observed (n-gram rounds may cost ~0 s)
 };
 
