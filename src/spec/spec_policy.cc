@@ -163,7 +163,7 @@ void SpecPolicy::ObserveDraft(int32_t rounds, double seconds, int32_t requests) 
 double SpecPolicy::DraftRoundSeconds(int32_t requests) const {
   // A round's cost grows with its requests (their tokens go through the draft model
   // together). Priced from batch-1 rounds alone, turning a bucket on for 49 requests looked
-  // like 1/49 of its real drafting cost and lost 6-9% at batch 32-64.
+  // like 1/49 of its real drafting cost and lost 4-9% at batch 32-64.
   double value, top_n, top_s;
   if (drafts_.Within(requests, &value, &top_n, &top_s)) return value;
   return top_n < 0 ? 0 : top_s * requests / top_n;  // beyond: proportional

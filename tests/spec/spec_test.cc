@@ -163,7 +163,7 @@ TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
 
 // A draft round's price grows with the requests drafting in it. Measured on single-request
 // rounds (probes) only, a round for 49 requests is priced at 49 of them, not one: priced as
-// one, batch 49 turned a 50% bucket on for all 49 requests and lost 6-9%.
+// one, batch 49 turned a 50% bucket on for all 49 requests and lost 4-9%.
 TEST(SpecPolicyTest, DraftRoundsArePricedByTheirRequests) {
   SpecPolicy p;
   // wp-11m's measured steps: 49 tokens 4.55 ms, 98 tokens 6.0 ms; probes' rounds 57 us.
