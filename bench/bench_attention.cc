@@ -112,18 +112,18 @@ void BM_DecodeNaive(benchmark::State& state) {
   state.counters["scratch_bytes"] = 4.0 * s.T * (1 + 2 * kKvHeads * kHeadDim);
 }
 
-// Prefill of every position for one KV group (heads 0..3), as the model runs it: tiles of 16.
+// Prefill of every position for one KV group (heads 0..3), as the model runs it: tiles of 32.
 void BM_PrefillTiled(benchmark::State& state) {
   Setup s(state.range(0));
   const int64_t stride = kHeads * kHeadDim;
   std::vector<float> q(s.T * stride, 0.1f), out(q.size());
   for (auto _ : state) {
-    for (int64_t t = 0; t < s.T; t += 16)
-      PagedAttentionTile(q.data() + t * stride, stride, static_cast<int32_t>(std::min<int64_t>(16, s.T - t)), t,
+    for (int64_t t = 0; t < s.T; t += 32)
+      PagedAttentionTile(q.data() + t * stride, stride, static_cast<int32_t>(std::min<int64_t>(32, s.T - t)), t,
                          kHeads, 0, s.view, s.table.data(), 0.125f, out.data() + t * stride, stride);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["scratch_bytes"] = 4.0 * (kBlock * kHeadDim * 3 + kBlock + 16 * 4 * (kHeadDim + 2));
+  state.counters["scratch_bytes"] = 4.0 * (kBlock * kHeadDim * 3 + kBlock + 32 * 4 * (kHeadDim + 2));
 }
 
 void BM_PrefillNaive(benchmark::State& state) {
@@ -146,7 +146,8 @@ void BM_PrefillNaive(benchmark::State& state) {
 }
 
 // wp-11m's prefix-cache hit (6 query heads, 2 KV heads, head dim 64, blocks of 16): the last
-// Q query tokens of a 416-token prompt, in tiles of 16, both KV heads: one layer's attention.
+// Q query tokens of a 416-token prompt, in tiles of 32 (the model's), both KV heads: one
+// layer's attention.
 void BM_Wp11mPrefixHit(benchmark::State& state) {
   const int heads = 6, kv_heads = 2, hd = 64, bs = 16, ctx = 416;
   const int nq = static_cast<int>(state.range(0));
@@ -163,9 +164,9 @@ void BM_Wp11mPrefixHit(benchmark::State& state) {
   std::vector<float> q(nq * stride), out(q.size());
   for (auto& x : q) x = nd(rng);
   for (auto _ : state) {
-    for (int t = 0; t < nq; t += 16)
+    for (int t = 0; t < nq; t += 32)
       for (int g = 0; g < kv_heads; ++g)
-        PagedAttentionTile(q.data() + t * stride, stride, std::min(16, nq - t), ctx - nq + t,
+        PagedAttentionTile(q.data() + t * stride, stride, std::min(32, nq - t), ctx - nq + t,
                            heads, g, view, table.data(), 0.125f, out.data() + t * stride, stride);
     benchmark::DoNotOptimize(out.data());
   }

@@ -179,14 +179,13 @@ float SoftmaxChunk(float* HWY_RESTRICT p, int64_t n, float chunk_max, float* m, 
 }
 
 // The tile on AMX (attention_amx.h): per chunk of 64 keys, S = Q·Kᵀ on tiles, the online
-// softmax here (one update per row per chunk, as in the general path), O += P·V on tiles.
+// softmax (one update per row per chunk, as in the general path, 16 rows at a time in
+// AmxSoftmaxChunk), O += P·V on tiles.
 // Query row r is token r / group, head h0 + r % group.
 void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t group,
                       int32_t h0, int32_t kv_head, const PagedKvView& kv,
                       const int32_t* block_table, float scale, float* out, int64_t out_stride) {
   constexpr int64_t kC = 64;  // keys per chunk
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t hd = kv.head_dim, bs = kv.block_size;
   const int64_t R = static_cast<int64_t>(nq) * group, Rp = (R + 15) / 16 * 16;
   // Per-thread scratch: [qf | o] f32, [qh | ql | ph | pl | k hi/lo | v hi/lo] bf16, s f32.
@@ -199,9 +198,9 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
   const size_t need = static_cast<size_t>(4 * (2 * q_elems + s_elems) +
                                           2 * (2 * q_elems + 2 * s_elems + 4 * kv_elems));
   if (sc.buf.size() < need) sc.buf.Resize(need);
-  if (static_cast<int64_t>(sc.m.size()) < R) {
-    sc.m.resize(R);
-    sc.l.resize(R);
+  if (static_cast<int64_t>(sc.m.size()) < Rp) {
+    sc.m.resize(Rp);
+    sc.l.resize(Rp);
   }
   float* qf = sc.buf.as<float>();
   float* o = qf + q_elems;
@@ -219,15 +218,14 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
   }
   std::fill(qf + R * hd, qf + Rp * hd, 0.0f);
   std::fill(o, o + Rp * hd, 0.0f);
-  std::fill(sc.m.begin(), sc.m.begin() + R, -std::numeric_limits<float>::infinity());
-  std::fill(sc.l.begin(), sc.l.begin() + R, 0.0f);
+  std::fill(sc.m.begin(), sc.m.begin() + Rp, -std::numeric_limits<float>::infinity());
+  std::fill(sc.l.begin(), sc.l.begin() + Rp, 0.0f);
   AmxSplitRows(qf, Rp * hd, qh, ql);
 
-  const auto vscale = hn::Set(df, scale);
-  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
   const int64_t last_pos = pos0 + nq - 1;
   const int64_t n_blocks = last_pos / bs + 1;
   const int64_t bpc = kC / bs;
+  AmxConfigureTiles();  // once for every chunk's tile products
   for (int64_t c0 = 0; c0 < n_blocks; c0 += bpc) {
     const int64_t nbk = std::min(bpc, n_blocks - c0);
     const int64_t key0 = c0 * bs;
@@ -235,28 +233,11 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
     AmxStageKv(kv, kv_head, block_table + c0, static_cast<int32_t>(nbk), valid_keys, kh, kl, vh,
                vl);
     AmxScores(qh, ql, Rp / 16, static_cast<int32_t>(hd), kh, kl, s);
-    for (int64_t r = 0; r < Rp; ++r) {
-      float* HWY_RESTRICT p = s + r * kC;
-      // Keys of this chunk that row r's token may see (none for padding rows).
-      const int64_t live = r < R ? std::clamp<int64_t>(pos0 + r / group + 1 - key0, 0, kC) : 0;
-      if (live == 0) {
-        std::fill(p, p + kC, 0.0f);
-        continue;
-      }
-      auto vmax = neg_inf;
-      for (int64_t j = 0; j < kC; j += N) {
-        const auto mask = hn::FirstN(df, static_cast<size_t>(std::clamp<int64_t>(live - j, 0, N)));
-        const auto v = hn::IfThenElse(mask, hn::Mul(hn::LoadU(df, p + j), vscale), neg_inf);
-        hn::StoreU(v, df, p + j);
-        vmax = hn::Max(vmax, v);
-      }
-      const float c = SoftmaxChunk(p, kC, hn::GetLane(hn::MaxOfLanes(df, vmax)), &sc.m[r],
-                                   &sc.l[r]);
-      if (c != 1.0f) Scale(o + r * hd, c, o + r * hd, hd);
-    }
-    AmxSplitRows(s, Rp * kC, ph, pl);
+    AmxSoftmaxChunk(s, Rp, R, group, pos0, key0, scale, static_cast<int32_t>(hd), sc.m.data(),
+                    sc.l.data(), o, ph, pl);
     AmxAccumulate(ph, pl, Rp / 16, static_cast<int32_t>(hd), vh, vl, o);
   }
+  AmxReleaseTiles();
   for (int64_t r = 0; r < R; ++r) {
     Scale(o + r * hd, 1.0f / sc.l[r], out + (r / group) * out_stride + (h0 + r % group) * hd, hd);
   }

@@ -8,9 +8,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/amx_split-inl.h"
 #include "kernels/matmul_amx.h"
 
 namespace tarmac::kernels {
@@ -121,7 +123,6 @@ TARMAC_AMX void StageKvImpl(const PagedKvView& kv, int32_t head, const int32_t* 
 TARMAC_AMX void ScoresImpl(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r_tiles,
                            int32_t hd, const uint16_t* k_hi, const uint16_t* k_lo, float* s) {
   const int32_t steps = hd / 32;
-  AmxConfigureTiles();
   for (int64_t rt = 0; rt < r_tiles; ++rt) {
     ZeroC();
     for (int32_t st = 0; st < steps; ++st) {
@@ -135,14 +136,12 @@ TARMAC_AMX void ScoresImpl(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r
     }
     for (int kt = 0; kt < 4; ++kt) StoreC(kt, s + rt * 16 * kChunk + kt * 16, kChunk * 4);
   }
-  AmxReleaseTiles();
 }
 
 TARMAC_AMX void AccumulateImpl(const uint16_t* p_hi, const uint16_t* p_lo, int64_t r_tiles,
                                int32_t hd, const uint16_t* v_hi, const uint16_t* v_lo,
                                float* o) {
   const int32_t dtiles = hd / 16;
-  AmxConfigureTiles();
   for (int64_t rt = 0; rt < r_tiles; ++rt) {
     float* orow = o + rt * 16 * hd;
     for (int32_t dg = 0; dg < dtiles; dg += 4) {
@@ -160,7 +159,116 @@ TARMAC_AMX void AccumulateImpl(const uint16_t* p_hi, const uint16_t* p_lo, int64
       for (int j = 0; j < nd; ++j) StoreC(j, orow + (dg + j) * 16, hd * 4);
     }
   }
-  AmxReleaseTiles();
+}
+
+
+// exp(x) for x <= 0 (-inf gives 0): 2^n · p(r) with r = x - n·ln2 in [-ln2/2, ln2/2] (ln2 in
+// two parts, so r is exact) and p the degree-7 Taylor polynomial (truncation < 6e-9 relative,
+// a tenth of an f32 ulp). Below -87, where exp leaves f32's normal range, the result is 0:
+// a subnormal result would cost a microcode assist per instruction that touches it (the
+// masked keys of every causal chunk made the softmax 3x slower that way), and next to the
+// row's largest term (1) it is 1e-38 of nothing.
+TARMAC_AMX inline __m512 ExpNonPositive(__m512 x) {
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820309417e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(normal, p, n);
+}
+
+template <bool kMax>
+TARMAC_AMX inline __m512 MaxOrAdd(__m512 a, __m512 b) {
+  return kMax ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
+}
+
+// Lane i of the result = v[i]'s 16 lanes reduced (max or sum): 15 shuffle pairs for 16 rows
+// instead of a 4-level shuffle chain per row.
+template <bool kMax>
+TARMAC_AMX inline __m512 Reduce16(const __m512* v) {
+  __m512 u[8], w[4], x[2];
+  for (int i = 0; i < 8; ++i) {  // u[i]: rows 2i, 2i+1 (8 lanes each)
+    u[i] = MaxOrAdd<kMax>(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                          _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  }
+  for (int i = 0; i < 4; ++i) {  // w[i]: 128-bit quarter q holds row 4i + q
+    w[i] = MaxOrAdd<kMax>(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0x88),
+                          _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0xDD));
+  }
+  for (int i = 0; i < 2; ++i) {  // x[i], quarter q: lanes 0-1 row 8i + q, lanes 2-3 row 8i + q + 4
+    x[i] = MaxOrAdd<kMax>(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0x44),
+                          _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0xEE));
+  }
+  // Lane 4q + j holds row q + 4j.
+  const __m512 y = MaxOrAdd<kMax>(_mm512_shuffle_ps(x[0], x[1], 0x88),
+                                  _mm512_shuffle_ps(x[0], x[1], 0xDD));
+  const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(idx, y);
+}
+
+TARMAC_AMX void SoftmaxChunkImpl(float* s, int64_t rp, int64_t n_rows, int32_t group,
+                                 int64_t pos0, int64_t key0, float scale, int32_t hd, float* m,
+                                 float* l, float* o, uint16_t* p_hi, uint16_t* p_lo) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 acc[16];
+  for (int64_t g = 0; g < rp; g += 16) {
+    for (int i = 0; i < 16; ++i) {  // scale, mask the keys row r may not see, row maxima
+      const int64_t r = g + i;
+      const int64_t live =
+          r < n_rows ? std::clamp<int64_t>(pos0 + r / group + 1 - key0, 0, kChunk) : 0;
+      float* row = s + r * kChunk;
+      __m512 mx = neg_inf;
+      for (int j = 0; j < 4; ++j) {
+        const int64_t n = std::clamp<int64_t>(live - 16 * j, 0, 16);
+        const __mmask16 k = n == 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+        const __m512 v = _mm512_mask_mul_ps(neg_inf, k, _mm512_loadu_ps(row + 16 * j), vscale);
+        _mm512_storeu_ps(row + 16 * j, v);
+        mx = _mm512_max_ps(mx, v);
+      }
+      acc[i] = mx;
+    }
+    const __m512 m_old = _mm512_loadu_ps(m + g);
+    // A row that has seen no key yet (padding rows) keeps a finite max, so that s - max
+    // below is -inf (p = 0) rather than NaN.
+    const __m512 m_new = _mm512_max_ps(_mm512_max_ps(m_old, Reduce16<true>(acc)),
+                                       _mm512_set1_ps(-FLT_MAX));
+    const __m512 c = ExpNonPositive(_mm512_sub_ps(m_old, m_new));  // 0 on a row's first keys
+    _mm512_storeu_ps(m + g, m_new);
+    for (int i = 0; i < 16; ++i) {  // p = exp(s - max), split for the P·V tiles; row sums
+      const int64_t r = g + i;
+      const __m512 mb = _mm512_permutexvar_ps(_mm512_set1_epi32(i), m_new);
+      const float* row = s + r * kChunk;
+      __m512 sum = _mm512_setzero_ps();
+      for (int j = 0; j < kChunk; j += 32) {
+        const __m512 a = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(row + j), mb));
+        const __m512 b = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), mb));
+        sum = _mm512_add_ps(sum, _mm512_add_ps(a, b));
+        SplitBf16x32(a, b, p_hi + r * kChunk + j, p_lo + r * kChunk + j);
+      }
+      acc[i] = sum;
+    }
+    _mm512_storeu_ps(l + g, _mm512_fmadd_ps(_mm512_loadu_ps(l + g), c, Reduce16<false>(acc)));
+    // Rows whose running max rose: their output so far is rescaled by c.
+    __mmask16 rescale = _mm512_cmp_ps_mask(c, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+    while (rescale != 0) {
+      const int i = __builtin_ctz(rescale);
+      rescale = static_cast<__mmask16>(rescale & (rescale - 1));
+      const __m512 cb = _mm512_permutexvar_ps(_mm512_set1_epi32(i), c);
+      float* orow = o + (g + i) * hd;
+      for (int32_t d = 0; d < hd; d += 16)
+        _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(orow + d), cb));
+    }
+  }
 }
 
 }  // namespace
@@ -181,6 +289,13 @@ void AmxStageKv(const PagedKvView& kv, int32_t head, const int32_t* blocks, int3
 void AmxScores(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r_tiles, int32_t head_dim,
                const uint16_t* k_hi, const uint16_t* k_lo, float* s) {
   ScoresImpl(q_hi, q_lo, r_tiles, head_dim, k_hi, k_lo, s);
+}
+
+void AmxSoftmaxChunk(float* s, int64_t rp, int64_t n_rows, int32_t group, int64_t pos0,
+                     int64_t key0, float scale, int32_t head_dim, float* m, float* l, float* o,
+                     uint16_t* p_hi, uint16_t* p_lo) {
+  TARMAC_DCHECK(rp % 16 == 0 && n_rows <= rp && head_dim % 16 == 0);
+  SoftmaxChunkImpl(s, rp, n_rows, group, pos0, key0, scale, head_dim, m, l, o, p_hi, p_lo);
 }
 
 void AmxAccumulate(const uint16_t* p_hi, const uint16_t* p_lo, int64_t r_tiles,

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/amx_split-inl.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
@@ -49,17 +50,7 @@ TARMAC_AMX inline void Split32(const float* v, int64_t valid, uint16_t* hi, uint
   const __mmask16 m0 = valid >= 16 ? 0xFFFF : (valid <= 0 ? 0 : (1u << valid) - 1);
   const int64_t v1 = valid - 16;
   const __mmask16 m1 = v1 >= 16 ? 0xFFFF : (v1 <= 0 ? 0 : (1u << v1) - 1);
-  const __m512 a = _mm512_maskz_loadu_ps(m0, v);
-  const __m512 b = _mm512_maskz_loadu_ps(m1, v + 16);
-  const __m512bh h = _mm512_cvtne2ps_pbh(b, a);  // low 16 lanes from a
-  const __m512i hi_i = reinterpret_cast<const __m512i&>(h);
-  const __m512 ha = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi_i)), 16));
-  const __m512 hb = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi_i, 1)), 16));
-  const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
-  _mm512_storeu_si512(hi, hi_i);
-  _mm512_storeu_si512(lo, reinterpret_cast<const __m512i&>(l));
+  SplitBf16x32(_mm512_maskz_loadu_ps(m0, v), _mm512_maskz_loadu_ps(m1, v + 16), hi, lo);
 }
 
 // B tiles for tokens [t0, t0 + tp) (tp a multiple of 32; tokens >= n_tokens are zero):

@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -219,6 +220,57 @@ TEST(AttentionTest, AmxTilesMatchReference) {
     }
   }
   EXPECT_GT(checked, 100);
+}
+
+// AmxSoftmaxChunk (16 rows per vector pass, batched row reductions) against a scalar online
+// softmax over two chunks: rows of very different magnitudes (a max taken from the wrong row
+// overflows exp, a sum from the wrong row scales it), causal masks that leave rows partly or
+// wholly masked, padding rows, and differences far below exp's normal range (p = 0).
+TEST(AttentionTest, AmxSoftmaxChunkMatchesScalar) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  constexpr int kRp = 48, kRows = 41, kGroup = 3, kHd = 32, kC = 64;
+  const int64_t pos0 = 60;
+  const float scale = 0.25f;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> m(kRp, -INFINITY), l(kRp, 0.0f), o(kRp * kHd);
+  std::vector<double> m_ref(kRp, -INFINITY), l_ref(kRp, 0.0), o_ref(kRp * kHd);
+  for (int i = 0; i < kRp * kHd; ++i) o_ref[i] = o[i] = nd(rng);
+  for (int64_t key0 : {0, 64}) {
+    std::vector<float> s(kRp * kC);
+    for (int r = 0; r < kRp; ++r) {
+      const float mag = r % 5 == 0 ? 400.0f : (r % 5 == 1 ? 0.01f : 8.0f);
+      for (int j = 0; j < kC; ++j) s[r * kC + j] = nd(rng) * mag + (key0 > 0 ? r * 3.0f : 0.0f);
+    }
+    const std::vector<float> s0 = s;
+    std::vector<uint16_t> ph(kRp * kC), pl(kRp * kC);
+    AmxSoftmaxChunk(s.data(), kRp, kRows, kGroup, pos0, key0, scale, kHd, m.data(), l.data(),
+                    o.data(), ph.data(), pl.data());
+    for (int r = 0; r < kRp; ++r) {
+      const int64_t live =
+          r < kRows ? std::clamp<int64_t>(pos0 + r / kGroup + 1 - key0, 0, kC) : 0;
+      double mx = m_ref[r];
+      for (int j = 0; j < live; ++j) mx = std::max(mx, double{s0[r * kC + j]} * scale);
+      const double c = std::isinf(m_ref[r]) ? 0.0 : std::exp(m_ref[r] - mx);
+      double sum = 0;
+      for (int j = 0; j < kC; ++j) {
+        const double p = j < live ? std::exp(double{s0[r * kC + j]} * scale - mx) : 0.0;
+        sum += p;
+        // hi + lo keeps 16 bits of p (attention_amx.h); l checks exp itself to 1e-6.
+        const double got = BF16ToF32(ph[r * kC + j]) + double{BF16ToF32(pl[r * kC + j])};
+        ASSERT_NEAR(got, p, std::ldexp(1.0, -16) * p + 1e-30) << "row " << r << " key " << key0 + j;
+      }
+      // A row that has seen no key (padding) scales its output by 0, as on its first keys.
+      m_ref[r] = mx;
+      l_ref[r] = l_ref[r] * c + sum;
+      for (int d = 0; d < kHd; ++d) o_ref[r * kHd + d] *= c;
+      if (!std::isinf(m_ref[r])) EXPECT_EQ(m[r], static_cast<float>(m_ref[r])) << "row " << r;
+      EXPECT_NEAR(l[r], l_ref[r], 1e-6 * l_ref[r]) << "row " << r;
+      for (int d = 0; d < kHd; ++d)
+        ASSERT_NEAR(o[r * kHd + d], o_ref[r * kHd + d], 1e-6 * std::fabs(o_ref[r * kHd + d]) + 1e-30)
+            << "row " << r << " dim " << d;
+    }
+  }
 }
 
 // What the AMX path takes: f16 K/V, head dims that are multiples of 32 up to 256, blocks of
