@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cpuid.h>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "tensor/aligned_buffer.h"
+#include "tensor/fp16.h"
 
 namespace tarmac::kernels {
 namespace {
@@ -286,12 +288,59 @@ TARMAC_AMX inline void StoreTile(int idx, float* p, int64_t stride_bytes) {
   }
 }
 
+// Nibble-coded lo of one K step (AmxPackedMatrix, kNibble) -> its 1024 bf16, hi's order:
+// lo = ±n·2^(e-10) rebuilt from hi's sign and exponent bits (hi & 0xFF80) plus, per n, the
+// exponent offset and mantissa of n as a bf16 (n = 1: 2^-10; 2, 3: 2^-9 · 1.0, 1.5; 4-7:
+// 2^-8 · 1.0, 1.25, 1.5, 1.75); n = 0 gives +0. hi's exponent is at least 103 (f16's
+// smallest subnormal), so the offset never borrows from the sign.
+TARMAC_AMX inline void DecodeLo(const uint16_t* hi, const uint8_t* nib, uint16_t* lo) {
+  const __m512i table = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         0, 0, 0, 0, 0, -928, -960, -992, -1024, -1088, -1152,
+                                         -1280, 0);
+  const __m512i sign_exp = _mm512_set1_epi16(static_cast<int16_t>(0xFF80));
+  const __m512i low4 = _mm512_set1_epi16(0x0F);
+  for (int g = 0; g < 16; ++g) {
+    const __m512i b =
+        _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(nib + g * 32)));
+    const __m512i n0 = _mm512_and_si512(b, low4), n1 = _mm512_srli_epi16(b, 4);
+    const __m512i h0 = _mm512_load_si512(hi + g * 64), h1 = _mm512_load_si512(hi + g * 64 + 32);
+    _mm512_store_si512(lo + g * 64,
+                       _mm512_maskz_add_epi16(_mm512_test_epi16_mask(n0, n0),
+                                              _mm512_and_si512(h0, sign_exp),
+                                              _mm512_permutexvar_epi16(n0, table)));
+    _mm512_store_si512(lo + g * 64 + 32,
+                       _mm512_maskz_add_epi16(_mm512_test_epi16_mask(n1, n1),
+                                              _mm512_and_si512(h1, sign_exp),
+                                              _mm512_permutexvar_epi16(n1, table)));
+  }
+}
+
+// The inverse, at Pack: hi/lo tiles of `steps` K steps (lo = v - hi of an f16 v, exact) ->
+// nibbles. Checks that every lo is ±n·2^(e-10) of its hi, n in 0..7.
+void EncodeLo(const uint16_t* hi, const uint16_t* lo, int64_t steps, uint8_t* nib) {
+  for (int64_t s = 0; s < steps; ++s) {
+    uint8_t* ns = nib + s * 512;
+    std::memset(ns, 0, 512);
+    for (int64_t e = 0; e < 1024; ++e) {
+      const uint16_t h = hi[s * 1024 + e], l = lo[s * 1024 + e];
+      int n = 0;
+      if ((l & 0x7FFF) != 0) {
+        const float v = std::ldexp(std::fabs(BF16ToF32(l)), 137 - ((h >> 7) & 0xFF));
+        n = static_cast<int>(v);
+        TARMAC_CHECK(static_cast<float>(n) == v && n >= 1 && n <= 7 && (l >> 15) == (h >> 15));
+      }
+      ns[e / 64 * 32 + e % 32] |= static_cast<uint8_t>(e % 64 < 32 ? n : n << 4);
+    }
+  }
+}
+
 // One row block (pre-split weights wh/wl for steps [s0, s0 + ns)) times every token tile of
 // the pass (xh/xl: the same K chunk of the split activations, rows kp elements apart). cacc: this row block's C between K chunks,
 // [token pair][4 tiles][16][16]. (A software prefetch of the next row block's weights
 // measured no different: the hardware streams the sequential tiles.)
 TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64_t kp,
-                                   const uint16_t* wh, const uint16_t* wl, int64_t ns, bool w_lo, bool first, bool last, int64_t tp,
+                                   const uint16_t* wh, const uint16_t* wl, const uint8_t* wn,
+                                   uint16_t* lo_stage, int64_t ns, bool first, bool last, int64_t tp,
                                    int64_t t0, int64_t n_tokens, int64_t r0, int64_t r1,
                                    float* y, int64_t y_stride, float* cacc) {
   const int64_t xs = kp * 2;  // bytes between token rows
@@ -308,6 +357,13 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
     const uint16_t* a0h = xh + jp * kTile * kp;
     const uint16_t* a0l = xl + jp * kTile * kp;
     for (int64_t s = 0; s < ns; ++s) {
+      // W_lo of this step: stored (wl), none (bf16 weights), or rebuilt from nibbles (wn) into
+      // lo_stage[s] by the first token-tile pair for the others.
+      const uint16_t* w_lo = wl != nullptr ? wl + s * 1024 : nullptr;
+      if (wn != nullptr) {
+        if (jp == 0) DecodeLo(wh + s * 1024, wn + s * 512, lo_stage + s * 1024);
+        w_lo = lo_stage + s * 1024;
+      }
       // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products
       // for a pair of token tiles.
       _tile_loadd(6, wh + s * 1024, 64);
@@ -318,9 +374,9 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
       _tile_loadd(4, a0h + s * kKStep, xs);
       if (!single) _tile_loadd(5, a0h + kTile * kp + s * kKStep, xs);
       Products(single);
-      if (w_lo) {
-        _tile_loadd(6, wl + s * 1024, 64);
-        _tile_loadd(7, wl + s * 1024 + 512, 64);
+      if (w_lo != nullptr) {
+        _tile_loadd(6, w_lo, 64);
+        _tile_loadd(7, w_lo + 512, 64);
         Products(single);
       }
     }
@@ -415,10 +471,20 @@ bool AmxEnabled() {
 
 void SetAmxEnabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+namespace {
+AmxPackedMatrix::Lo LoKindFor(DType type) {
+  if (type == DType::kBF16) return AmxPackedMatrix::Lo::kNone;
+  return type == DType::kF16 ? AmxPackedMatrix::Lo::kNibble : AmxPackedMatrix::Lo::kBf16;
+}
+}  // namespace
+
 int64_t AmxPackedMatrix::PackedBytes(const MatrixView& w) {
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   const int64_t steps = (w.cols + kKStep - 1) / kKStep;
-  return 2 * n_blocks * steps * 1024 * 2;
+  const int64_t lo_bytes = LoKindFor(w.type) == Lo::kBf16     ? 2048
+                           : LoKindFor(w.type) == Lo::kNibble ? 512
+                                                              : 0;
+  return n_blocks * steps * (2048 + lo_bytes);
 }
 
 std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, ThreadPool* pool) {
@@ -429,25 +495,34 @@ std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, Thre
   p->rows_ = w.rows;
   p->cols_ = w.cols;
   p->steps_ = (w.cols + kKStep - 1) / kKStep;
+  p->lo_kind_ = LoKindFor(w.type);
   const int64_t n_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   const int64_t half = n_blocks * p->steps_ * 1024;  // u16 per hi (or lo)
-  // StageWeights writes every hi/lo byte of every block (zeros past the matrix), except BF16's
-  // lo half, which is never read: no serial zeroing of up to 1 GiB first.
-  p->buf_.Resize(std::max<int64_t>(64, 4 * half), /*huge_pages=*/false,
-                 /*zero=*/w.type == DType::kBF16);
+  // StageWeights writes every hi/lo value of every block (zeros past the matrix) and
+  // EncodeLo every nibble: no serial zeroing of up to 1 GiB first.
+  p->buf_.Resize(std::max<int64_t>(64, PackedBytes(w)), /*huge_pages=*/false, /*zero=*/false);
   auto* hi = p->buf_.as<uint16_t>();
-  auto* lo = hi + half;
   p->hi_ = hi;
-  p->lo_ = lo;
+  if (p->lo_kind_ == Lo::kBf16) p->lo_ = hi + half;
+  if (p->lo_kind_ == Lo::kNibble) p->nib_ = reinterpret_cast<const uint8_t*>(hi + half);
   const int64_t steps = p->steps_;
+  const Lo kind = p->lo_kind_;
   auto run = [&](int64_t b0, int64_t b1, int) {
     AlignedBuffer row(std::max<int64_t>(64, steps * kKStep * 4));
+    // lo of a block that is not kept as it is (nibbles, or none for BF16, which StageWeights
+    // never writes).
+    AlignedBuffer lo_tmp(kind == Lo::kBf16 ? 64 : steps * 2048);
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * kRowBlock;
-      StageWeights(w, r0, std::min(w.rows, r0 + kRowBlock), 0, steps, hi + blk * steps * 1024,
-                   lo + blk * steps * 1024, row.as<float>());
-      TransposeTiles(reinterpret_cast<uint32_t*>(hi + blk * steps * 1024), 2 * steps);
-      TransposeTiles(reinterpret_cast<uint32_t*>(lo + blk * steps * 1024), 2 * steps);
+      uint16_t* bh = hi + blk * steps * 1024;
+      uint16_t* bl = kind == Lo::kBf16 ? hi + half + blk * steps * 1024 : lo_tmp.as<uint16_t>();
+      StageWeights(w, r0, std::min(w.rows, r0 + kRowBlock), 0, steps, bh, bl, row.as<float>());
+      TransposeTiles(reinterpret_cast<uint32_t*>(bh), 2 * steps);
+      if (kind == Lo::kNone) continue;
+      TransposeTiles(reinterpret_cast<uint32_t*>(bl), 2 * steps);
+      if (kind == Lo::kNibble) {
+        EncodeLo(bh, bl, steps, reinterpret_cast<uint8_t*>(hi + half) + blk * steps * 512);
+      }
     }
   };
   if (pool == nullptr || pool->num_threads() == 1) {
@@ -531,6 +606,8 @@ void MatMulAmxPacked(const MatrixView* const* ws, float* const* ys, int n, const
           ah = oh;
           al = oh + elems;
         }
+        thread_local AlignedBuffer lo_stage;  // a row block's rebuilt W_lo, 2 KiB per step
+        if (lo_stage.size() < static_cast<size_t>(ns * 2048)) lo_stage.Resize(ns * 2048);
         LoadTileConfig();
         int i = 0;
         for (int64_t gblk = blk0; gblk < blk1; ++gblk) {
@@ -538,10 +615,13 @@ void MatMulAmxPacked(const MatrixView* const* ws, float* const* ys, int n, const
           const MatrixView& w = *ws[i];
           const int64_t blk = gblk - first[i];
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          ComputeBlockPacked(ah, al, stride, ps[i]->hi(blk) + s0 * 1024,
-                             ps[i]->lo(blk) + s0 * 1024, ns, w.type != DType::kBF16, s0 == 0,
-                             s0 + ns == steps, tp, t0, n_tokens, r0, r1, ys[i], w.rows,
-                             cacc + gblk * c_block);
+          const AmxPackedMatrix::Lo lo = ps[i]->lo_kind();
+          ComputeBlockPacked(
+              ah, al, stride, ps[i]->hi(blk) + s0 * 1024,
+              lo == AmxPackedMatrix::Lo::kBf16 ? ps[i]->lo(blk) + s0 * 1024 : nullptr,
+              lo == AmxPackedMatrix::Lo::kNibble ? ps[i]->nibbles(blk) + s0 * 512 : nullptr,
+              lo_stage.as<uint16_t>(), ns, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1,
+              ys[i], w.rows, cacc + gblk * c_block);
         }
         ReleaseTiles();
       };

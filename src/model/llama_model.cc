@@ -175,8 +175,8 @@ void LlamaModel::PackForDecode() {
 
 void LlamaModel::PackForAmx() {
   if (!kernels::AmxEnabled()) return;
-  // Split the weights that MatMul runs on AMX (non-int8 dtypes) once, 4 bytes per weight,
-  // while they fit the budget; the rest are split per call as before.
+  // Split the weights that MatMul runs on AMX (non-int8 dtypes) once (2-4 bytes per weight,
+  // AmxPackedMatrix) while they fit the budget; the rest are split per call as before.
   constexpr int64_t kBudget = int64_t{1} << 30;
   int64_t left = kBudget;
   auto pack = [&](MatrixView* w) {

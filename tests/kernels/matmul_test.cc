@@ -172,8 +172,11 @@ TEST(MatMulTest, AmxPackedMatchesReference) {
           MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
           const auto p = AmxPackedMatrix::Pack(w, &pool2);
           ASSERT_TRUE(p->Matches(w));
+          // hi 2 bytes per weight, lo 2 (f32, quantized), 0.5 (f16 nibbles) or 0 (bf16).
+          const int64_t lo_bytes =
+              type == DType::kBF16 ? 0 : (type == DType::kF16 ? 512 : 2048);
           EXPECT_EQ(AmxPackedMatrix::PackedBytes(w),
-                    2 * 2 * ((rows + 31) / 32) * ((cols + 31) / 32) * 1024);
+                    ((rows + 31) / 32) * ((cols + 31) / 32) * (2048 + lo_bytes));
           w.packed = p.get();
           std::vector<float> ref(tokens * rows), got(tokens * rows, NAN);
           MatMulRef(w, x.data(), tokens, ref.data());
@@ -195,6 +198,31 @@ TEST(MatMulTest, AmxPackedMatchesReference) {
       }
     }
   }
+}
+
+// Every finite f16 value survives the pre-split copy exactly: hi (truncated bf16) plus lo
+// rebuilt from its nibble. x is the identity, so y[t][r] = hi + lo of weight (r, t), with no
+// rounding anywhere (X_lo = 0, and hi + lo is exact in f32).
+TEST(MatMulTest, AmxPackedF16IsExactForEveryValue) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  const AmxSwitch amx(true);
+  const int64_t rows = 64, cols = 1024;  // 65536 weights: every f16 bit pattern
+  std::vector<uint16_t> m(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const auto bits = static_cast<uint16_t>(i);
+    m[i] = (bits & 0x7C00) == 0x7C00 ? 0 : bits;  // inf and NaN -> 0
+  }
+  MatrixView w{DType::kF16, m.data(), rows, cols, cols * 2};
+  const auto p = AmxPackedMatrix::Pack(w, nullptr);
+  ASSERT_EQ(p->lo_kind(), AmxPackedMatrix::Lo::kNibble);
+  w.packed = p.get();
+  std::vector<float> x(cols * cols, 0.0f), y(cols * rows, NAN);
+  for (int64_t t = 0; t < cols; ++t) x[t * cols + t] = 1.0f;
+  ThreadPool pool2(2);
+  MatMul(w, x.data(), cols, y.data(), &pool2);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < cols; ++t)
+      ASSERT_EQ(y[t * rows + r], F16ToF32(m[r * cols + t])) << "f16 bits " << m[r * cols + t];
 }
 
 // Several pre-split matrices with one x in one call (Q/K/V, gate/up): bit-identical to one
