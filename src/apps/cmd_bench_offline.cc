@@ -381,6 +381,7 @@ int RunBenchOffline(const OfflineArgs& a) {
                   {"acceptance_estimate", st.accept_est}};
   }
   j["spec"] = a.spec.mode;
+  j["spec_max_slowdown"] = a.spec.max_slowdown;
   if (spec->draft != nullptr) {
     j["draft_model"] = spec->draft_path;
     j["draft_quantized_q8_0"] = spec->draft_quantized;

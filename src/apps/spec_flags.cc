@@ -22,6 +22,11 @@ void AddSpecFlags(CLI::App* cmd, SpecArgs* a) {
                   "draft weights: q8_0 quantizes an f32/f16/bf16 draft at load (half the bytes "
                   "per draft round; outputs stay exact), keep uses the file's types")
       ->capture_default_str()->check(CLI::IsMember({"q8_0", "keep"}));
+  cmd->add_option("--spec-max-slowdown", a->max_slowdown,
+                  "auto: most a bucket's speculation may lengthen the other requests' decode "
+                  "steps (0.05 = 5%; a low-acceptance bucket's TPOT must not pay for another's "
+                  "gain); negative: no limit")
+      ->capture_default_str()->check(CLI::Range(-1.0, 100.0));
 }
 
 namespace {
@@ -68,6 +73,7 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
   namespace fs = std::filesystem;
   SpecSetup s;
   s.k = a.k;
+  s.max_slowdown = a.max_slowdown;
   if (a.mode == "off") return s;
   s.mode = a.mode == "draft" ? engine::SpecMode::kDraft
            : a.mode == "ngram" ? engine::SpecMode::kNgram : engine::SpecMode::kAuto;
@@ -114,6 +120,7 @@ void ApplySpec(const SpecSetup& s, engine::EngineConfig* cfg) {
   cfg->spec = s.mode;
   cfg->draft_model = s.draft.get();
   cfg->spec_k = s.k;
+  cfg->spec_max_slowdown = s.max_slowdown;
 }
 
 }  // namespace tarmac::apps

@@ -1,5 +1,6 @@
 // Speculative-decoding flags shared by generate, bench offline and serve:
 //   --spec off|draft|ngram|auto  --draft-model FILE  --spec-k N  --draft-type q8_0|keep
+//   --spec-max-slowdown F
 // The draft defaults to wp-1m-f16.gguf beside a wp-11m target (the bundled pair). A draft
 // whose weights are all f32/f16/bf16 is quantized to Q8_0 at load unless --draft-type keep:
 // a draft round reads half the bytes (wp-1m: 58 -> 23 us a token on one thread), and the
@@ -23,6 +24,7 @@ struct SpecArgs {
   std::string draft_model;
   int k = 4;
   std::string draft_type = "q8_0";  // q8_0 | keep
+  double max_slowdown = 0.05;        // policy: others' step slowdown limit; negative: none
 };
 
 void AddSpecFlags(CLI::App* cmd, SpecArgs* a);
@@ -33,6 +35,7 @@ struct SpecSetup {
   int k = 4;
   std::string draft_path;
   bool draft_quantized = false;  // the draft's float weights were quantized to Q8_0 at load
+  double max_slowdown = 0.05;
 };
 
 // Loads the draft model when needed; errors name the flag.

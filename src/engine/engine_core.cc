@@ -11,6 +11,12 @@
 
 namespace tarmac::engine {
 namespace {
+spec::SpecPolicyConfig PolicyConfig(const EngineConfig& c) {
+  spec::SpecPolicyConfig p;
+  p.max_k = c.spec_k;
+  p.max_other_slowdown = c.spec_max_slowdown;
+  return p;
+}
 
 Result<EngineConfig> Resolve(const model::ModelConfig& mc, EngineConfig c) {
   if (c.block_size < 1 || c.block_size > 1024)
@@ -22,6 +28,8 @@ Result<EngineConfig> Resolve(const model::ModelConfig& mc, EngineConfig c) {
   if (c.kv_blocks < 0 || c.kv_memory_bytes < 0) return InvalidArgument("KV memory must be >= 0");
   if (c.spec_k < 0 || c.spec_k > spec::kMaxDraft)
     return InvalidArgument("draft length must be in [0, {}], got {}", spec::kMaxDraft, c.spec_k);
+  if (!(c.spec_max_slowdown <= 100))  // also NaN
+    return InvalidArgument("speculation slowdown limit must be <= 100, got {}", c.spec_max_slowdown);
   if (c.spec == SpecMode::kDraft && c.draft_model == nullptr)
     return InvalidArgument("speculation mode 'draft' needs a draft model");
   if (c.spec == SpecMode::kAuto) c.spec_policy = true;
@@ -74,7 +82,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
 EngineCore::EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer,
                        const EngineConfig& config, const model::KvShape& shape)
     : model_(model), tok_(tokenizer), config_(config), pool_threads_(config.threads),
-      cache_(shape), policy_(spec::SpecPolicyConfig{config.spec_k}) {
+      cache_(shape), policy_(PolicyConfig(config)) {
   pool_ = std::make_unique<kv::BlockPool>(shape.num_blocks);
   if (config_.prefix_cache) tree_ = std::make_unique<prefix::RadixTree>(pool_.get(), config_.block_size);
   sched::SchedulerConfig sc;
@@ -227,19 +235,36 @@ bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
 void EngineCore::Draft() {
   drafts_.clear();
   if (!proposer_) return;
-  const std::vector<int64_t> ready = sched_->DecodeReady();
+  std::vector<int64_t> ready = sched_->DecodeReady();
   std::unordered_map<std::string, int32_t> per_bucket;  // decode-ready requests per bucket
   for (int64_t id : ready) ++per_bucket[reqs_.at(id).bucket];
+  // Buckets decide one after another, best acceptance first, each seeing the draft tokens
+  // the ones before it put into the shared step (its verification is priced on top of them,
+  // and their requests are among those it must not slow down too much). Deciding each alone
+  // on a plain step, two speculating buckets each priced a step the other had made larger.
+  std::unordered_map<std::string, double> accept;
+  if (config_.spec_policy) {
+    for (const auto& [bucket, n] : per_bucket) accept[bucket] = policy_.AcceptanceEstimate(bucket);
+    std::stable_sort(ready.begin(), ready.end(), [&](int64_t a, int64_t b) {
+      const std::string& ba = reqs_.at(a).bucket;
+      const std::string& bb = reqs_.at(b).bucket;
+      return ba != bb && (accept[ba] != accept[bb] ? accept[ba] > accept[bb] : ba < bb);
+    });
+  }
+  std::unordered_map<std::string, int32_t> drafted;  // draft tokens chosen per bucket
+  int32_t drafted_total = 0;
   std::vector<spec::ProposeRequest> reqs;
   for (int64_t id : ready) {
     Live& L = reqs_.at(id);
     if (!L.req.speculative) continue;
     int32_t k = config_.spec_policy
                     ? policy_.ChooseK(L.bucket, static_cast<int32_t>(ready.size()),
-                                      per_bucket[L.bucket])
+                                      per_bucket[L.bucket], drafted_total - drafted[L.bucket])
                     : config_.spec_k;
     k = std::min(k, L.req.max_tokens - L.metrics.output_tokens - 1);  // never past max_tokens
     if (k <= 0) continue;
+    drafted[L.bucket] += k;
+    drafted_total += k;
     reqs.push_back({id, &sched_->tokens(id), L.sampler.get(), k});
   }
   if (reqs.empty()) return;

@@ -37,6 +37,9 @@ struct EngineConfig {
   model::LlamaModel* draft_model = nullptr;  // borrowed; needed for kDraft
   int32_t spec_k = 4;                // draft length (kDraft/kNgram), max k for the policy (kAuto)
   bool spec_policy = false;          // choose k per bucket (always on in kAuto)
+  // The policy's limit on how much a bucket's speculation may lengthen the step of the
+  // batch's other requests (SpecPolicyConfig::max_other_slowdown); negative: none.
+  double spec_max_slowdown = 0.05;
 };
 
 struct EngineRequest {

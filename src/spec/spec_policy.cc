@@ -73,29 +73,59 @@ bool SpecPolicy::CostCurve::LargestUpTo(double n, double* at_n, double* at_s) co
   return found;
 }
 
-bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const {
+bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket,
+                                    int32_t other_drafts) const {
   // Nothing measured (the decode step, or the draft): find out.
   if (StepSeconds(std::max(batch, 1)) <= 0 || !draft_measured_) return true;
-  for (int32_t k = 1; k <= config_.max_k; ++k) {
-    if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket) > 1.0 + config_.min_gain) return true;
+  for (int32_t k = 1; k <= config_.max_k && OthersAllow(k, batch, in_bucket, other_drafts); ++k) {
+    if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket, other_drafts) >
+        1.0 + config_.min_gain) {
+      return true;
+    }
   }
   return false;
 }
 
-double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket) const {
+double SpecPolicy::AcceptanceEstimate(const std::string& bucket) const {
+  const auto it = acc_.find(bucket);
+  return it == acc_.end() ? 0.5 : it->second.accepted / (it->second.accepted + it->second.rejected);
+}
+
+double SpecPolicy::StepSlowdown(int32_t k, int32_t batch, int32_t in_bucket,
+                                int32_t other_drafts) const {
+  if (k <= 0) return 1.0;
+  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
+  other_drafts = std::max(other_drafts, 0);
+  const double decode = StepSeconds(batch + other_drafts);
+  const double verify = StepSeconds(batch + other_drafts + k * in_bucket);
+  if (decode <= 0 || verify <= 0 || !draft_measured_) return 1.0;
+  return (k * DraftRoundSeconds(std::max(in_bucket, 1)) + verify) / decode;
+}
+
+bool SpecPolicy::OthersAllow(int32_t k, int32_t batch, int32_t in_bucket,
+                             int32_t other_drafts) const {
+  const bool others = in_bucket >= 0 && in_bucket < batch;
+  return !others || config_.max_other_slowdown < 0 ||
+         StepSlowdown(k, batch, in_bucket, other_drafts) <= 1.0 + config_.max_other_slowdown;
+}
+
+double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket,
+                                  int32_t other_drafts) const {
   if (k <= 0) return 1.0;
   if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
   a = std::clamp(a, 0.0, 0.999);
   const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-  const double decode = StepSeconds(batch);
-  const double verify = StepSeconds(batch + k * in_bucket);
+  other_drafts = std::max(other_drafts, 0);
+  const double decode = StepSeconds(batch + other_drafts);
+  const double verify = StepSeconds(batch + other_drafts + k * in_bucket);
   const double draft = k * DraftRoundSeconds(std::max(in_bucket, 1));
   // Nothing measured yet (no decode step of this size, no draft round): probing finds out.
   if (decode <= 0 || verify <= 0 || !draft_measured_) return 1.0;
   return expected * decode / (draft + verify);
 }
 
-int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket) {
+int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket,
+                            int32_t other_drafts) {
   BucketStats& st = buckets_[bucket];
   Acc& acc = acc_[bucket];
   ++st.decisions;
@@ -106,8 +136,11 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   // Until a draft of this bucket has been verified its acceptance is only the prior: the
   // model is not acted on for every request (at batch 41 that was 41 draft catch-ups on a
   // guess); the probe below measures it.
-  for (int32_t k = 1; st.drafts > 0 && k <= config_.max_k; ++k) {
-    const double s = PredictSpeedup(a, k, batch, in_bucket);
+  // The slowdown grows with k: the first k past the others' limit ends the search.
+  for (int32_t k = 1; st.drafts > 0 && k <= config_.max_k &&
+                      OthersAllow(k, batch, in_bucket, other_drafts);
+       ++k) {
+    const double s = PredictSpeedup(a, k, batch, in_bucket, other_drafts);
     if (s > best) {
       best = s;
       best_k = k;
@@ -125,10 +158,14 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   const int64_t period =
       (st.drafts == 0 ? 1 : static_cast<int64_t>(config_.probe_every)) * std::max(batch, 1);
   const bool due = (st.drafts == 0 && acc.never_probed) || ++acc.since_probe >= period;
-  if (best_k == 0 && config_.max_k > 0 && due && AcceptanceCouldPay(batch, in_bucket)) {
+  if (best_k == 0 && config_.max_k > 0 && due &&
+      AcceptanceCouldPay(batch, in_bucket, other_drafts)) {
     acc.since_probe = 0;
     acc.never_probed = false;
-    best_k = std::min(2, config_.max_k);  // re-probe a switched-off bucket
+    // Re-probe a switched-off bucket with 2 drafts, or 1 where 2 would slow the others too
+    // much (AcceptanceCouldPay found some k within the limit).
+    best_k = std::min(2, config_.max_k);
+    if (best_k > 1 && !OthersAllow(best_k, batch, in_bucket, other_drafts)) best_k = 1;
   }
   if (best_k == 0) ++st.fallbacks;
   st.last_k = best_k;

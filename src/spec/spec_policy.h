@@ -8,7 +8,11 @@
 //                of different sizes run, so the compute-bound break-even is measured, not
 //                assumed);
 //   C_draft(k) = k · measured draft time per draft position.
-// k = 0 (off) when no k in 1..max_k beats 1 + min_gain. Buckets that are off are re-probed
+// k = 0 (off) when no k in 1..max_k beats 1 + min_gain, and no k whose verification (and
+// drafting) would slow the step of the batch's other requests by more than max_other_slowdown:
+// they share the step, so a bucket's draft tokens lengthen every other request's TPOT, and
+// where verify tokens are not free (a compute-bound step) a low-acceptance bucket's p99
+// would pay for another bucket's gain. Buckets that are off are re-probed
 // (k = 2, one request) about every probe_every engine steps so a bucket can recover, unless
 // even acceptance kProbeAcceptance would not pay at the current batch (then only the step
 // costs keep it off, and a probe, which measures acceptance, could not change that).
@@ -28,6 +32,9 @@ struct SpecPolicyConfig {
   double decay = 0.98;      // weight kept per observation (older acceptance fades)
   double min_gain = 0.02;   // speculate only when the model predicts > 2% speedup
   int32_t probe_every = 32; // engine steps between probes of a switched-off bucket
+  // Most a bucket's speculation may lengthen the step of the batch's requests outside it
+  // (0.05: 5%); negative: no limit.
+  double max_other_slowdown = 0.05;
 };
 
 constexpr int kMaxDraft = 16;
@@ -54,9 +61,13 @@ class SpecPolicy {
   explicit SpecPolicy(const SpecPolicyConfig& config = {});
 
   // k for one request of `bucket` when `batch` requests decode this step, `in_bucket` of them
-  // (default: all) from this bucket: verification then costs a step of batch + k · in_bucket
-  // tokens, so a high-acceptance bucket can speculate while others in the batch do not.
-  int32_t ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket = -1);
+  // (default: all) from this bucket, and other buckets already put `other_drafts` draft
+  // tokens into the step: verification then costs a step of batch + other_drafts +
+  // k · in_bucket tokens against batch + other_drafts without it, so a high-acceptance bucket
+  // can speculate while others in the batch do not, and a bucket deciding after another sees
+  // the step that one made.
+  int32_t ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket = -1,
+                  int32_t other_drafts = 0);
   // After verification: `proposed` drafts, the first `accepted` of them accepted.
   void ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted);
   // A target forward over `tokens` tokens took `seconds`.
@@ -65,15 +76,22 @@ class SpecPolicy {
   void ObserveDraft(int32_t rounds, double seconds, int32_t requests = 1);
 
   // Expected speedup of k for acceptance a at decode batch B (exposed for tests/benchmarks).
-  double PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket = -1) const;
+  double PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket = -1,
+                        int32_t other_drafts = 0) const;
   double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
   // Measured or inferred seconds of one draft round for `requests` requests: piecewise linear
   // through the measured sizes, proportional to requests beyond them (a round for 49
   // requests is not priced as one for 1).
   double DraftRoundSeconds(int32_t requests) const;
   // Whether some k would pay at this batch if acceptance were kProbeAcceptance (or nothing
-  // is measured yet).
-  bool AcceptanceCouldPay(int32_t batch, int32_t in_bucket) const;
+  // is measured yet) within the others' slowdown limit.
+  bool AcceptanceCouldPay(int32_t batch, int32_t in_bucket, int32_t other_drafts = 0) const;
+  // How much k drafts for each of the bucket's in_bucket requests lengthen the batch's step
+  // (draft rounds plus the larger verify step, over the plain decode step): 1 when nothing
+  // is measured. What the batch's other requests pay.
+  double StepSlowdown(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts = 0) const;
+  // The bucket's current per-position acceptance estimate (the prior, 0.5, when unseen).
+  double AcceptanceEstimate(const std::string& bucket) const;
   static constexpr double kProbeAcceptance = 0.95;
 
   const std::map<std::string, BucketStats>& stats() const { return buckets_; }
@@ -85,6 +103,8 @@ class SpecPolicy {
     bool never_probed = true;
   };
   static int Bin(int32_t tokens);  // log2 bin of a token count
+  // Whether k keeps StepSlowdown within max_other_slowdown (always, with no other requests).
+  bool OthersAllow(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts) const;
 
   // Measured seconds by size (tokens of a step, requests of a draft round): per log2 size
   // bin, EMAs of the size and of the seconds (0 size: nothing measured).

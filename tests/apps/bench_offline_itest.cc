@@ -97,6 +97,13 @@ TEST_F(BenchOfflineTest, FloatDraftIsQuantizedToQ8_0UnlessKept) {
   r = with({"--draft-model", q4});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(nlohmann::json::parse(r.out)["draft_quantized_q8_0"].get<bool>());
+  EXPECT_DOUBLE_EQ(q["spec_max_slowdown"].get<double>(), 0.05);  // the policy's default
+  r = with({"--spec-max-slowdown", "-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["spec_max_slowdown"].get<double>(), -1.0);
+  r = with({"--spec-max-slowdown", "fast"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--spec-max-slowdown"), std::string::npos) << r.err;
   r = with({"--draft-type", "fp8"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--draft-type"), std::string::npos) << r.err;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "spec/ngram_proposer.h"
 #include "spec/spec_policy.h"
 
@@ -130,7 +132,9 @@ TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
 // batch-8 steps measured, the verify of batch 8 plus drafts was priced proportionally (16
 // tokens: 190 ms) and a bucket with 50% acceptance never turned on at batch 8.
 TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
-  SpecPolicy p;
+  SpecPolicyConfig no_limit;  // the other 4 requests' slowdown is another test's subject
+  no_limit.max_other_slowdown = -1;
+  SpecPolicy p(no_limit);
   p.ObserveStep(1, 0.045);
   p.ObserveStep(8, 0.095);
   EXPECT_NEAR(p.StepSeconds(16), 0.095 + 8 * 0.75 * 0.095 / 8, 1e-9);  // not 0.190
@@ -182,6 +186,53 @@ TEST(SpecPolicyTest, DraftRoundsArePricedByTheirRequests) {
   EXPECT_NEAR(p.DraftRoundSeconds(64), 0.0008, 1e-12);
   EXPECT_GT(p.DraftRoundSeconds(8), 0.00005);
   EXPECT_LT(p.DraftRoundSeconds(8), 0.0004);
+}
+
+// A bucket shares its steps with the batch's other requests: its k stays where drafting and
+// verification lengthen their step by at most max_other_slowdown. Padded-target-like costs
+// (2 threads): 62 ms at 1 token, 64 at 2, 68 at 3, 72 at 4, 105 at 8, 120 at 16.
+TEST(SpecPolicyTest, OtherRequestsStepStaysWithinTheSlowdownLimit) {
+  auto make = [](double limit) {
+    SpecPolicyConfig cfg;
+    cfg.max_other_slowdown = limit;
+    auto p = std::make_unique<SpecPolicy>(cfg);
+    const double ms[][2] = {{1, 62}, {2, 64}, {3, 68}, {4, 72}, {8, 105}, {16, 120}};
+    for (const auto& m : ms) p->ObserveStep(static_cast<int32_t>(m[0]), m[1] * 1e-3);
+    p->ObserveDraft(1, 0.0005);
+    for (int i = 0; i < 60; ++i) p->ObserveVerify("high", 4, 3);  // ~75% per position
+    return p;
+  };
+  const auto p = make(0.05);
+  // Alone in the batch: no one else to slow down, k as the speedup model says.
+  EXPECT_GE(p->ChooseK("high", 1, 1), 2);
+  // 4 of 8: any k adds >= 4 tokens to a 105 ms step (12 tokens: +7% and more): off.
+  EXPECT_GT(p->StepSlowdown(1, 8, 4), 1.05);
+  EXPECT_EQ(p->ChooseK("high", 8, 4), 0);
+  // 1 of 2: k = 1 makes the step 3 tokens (+6.7%): over the limit, though the bucket's own
+  // predicted gain is over 1.2x; the limit decides.
+  EXPECT_GT(p->StepSlowdown(1, 2, 1), 1.05);
+  EXPECT_GT(p->PredictSpeedup(p->stats().at("high").accept_est, 1, 2, 1), 1.2);
+  EXPECT_EQ(p->ChooseK("high", 2, 1), 0);
+  // With the limit at 10% the same bucket speculates at 1 of 2, and with no limit it takes
+  // the k that maximises its own speedup at 4 of 8.
+  EXPECT_GE(make(0.10)->ChooseK("high", 2, 1), 1);
+  EXPECT_LE(make(0.10)->StepSlowdown(make(0.10)->ChooseK("high", 2, 1), 2, 1), 1.10);
+  EXPECT_GT(make(-1)->ChooseK("high", 8, 4), 0);
+  // A bucket deciding after another prices its step on top of the other's drafts: 1 of 2
+  // with 2 drafts of the other request already in the step is a 4-token step, and k = 1
+  // makes it 5, not 2 -> 3 (log2 bins average 2 and 3 tokens, hence StepSeconds).
+  EXPECT_NEAR(p->StepSlowdown(1, 2, 1, 2), (0.0005 + p->StepSeconds(5)) / p->StepSeconds(4), 1e-9);
+  EXPECT_NEAR(p->StepSlowdown(1, 2, 1), (0.0005 + p->StepSeconds(3)) / p->StepSeconds(2), 1e-9);
+  EXPECT_GT(p->StepSlowdown(1, 2, 1, 2), p->StepSlowdown(1, 2, 1));
+  const double a = p->AcceptanceEstimate("high");
+  EXPECT_NEAR(p->PredictSpeedup(a, 1, 2, 1, 2),
+              (1 + a) * p->StepSeconds(4) / (0.0005 + p->StepSeconds(5)), 1e-9);
+  EXPECT_DOUBLE_EQ(p->AcceptanceEstimate("unseen"), 0.5);
+  // No probe where the limit leaves no k: 8 requests, 4 of them this (unmeasured) bucket.
+  EXPECT_FALSE(p->AcceptanceCouldPay(8, 4));
+  int probes = 0;
+  for (int i = 0; i < 8 * 100; ++i) probes += p->ChooseK("fresh", 8, 4) > 0;
+  EXPECT_EQ(probes, 0);
 }
 
 TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
