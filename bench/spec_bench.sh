@@ -11,9 +11,9 @@
 #    the small models do not copy text on their own, so `copy` gets only ~11% acceptance),
 #    k=4, k=8 and --spec auto (the policy picks k) vs off;
 # 3. batch 32 and 64 on wp-11m: --spec auto (policy) vs off;
-# 4. mixed workload (greedy 'qa' + temperature-1.5 'creative'), 24 requests at batch 8, padded
-#    target: per-bucket p99 TPOT with --spec auto vs off (long enough for the policy to learn
-#    both buckets' acceptance and the step costs at 8-24 tokens).
+# 4. mixed workload (greedy 'qa' + temperature-1.5 'creative'), 24 requests at batch 8 and at
+#    batch 2, padded target: per-bucket p50/p99 TPOT with --spec auto vs off (long enough for
+#    the policy to learn both buckets' acceptance and the step costs).
 # Medians of REPS runs (default 3); ratios are taken within this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,19 +84,23 @@ for c in 32 64; do
   on=$(big --spec auto --draft-model $DRAFT | med output_tokens_per_s)
   python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'wp-11m batch {sys.argv[3]}: spec auto {b:.1f} tok/s vs off {a:.1f} = {b/a:.3f}x')" "$off" "$on" "$c" | tee -a $out
 done
-# 4. mixed buckets
+# 4. mixed buckets, at 8 and at 2 concurrent
+for conc in 8 2; do
 for mode in off auto; do
-  $BIN bench offline --json -t $T -m $PAD --requests 24 --concurrency 8 --prompt-len 64 --output-len 64 \
-    --workload mixed --prompt-file $TEXT --spec $mode --draft-model $DRAFT 2>/dev/null > $CACHE/mixed_$mode.json
+  $BIN bench offline --json -t $T -m $PAD --requests 24 --concurrency $conc --prompt-len 64 --output-len 64 \
+    --workload mixed --prompt-file $TEXT --spec $mode --draft-model $DRAFT 2>/dev/null > $CACHE/mixed_${conc}_$mode.json
 done
-python3 - $CACHE/mixed_off.json $CACHE/mixed_auto.json <<'PY' | tee -a $out
+python3 - $CACHE/mixed_${conc}_off.json $CACHE/mixed_${conc}_auto.json $conc <<'PY' | tee -a $out
 import json, sys
 off, on = (json.load(open(p)) for p in sys.argv[1:3])
-print(f"mixed (padded, 24 requests at batch 8): {on['output_tokens_per_s']:.2f} tok/s with auto vs {off['output_tokens_per_s']:.2f} off = {on['output_tokens_per_s']/off['output_tokens_per_s']:.2f}x")
+c = sys.argv[3]
+print(f"mixed (padded, 24 requests at batch {c}): {on['output_tokens_per_s']:.2f} tok/s with auto (max slowdown {on.get('spec_max_slowdown')}) vs {off['output_tokens_per_s']:.2f} off = {on['output_tokens_per_s']/off['output_tokens_per_s']:.2f}x")
 for task in sorted(off['tasks']):
     a, b = off['tasks'][task]['tpot_ms'], on['tasks'][task]['tpot_ms']
-    print(f"mixed (padded, 24 requests at batch 8) bucket {task:9s}: TPOT p50 {a['p50']:.1f} -> {b['p50']:.1f} ms, p99 {a['p99']:.1f} -> {b['p99']:.1f} ms ({b['p99']/a['p99']:.2f}x)")
+    print(f"mixed (padded, 24 requests at batch {c}) bucket {task:9s}: TPOT p50 {a['p50']:.1f} -> {b['p50']:.1f} ms ({b['p50']/a['p50']:.2f}x), p99 {a['p99']:.1f} -> {b['p99']:.1f} ms ({b['p99']/a['p99']:.2f}x)")
 for b, st in on['spec_buckets'].items():
-    print(f"  bucket {b}: acceptance {100*st['acceptance_rate']:.1f}%, mean accepted {st['mean_accepted_length']:.2f}, fallbacks {st['fallbacks']}/{st['decisions']}")
+    if st['decisions'] > 1:
+        print(f"  bucket {b}: acceptance {100*st['acceptance_rate']:.1f}%, mean accepted {st['mean_accepted_length']:.2f}, fallbacks {st['fallbacks']}/{st['decisions']}")
 PY
+done
 echo; cat $out
