@@ -161,7 +161,6 @@ TARMAC_AMX void AccumulateImpl(const uint16_t* p_hi, const uint16_t* p_lo, int64
   }
 }
 
-
 // exp(x) for x <= 0 (-inf gives 0): 2^n · p(r) with r = x - n·ln2 in [-ln2/2, ln2/2] (ln2 in
 // two parts, so r is exact) and p the degree-7 Taylor polynomial (truncation < 6e-9 relative,
 // a tenth of an f32 ulp). Below -87, where exp leaves f32's normal range, the result is 0:
