@@ -27,6 +27,7 @@
 #include <memory>
 
 #include "base/thread_pool.h"
+#include "kernels/amx_packed_matrix.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/view.h"
 
@@ -51,49 +52,6 @@ void AmxReleaseTiles();
 // src (n f32, n a multiple of 32) -> hi = RNE(v), lo = RNE(v - hi), both bf16, same order: the
 // split every split-bf16 product here uses. Precondition: AmxBf16Available().
 void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo);
-
-// A weight matrix split into hi/lo bf16 once, ahead of time, in AMX's B-tile pair layout
-// (rows rounded up to 32, cols to 32). With it MatMulAmx swaps roles: activations are tile A
-// in their own row-major order and each C tile is 16 tokens × 16 weight rows, stored straight
-// into y; a pass covers whole 16-token tiles (an odd last tile runs alone). Immutable after
-// Pack; reading it is thread-safe. Point MatrixView::packed at it to use it.
-//
-// Bytes per weight by what lo needs:
-//   BF16: 2, hi only (a bf16 weight is its own hi).
-//   F16: 2.5. hi is the f16 value truncated to bf16 (its top 8 significant bits); the other 3
-//     bits, lo = v - hi = ±n·2^(e-10) with e hi's exponent and n in 0..7, are kept as the
-//     nibble n and rebuilt exactly from hi's sign and exponent per K step (DecodeLo). The
-//     32-token matmuls of a prefix hit read their weights from memory, so the bytes are the
-//     time: 4 bytes per weight before.
-//   F32 and quantized types (dequantized to f32): 4, hi and lo = RNE(v - hi) as bf16.
-class AmxPackedMatrix {
- public:
-  enum class Lo { kNone, kNibble, kBf16 };
-
-  // Preconditions: AmxBf16Available(); IsMatVecType(w.type). pool may be nullptr.
-  static std::unique_ptr<AmxPackedMatrix> Pack(const MatrixView& w, ThreadPool* pool);
-  static int64_t PackedBytes(const MatrixView& w);
-
-  // Whether this was packed from a matrix of w's type and shape.
-  bool Matches(const MatrixView& w) const;
-  Lo lo_kind() const { return lo_kind_; }
-  // Tiles of row block blk (32 weight rows), per K step 2 row tiles × [16 k pairs][16 rows][2]
-  // bf16, 1 KiB per tile: hi always; lo when lo_kind() is kBf16.
-  const uint16_t* hi(int64_t blk) const { return hi_ + blk * steps_ * 1024; }
-  const uint16_t* lo(int64_t blk) const { return lo_ + blk * steps_ * 1024; }
-  // When lo_kind() is kNibble: 512 bytes per K step; element e of the step's 1024 (hi's order)
-  // is in byte e / 64 · 32 + e % 32, the low nibble when e % 64 < 32, else the high one.
-  const uint8_t* nibbles(int64_t blk) const { return nib_ + blk * steps_ * 512; }
-
- private:
-  AlignedBuffer buf_;
-  const uint16_t* hi_ = nullptr;
-  const uint16_t* lo_ = nullptr;
-  const uint8_t* nib_ = nullptr;
-  Lo lo_kind_ = Lo::kBf16;
-  DType type_ = DType::kF32;
-  int64_t rows_ = 0, cols_ = 0, steps_ = 0;
-};
 
 // Fewest tokens MatMul runs on AMX tiles with pre-split weights, and without (matmul.cc).
 constexpr int64_t kAmxPackedMinTokens = 7;
