@@ -34,13 +34,10 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
 
 void SpecPolicy::CostCurve::Observe(int32_t n, double s) {
   const int b = Bin(n);
-  if (size[b] == 0) {
-    seconds[b] = s;
-    size[b] = n;
-    return;
-  }
-  seconds[b] = 0.9 * seconds[b] + 0.1 * s;
-  size[b] = 0.9 * size[b] + 0.1 * n;
+  if (count[b] < 10) ++count[b];
+  const double w = 1.0 / count[b];  // 1, 1/2, ..., 1/10, then 1/10 for good
+  seconds[b] = (1 - w) * seconds[b] + w * s;
+  size[b] = (1 - w) * size[b] + w * n;
 }
 
 bool SpecPolicy::CostCurve::Within(double n, double* value, double* top_n,

@@ -110,6 +110,10 @@ class SpecPolicy {
   // bin, EMAs of the size and of the seconds (0 size: nothing measured).
   struct CostCurve {
     std::array<double, 16> size{}, seconds{};
+    std::array<int32_t, 16> count{};  // observations per bin (the first 10 are averaged)
+    // The first observations of a bin are averaged (weight 1/count), later ones decay (0.1):
+    // a cold first step must not set the price until ten more of that size have run (at a
+    // probe every 32 steps, the whole of a short run).
     void Observe(int32_t n, double s);
     // Piecewise linear through the measurements; below them proportional. Beyond the largest
     // returns false (nothing measured: top_n < 0) with the largest measurement in top_n/top_s.

@@ -165,6 +165,25 @@ TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
   EXPECT_EQ(noisy.ChooseK("t", 49, 49), 0);
 }
 
+// The first steps of a size are averaged, not decayed from the first one: a cold first
+// verify step (3x the later ones) priced into an EMA kept a paying bucket off for the rest of a
+// short run, since only probes (one per 32 steps) measure that size while it is off.
+TEST(SpecPolicyTest, AColdFirstStepIsAveragedAway) {
+  SpecPolicy p;
+  for (int i = 0; i < 20; ++i) p.ObserveStep(1, 0.010);
+  p.ObserveDraft(1, 0.0005);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify("b", 2, 1);  // ~50% per position
+  p.ObserveStep(3, 0.030);  // the first 3-token step: cold
+  EXPECT_EQ(p.ChooseK("b", 1, 1), 0);
+  for (int i = 0; i < 3; ++i) p.ObserveStep(3, 0.010);
+  EXPECT_NEAR(p.StepSeconds(3), 0.015, 1e-12);  // (30 + 3 x 10) / 4 ms; an EMA: 24.6 ms
+  EXPECT_GE(p.ChooseK("b", 1, 1), 1);  // k = 1: 1.5 x 10 / (12.5 + 0.5) ms = 1.15x
+  // Past ten observations a bin decays again (weight 1/10).
+  for (int i = 0; i < 6; ++i) p.ObserveStep(3, 0.010);
+  p.ObserveStep(3, 0.020);
+  EXPECT_NEAR(p.StepSeconds(3), 0.9 * 0.012 + 0.1 * 0.020, 1e-12);
+}
+
 // A draft round's price grows with the requests drafting in it. Measured on single-request
 // rounds (probes) only, a round for 49 requests is priced at 49 of them, not one: priced as
 // one, batch 49 turned a 50% bucket on for all 49 requests and lost 4-9%.
