@@ -135,15 +135,12 @@ HWY_INLINE void RowBlock(const void* const* rows, const float* HWY_RESTRICT x, i
 
 // Rows per block: 4 rows × up to 6 tokens of accumulators, the 4 row vectors and an x
 // vector fit the 32 vector registers (more tokens go in groups: MatVecMultiRows).
-template <int T>
-constexpr int RowsPerBlock() {
-  static_assert(T >= 1 && T <= 6);
-  return 4;
-}
+constexpr int kBlockRows = 4;
 
 template <Src S, int T>
 void RowsST(const MatrixView& w, const float* x, float* y, int64_t r0, int64_t r1) {
-  constexpr int R = RowsPerBlock<T>();
+  static_assert(T >= 1 && T <= 6);
+  constexpr int R = kBlockRows;
   const int64_t K = w.cols;
   const bool convert = w.type != DType::kF32 && w.type != DType::kF16 && w.type != DType::kBF16;
   thread_local AlignedBuffer buf;  // R dequantized rows (quantized dtypes)

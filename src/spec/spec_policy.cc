@@ -85,18 +85,26 @@ bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket,
 
 double SpecPolicy::AcceptanceEstimate(const std::string& bucket) const {
   const auto it = acc_.find(bucket);
-  return it == acc_.end() ? 0.5 : it->second.accepted / (it->second.accepted + it->second.rejected);
+  return it == acc_.end() ? Acc{}.Estimate() : it->second.Estimate();
+}
+
+bool SpecPolicy::StepCosts(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts,
+                           double* decode, double* verify, double* draft) const {
+  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
+  other_drafts = std::max(other_drafts, 0);
+  *decode = StepSeconds(batch + other_drafts);
+  *verify = StepSeconds(batch + other_drafts + k * in_bucket);
+  *draft = k * DraftRoundSeconds(std::max(in_bucket, 1));
+  return *decode > 0 && *verify > 0 && draft_measured_;
 }
 
 double SpecPolicy::StepSlowdown(int32_t k, int32_t batch, int32_t in_bucket,
                                 int32_t other_drafts) const {
-  if (k <= 0) return 1.0;
-  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
-  other_drafts = std::max(other_drafts, 0);
-  const double decode = StepSeconds(batch + other_drafts);
-  const double verify = StepSeconds(batch + other_drafts + k * in_bucket);
-  if (decode <= 0 || verify <= 0 || !draft_measured_) return 1.0;
-  return (k * DraftRoundSeconds(std::max(in_bucket, 1)) + verify) / decode;
+  double decode, verify, draft;
+  if (k <= 0 || !StepCosts(k, batch, in_bucket, other_drafts, &decode, &verify, &draft)) {
+    return 1.0;
+  }
+  return (draft + verify) / decode;
 }
 
 bool SpecPolicy::OthersAllow(int32_t k, int32_t batch, int32_t in_bucket,
@@ -108,16 +116,13 @@ bool SpecPolicy::OthersAllow(int32_t k, int32_t batch, int32_t in_bucket,
 
 double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket,
                                   int32_t other_drafts) const {
-  if (k <= 0) return 1.0;
-  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
+  double decode, verify, draft;
+  // Nothing measured yet (no decode step of this size, no draft round): probing finds out.
+  if (k <= 0 || !StepCosts(k, batch, in_bucket, other_drafts, &decode, &verify, &draft)) {
+    return 1.0;
+  }
   a = std::clamp(a, 0.0, 0.999);
   const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-  other_drafts = std::max(other_drafts, 0);
-  const double decode = StepSeconds(batch + other_drafts);
-  const double verify = StepSeconds(batch + other_drafts + k * in_bucket);
-  const double draft = k * DraftRoundSeconds(std::max(in_bucket, 1));
-  // Nothing measured yet (no decode step of this size, no draft round): probing finds out.
-  if (decode <= 0 || verify <= 0 || !draft_measured_) return 1.0;
   return expected * decode / (draft + verify);
 }
 
@@ -126,7 +131,7 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   BucketStats& st = buckets_[bucket];
   Acc& acc = acc_[bucket];
   ++st.decisions;
-  const double a = acc.accepted / (acc.accepted + acc.rejected);
+  const double a = acc.Estimate();
   st.accept_est = a;
   int32_t best_k = 0;
   double best = 1.0 + config_.min_gain;
@@ -181,7 +186,7 @@ void SpecPolicy::ObserveVerify(const std::string& bucket, int32_t proposed, int3
   const double w = std::pow(config_.decay, proposed);
   acc.accepted = acc.accepted * w + accepted;
   acc.rejected = acc.rejected * w + (accepted < proposed ? 1 : 0);
-  st.accept_est = acc.accepted / (acc.accepted + acc.rejected);
+  st.accept_est = acc.Estimate();
 }
 
 void SpecPolicy::ObserveStep(int32_t tokens, double seconds) {

@@ -101,8 +101,14 @@ class SpecPolicy {
     double accepted = 1.0, rejected = 1.0;  // decayed counts; prior a = 0.5
     int64_t since_probe = 0;   // decisions since the last probe
     bool never_probed = true;
+    double Estimate() const { return accepted / (accepted + rejected); }
   };
   static int Bin(int32_t tokens);  // log2 bin of a token count
+  // The decode step (batch + other_drafts tokens), the verify step with k drafts for each of
+  // in_bucket requests, and k draft rounds for in_bucket requests, in seconds: false while
+  // any of them is unmeasured.
+  bool StepCosts(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts,
+                 double* decode, double* verify, double* draft) const;
   // Whether k keeps StepSlowdown within max_other_slowdown (always, with no other requests).
   bool OthersAllow(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts) const;
 
