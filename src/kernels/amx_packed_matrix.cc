@@ -53,9 +53,11 @@ int64_t AmxPackedMatrix::PackedBytes(const MatrixView& w) {
   return n_blocks * steps * (2048 + lo_bytes);
 }
 
-std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, ThreadPool* pool) {
+std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, ThreadPool* pool,
+                                                       void* storage) {
   TARMAC_CHECK(AmxBf16Available());
   TARMAC_CHECK(IsMatVecType(w.type));
+  TARMAC_CHECK(reinterpret_cast<uintptr_t>(storage) % AlignedBuffer::kAlign == 0);
   std::unique_ptr<AmxPackedMatrix> p(new AmxPackedMatrix());
   p->type_ = w.type;
   p->rows_ = w.rows;
@@ -66,8 +68,11 @@ std::unique_ptr<AmxPackedMatrix> AmxPackedMatrix::Pack(const MatrixView& w, Thre
   const int64_t half = n_blocks * p->steps_ * 1024;  // u16 per hi (or lo)
   // StageWeightBlock writes every hi/lo value of every block (zeros past the matrix) and
   // EncodeLo every nibble: no serial zeroing of up to 1 GiB first.
-  p->buf_.Resize(std::max<int64_t>(64, PackedBytes(w)), /*huge_pages=*/false, /*zero=*/false);
-  auto* hi = p->buf_.as<uint16_t>();
+  uint16_t* hi = static_cast<uint16_t*>(storage);
+  if (hi == nullptr) {
+    p->buf_.Resize(std::max<int64_t>(64, PackedBytes(w)), /*huge_pages=*/false, /*zero=*/false);
+    hi = p->buf_.as<uint16_t>();
+  }
   p->hi_ = hi;
   if (p->lo_kind_ == Lo::kBf16) p->lo_ = hi + half;
   if (p->lo_kind_ == Lo::kNibble) p->nib_ = reinterpret_cast<const uint8_t*>(hi + half);

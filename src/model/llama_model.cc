@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "tensor/mapped_file.h"
 
@@ -176,22 +178,30 @@ void LlamaModel::PackForDecode() {
 void LlamaModel::PackForAmx() {
   if (!kernels::AmxEnabled()) return;
   // Split the weights that MatMul runs on AMX (non-int8 dtypes) once (2-4 bytes per weight,
-  // AmxPackedMatrix) while they fit the budget; the rest are split per call as before.
+  // AmxPackedMatrix) while they fit the budget; the rest are split per call as before. All of
+  // them in one arena of huge pages: a prefix hit's few-token step streams the whole copy.
   constexpr int64_t kBudget = int64_t{1} << 30;
-  int64_t left = kBudget;
-  auto pack = [&](MatrixView* w) {
+  std::vector<std::pair<MatrixView*, int64_t>> chosen;  // matrix, its offset in the arena
+  int64_t total = 0;
+  auto choose = [&](MatrixView* w) {
     if (kernels::IsInt8MatMulType(w->type) || w->rows == 0 || w->cols == 0) return;
     const int64_t bytes = kernels::AmxPackedMatrix::PackedBytes(*w);
-    if (bytes > left) return;
-    left -= bytes;
-    amx_packed_.push_back(kernels::AmxPackedMatrix::Pack(*w, nullptr));
-    w->packed = amx_packed_.back().get();
+    if (total + bytes > kBudget) return;
+    chosen.emplace_back(w, total);
+    total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
   };
   for (LayerWeights& L : layers_) {
-    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(w);
+    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) choose(w);
   }
-  pack(&output_);
-  amx_packed_bytes_ = kBudget - left;
+  choose(&output_);
+  if (chosen.empty()) return;
+  // Not zeroed: Pack writes every byte of each matrix's slice (the gaps are never read).
+  amx_arena_.Resize(static_cast<size_t>(total), /*huge_pages=*/true, /*zero=*/false);
+  for (const auto& [w, offset] : chosen) {
+    amx_packed_.push_back(kernels::AmxPackedMatrix::Pack(*w, nullptr, amx_arena_.data() + offset));
+    w->packed = amx_packed_.back().get();
+    amx_packed_bytes_ += kernels::AmxPackedMatrix::PackedBytes(*w);
+  }
 }
 
 void LlamaModel::EnsureScratch(int32_t n) {

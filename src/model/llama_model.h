@@ -89,6 +89,7 @@ class LlamaModel {
   std::vector<std::vector<float>> owned_f32_;  // 1-D tensors stored as f16 in the file
   kernels::RopeCache rope_;
   int64_t weight_bytes_ = 0;
+  AlignedBuffer amx_arena_;  // every AmxPackedMatrix's bytes (huge pages)
   std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here
   int64_t amx_packed_bytes_ = 0;
   std::vector<std::unique_ptr<kernels::QuantInterleaved>> decode_packed_;  // views point here
