@@ -1,0 +1,365 @@
+// The int8 GEMM's x86 paths (matmul_int8_paths.h): AVX-512 VNNI, AMX-INT8 (its tiles in
+// matmul_int8_amx.cc) and AVX2. Intrinsics in functions with target attributes, chosen at run
+// time by BestX86Path.
+
+#include "kernels/matmul_int8_paths.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TARMAC_INT8_X86 1
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "hwy/targets.h"
+#include "tensor/fp16.h"
+
+#define TARMAC_TARGET_VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#define TARMAC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+// GCC 12's reduce/convert intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports falsely.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#else
+#define TARMAC_INT8_X86 0
+#endif
+
+namespace tarmac::kernels::int8_internal {
+
+#if TARMAC_INT8_X86
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// AVX-512 VNNI.
+
+TARMAC_TARGET_VNNI void QuantizeRowAvx512(const float* x, int64_t n, int offset, int8_t* q,
+                                          float* d, int32_t* corr, float* s) {
+  for (int64_t b = 0; b < n / kQB; ++b) {
+    const __m512 a = _mm512_loadu_ps(x + b * kQB);
+    const __m512 c = _mm512_loadu_ps(x + b * kQB + 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
+    int32_t sum = 0;
+    if (nan != 0 || !(amax <= std::numeric_limits<float>::max())) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::memset(q + b * kQB, 0, kQB);
+    } else if (amax < kTinyAmax) {
+      d[b] = 0.0f;
+      std::memset(q + b * kQB, 0, kQB);
+    } else {
+      const float db = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(1.0f / db);
+      d[b] = db;
+      const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+      // cvtps rounds with MXCSR: to nearest even by default, as nearbyint in the scalar path.
+      const __m512i qa = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)), lo), hi);
+      const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(c, id)), lo), hi);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQB), _mm512_cvtepi32_epi8(qa));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQB + 16), _mm512_cvtepi32_epi8(qc));
+      sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qc));
+    }
+    corr[b] = -offset * sum;
+    s[b] = d[b] * static_cast<float>(sum);
+  }
+}
+
+// 16 bytes (4 dwords) at byte offset `off` of each of 16 rows, transposed: out[j] = dword j
+// of rows 0..15. Each 128-bit lane L of z[i] holds row i + 4L, so a 4×4 dword transpose
+// within lanes (unpack 32, unpack 64) leaves rows 0..15 in order.
+TARMAC_TARGET_VNNI inline void Transpose16x4(const uint8_t* p, int64_t stride, __m512i out[4]) {
+  __m512i z[4];
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t* q = p + i * stride;
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 4 * stride)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 8 * stride)), 2);
+    z[i] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 12 * stride)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Full 16-row slab: quants by in-register transposes, the 16 f16 scales by one gather
+// (requires 15 · row_stride < 2^31, checked by the caller).
+TARMAC_TARGET_VNNI void PackSlabAvx512(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk,
+                                       uint8_t* dst) {
+  const int64_t st = w.row_stride;
+  const __m512i vidx = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(st)));
+  const int64_t bb = WeightBlockBytes(w.type);
+  const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
+  const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f);
+  __m512i t[4];
+  if (w.type == DType::kQ4_K) {
+    // Sub-block j of a super-block: nibbles (low for even j, high for odd) of qs[32(j/2) ..].
+    for (int64_t b = 0; b < nbk; ++b) {
+      const int64_t sb = (b0 + b) / 8;
+      const int j = static_cast<int>((b0 + b) % 8);
+      const uint8_t* qs = w.row(r0) + sb * bb + offsetof(BlockQ4_K, qs) + 32 * (j / 2);
+      uint8_t* db = dst + b * kBlockBytes;
+      for (int h = 0; h < 2; ++h) {
+        Transpose16x4(qs + 16 * h, st, t);
+        for (int i = 0; i < 4; ++i) {
+          const __m512i v = (j % 2 == 0) ? t[i] : _mm512_srli_epi32(t[i], 4);
+          _mm512_store_si512(db + 64 * (4 * h + i), _mm512_and_si512(v, low4));
+        }
+      }
+      for (int r = 0; r < kSlabRows; ++r) {
+        const auto* blk = reinterpret_cast<const BlockQ4_K*>(w.row(r0 + r)) + sb;
+        uint8_t sc, m;
+        Q4KScaleMin(j, blk->scales, &sc, &m);
+        const float dsc = F16ToF32(blk->d) * sc, mn = F16ToF32(blk->dmin) * m;
+        std::memcpy(db + kQuantBytes + 4 * r, &dsc, 4);
+        std::memcpy(db + kMinsOff + 4 * r, &mn, 4);
+      }
+    }
+    return;
+  }
+  const uint8_t* base = w.row(r0) + b0 * bb;
+  const bool q8 = w.type == DType::kQ8_0;
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* blk = base + b * bb;
+    uint8_t* db = dst + b * kBlockBytes;
+    if (q8) {
+      for (int h = 0; h < 2; ++h) {  // k 16h .. 16h + 15
+        Transpose16x4(blk + 2 + 16 * h, st, t);
+        for (int j = 0; j < 4; ++j)
+          _mm512_store_si512(db + 64 * (4 * h + j), _mm512_xor_si512(t[j], flip));
+      }
+    } else {
+      Transpose16x4(blk + 2, st, t);
+      for (int j = 0; j < 4; ++j) {
+        _mm512_store_si512(db + 64 * j, _mm512_and_si512(t[j], low4));
+        _mm512_store_si512(db + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi32(t[j], 4), low4));
+      }
+    }
+    const __m512i s = _mm512_i32gather_epi32(vidx, blk, 1);
+    _mm512_store_ps(db + kQuantBytes, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s)));
+  }
+}
+
+// Broadcast of an int32 from memory that the compiler may not merge with another: each
+// accumulator starts from its own vpbroadcastd, a load-port uop, instead of a register copy
+// that would take a vector ALU slot from vpdpbusd.
+TARMAC_TARGET_VNNI inline __m512i BroadcastLoad(const int32_t* p) {
+  __m512i r;
+  asm volatile("vpbroadcastd %1, %0" : "=v"(r) : "m"(*p));
+  return r;
+}
+
+constexpr int kVnniMR = 6;
+constexpr int kVnniNV = 2;
+
+template <int M, bool kMins>
+TARMAC_TARGET_VNNI void TileVnni(const uint8_t* wp, int64_t slab_stride, int64_t nbk,
+                                 const int8_t* xq, int64_t ldx, const float* xd,
+                                 const int32_t* xc, const float* xs, int64_t ldb,
+                                 int /*offset*/, float* c, int64_t ldc, bool load_c) {
+  constexpr int NV = kVnniNV;
+  __m512 acc[M][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      acc[m][v] = load_c ? _mm512_loadu_ps(c + m * ldc + 16 * v) : _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes;
+    const int8_t* xb = xq + b * kQB;
+    __m512i ia[M][NV];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) ia[m][v] = BroadcastLoad(xc + m * ldb + b);
+    }
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      __m512i wv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        wv[v] = _mm512_load_si512(wb + v * slab_stride + 64 * k4);
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        int32_t xi;
+        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+        const __m512i xv = _mm512_set1_epi32(xi);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) ia[m][v] = _mm512_dpbusd_epi32(ia[m][v], wv[v], xv);
+      }
+    }
+    __m512 dw[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      dw[v] = _mm512_load_ps(reinterpret_cast<const float*>(wb + v * slab_stride + kQuantBytes));
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512 dx = _mm512_set1_ps(xd[m * ldb + b]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        acc[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][v]), _mm512_mul_ps(dw[v], dx), acc[m][v]);
+    }
+    if (kMins) {
+      __m512 mn[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        mn[v] = _mm512_load_ps(reinterpret_cast<const float*>(wb + v * slab_stride + kMinsOff));
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        const __m512 sx = _mm512_set1_ps(xs[m * ldb + b]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_fnmadd_ps(mn[v], sx, acc[m][v]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + 16 * v, acc[m][v]);
+  }
+}
+
+constexpr TileFn kVnniTiles[kVnniMR] = {&TileVnni<1, false>, &TileVnni<2, false>,
+                                        &TileVnni<3, false>, &TileVnni<4, false>,
+                                        &TileVnni<5, false>, &TileVnni<6, false>};
+constexpr TileFn kVnniTilesMins[kVnniMR] = {&TileVnni<1, true>, &TileVnni<2, true>,
+                                            &TileVnni<3, true>, &TileVnni<4, true>,
+                                            &TileVnni<5, true>, &TileVnni<6, true>};
+// PackSlabInterleaved with vector copies, nibble splits and scale conversions.
+TARMAC_TARGET_VNNI void PackSlabInterleavedAvx512(const QuantInterleaved& pk, int64_t g, int64_t b0,
+                                                  int64_t nbk, uint8_t* dst) {
+  const int64_t qb = pk.quant_bytes();
+  const bool q8 = pk.type() == DType::kQ8_0;
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* db = dst + b * kBlockBytes;
+    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = _mm512_load_si512(q + 64 * s);
+      if (q8) {
+        _mm512_storeu_si512(db + 64 * s, v);
+        _mm512_storeu_si512(db + 256 + 64 * s, _mm512_load_si512(q + 256 + 64 * s));
+      } else {
+        _mm512_storeu_si512(db + 64 * s, _mm512_and_si512(v, nib));
+        _mm512_storeu_si512(db + 256 + 64 * s, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
+      }
+    }
+    const __m256i h = _mm256_load_si256(
+        reinterpret_cast<const __m256i*>(pk.scales(g) + (b0 + b) * kSlabRows));
+    _mm512_storeu_ps(db + kQuantBytes, _mm512_cvtph_ps(h));
+    _mm512_storeu_ps(db + kMinsOff, _mm512_setzero_ps());
+  }
+}
+
+constexpr Path kVnniPath{"avx512vnni", kVnniMR, kVnniNV, kVnniTiles, kVnniTilesMins,
+                         &QuantizeRowAvx512, &PackSlabAvx512, &PackSlabInterleavedAvx512};
+
+// AMX-INT8 (matmul_int8_amx.h): 16 tokens × one slab per tile, the VNNI path's quantizer and
+// packers.
+template <int M, bool kMins>
+void TileAmx(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk, const int8_t* xq,
+             int64_t ldx, const float* xd, const int32_t* /*xc*/, const float* xs,
+             int64_t /*ldb*/, int /*offset*/, float* c, int64_t ldc, bool load_c) {
+  TileAmxInt8(M, kMins, wp, nbk, xq, ldx, xd, xs, c, ldc, load_c);
+}
+template <bool kMins, int... Ms>
+constexpr std::array<TileFn, sizeof...(Ms)> AmxTiles(std::integer_sequence<int, Ms...>) {
+  return {&TileAmx<Ms + 1, kMins>...};
+}
+constexpr auto kAmxTiles = AmxTiles<false>(std::make_integer_sequence<int, kAmxInt8MR>());
+constexpr auto kAmxTilesMins = AmxTiles<true>(std::make_integer_sequence<int, kAmxInt8MR>());
+constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
+                        kAmxTiles.data(),   kAmxTilesMins.data(), &QuantizeRowAvx512,
+                        &PackSlabAvx512,    &PackSlabInterleavedAvx512,
+                        &AmxInt8Begin,      &AmxInt8End,        true,
+                        true,               &AmxInt8SignSlabs};
+
+// ------------------------------------------------------------------------------------------
+// AVX2: one slab = 2 ymm of 8 rows; |w| · sign(x, w) through maddubs (exact, see header).
+
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk,
+                                 const int8_t* xq, int64_t ldx, const float* xd,
+                                 const int32_t* /*xc*/, const float* xs, int64_t ldb, int offset,
+                                 float* c, int64_t ldc, bool load_c) {
+  __m256 acc[M][2];
+  for (int m = 0; m < M; ++m) {
+    for (int h = 0; h < 2; ++h)
+      acc[m][h] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes;
+    const int8_t* xb = xq + b * kQB;
+    __m256i ia[M][2];
+    for (int m = 0; m < M; ++m) ia[m][0] = ia[m][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ws = _mm256_sub_epi8(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32 * h)), off);
+        const __m256i wa = _mm256_abs_epi8(ws);
+        for (int m = 0; m < M; ++m) {
+          int32_t xi;
+          std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+          const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(xi), ws);
+          ia[m][h] = _mm256_add_epi32(ia[m][h], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), ones));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wb + kQuantBytes + 32 * h));
+      for (int m = 0; m < M; ++m) {
+        const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
+        acc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m][h]), _mm256_mul_ps(dw, dx), acc[m][h]);
+      }
+      if (kMins) {
+        const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wb + kMinsOff + 32 * h));
+        for (int m = 0; m < M; ++m)
+          acc[m][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m][h]);
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m) {
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m][h]);
+  }
+}
+
+constexpr int kAvx2MR = 2;
+constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>};
+constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>};
+constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowScalar,
+                         &PackSlabFullScalar, &PackSlabInterleaved};
+
+}  // namespace
+
+const Path* BestX86Path(int64_t hwy_target) {
+  static const bool cpu_vnni = __builtin_cpu_supports("avx512f") &&
+                               __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512vl") &&
+                               __builtin_cpu_supports("avx512dq") &&
+                               __builtin_cpu_supports("avx512vnni") &&
+                               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                               __builtin_cpu_supports("f16c");
+  // Lower target bits are the better x86 targets (AVX3_DL < AVX3 < AVX2 < SSE4 < ...).
+  if (cpu_vnni && hwy_target <= HWY_AVX3) return AmxInt8Usable() ? &kAmxPath : &kVnniPath;
+  if (cpu_avx2 && hwy_target <= HWY_AVX2) return &kAvx2Path;
+  return nullptr;
+}
+#else
+const Path* BestX86Path(int64_t) { return nullptr; }
+#endif
+
+}  // namespace tarmac::kernels::int8_internal
