@@ -150,29 +150,39 @@ void LlamaModel::PackForDecode() {
   const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
   const bool owned = owned_bytes_.size() > 0;
   int64_t extra_left = cap;
-  std::unique_ptr<ThreadPool> pool;  // started only if there is something to pack
-  auto pack = [&](MatrixView* w) {
+  std::vector<std::pair<MatrixView*, int64_t>> chosen;  // matrix, its offset in the arena
+  int64_t total = 0;
+  auto choose = [&](MatrixView* w) {
     if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
     const int64_t bytes = kernels::QuantInterleaved::PackedBytes(*w);
-    const bool release = owned;
-    if (bytes > cap || (!release && bytes > extra_left)) return;
-    if (!release) extra_left -= bytes;
-    if (pool == nullptr) pool = std::make_unique<ThreadPool>(ThreadPool::DefaultThreads());
-    decode_packed_.push_back(kernels::QuantInterleaved::Pack(*w, pool.get()));
+    if (bytes > cap || (!owned && bytes > extra_left)) return;
+    if (!owned) extra_left -= bytes;
+    chosen.emplace_back(w, total);
+    total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
+  };
+  for (LayerWeights& L : layers_) {
+    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) choose(w);
+  }
+  choose(&output_);
+  if (chosen.empty()) return;
+  // One arena of huge pages (streamed through once per decoded token), not zeroed: Pack
+  // writes every byte of each slice, and a page is first touched when its matrix is packed, so
+  // the memory grows one matrix at a time as the GGUF bytes are released.
+  decode_arena_.Resize(static_cast<size_t>(total), /*huge_pages=*/true, /*zero=*/false);
+  ThreadPool pool(ThreadPool::DefaultThreads());
+  for (const auto& [w, offset] : chosen) {
+    decode_packed_.push_back(
+        kernels::QuantInterleaved::Pack(*w, &pool, decode_arena_.data() + offset));
     w->packed = decode_packed_.back().get();
-    decode_packed_bytes_ += bytes;
+    decode_packed_bytes_ += kernels::QuantInterleaved::PackedBytes(*w);
     const bool tied = w->data == tok_embd_.data;
     if (tied) tok_embd_.packed = w->packed;  // token lookup reads rows from the copy
-    if (release) {
+    if (owned) {
       ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
       w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
       if (tied) tok_embd_.data = nullptr;
     }
-  };
-  for (LayerWeights& L : layers_) {
-    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(w);
   }
-  pack(&output_);
 }
 
 void LlamaModel::PackForAmx() {

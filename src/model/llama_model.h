@@ -92,6 +92,7 @@ class LlamaModel {
   AlignedBuffer amx_arena_;  // every AmxPackedMatrix's bytes (huge pages)
   std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here
   int64_t amx_packed_bytes_ = 0;
+  AlignedBuffer decode_arena_;  // every QuantInterleaved's bytes (huge pages)
   std::vector<std::unique_ptr<kernels::QuantInterleaved>> decode_packed_;  // views point here
   int64_t decode_packed_bytes_ = 0;
 
