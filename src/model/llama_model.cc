@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/mapped_file.h"
+#include "tensor/file_reader.h"
 
 #include "base/check.h"
 #include "kernels/attention.h"
@@ -38,10 +38,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bo
   if (use_mmap) {
     TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Open(path));
   } else {
-    TARMAC_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path));
-    m->owned_bytes_.Resize(mapped.size(), /*huge_pages=*/true, /*zero=*/false);  // copied over
-    std::memcpy(m->owned_bytes_.data(), mapped.data(), mapped.size());
-    TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Parse({m->owned_bytes_.data(), mapped.size()}));
+    TARMAC_RETURN_IF_ERROR(ReadFileInto(path, &m->owned_bytes_, /*huge_pages=*/true));
+    TARMAC_ASSIGN_OR_RETURN(m->file_,
+                            gguf::File::Parse({m->owned_bytes_.data(), m->owned_bytes_.size()}));
   }
   TARMAC_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(m->file_));
   TARMAC_RETURN_IF_ERROR(m->Init());

@@ -1,0 +1,19 @@
+// ReadFileInto: a whole file read into an AlignedBuffer (a model's own copy of its GGUF bytes).
+// read(2) rather than a mapping plus memcpy: the mapped file pages count in the process's
+// resident set while they are mapped, so copying a 1.3 GB model out of a mapping peaked at
+// 2.6 GB RSS; read into the buffer, the peak is the copy. Stateless; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "tensor/aligned_buffer.h"
+
+namespace tarmac {
+
+// Replaces *out with the bytes of the regular file `path` (huge_pages as AlignedBuffer::Resize).
+// Errors (IoError) name the path: missing, not a regular file, unreadable, or shorter than its
+// size when read (changed while reading); *out is then unspecified.
+Status ReadFileInto(const std::string& path, AlignedBuffer* out, bool huge_pages);
+
+}  // namespace tarmac
