@@ -1,11 +1,13 @@
-// What amx_packed_matrix.cc needs from matmul_amx.cc: the tile geometry and the staging of
-// weights into split, tile-ordered bf16. Internal to the kernels module.
+// What the AMX GEMM's files lend each other: the tile geometry and the staging of weights into
+// split, tile-ordered bf16 (matmul_amx.cc, for amx_packed_matrix.cc), and the pre-split path
+// (matmul_amx_packed.cc, for MatMulAmx). Internal to the kernels module.
 //
 // The functions run AVX-512/AMX code: call them only after AmxBf16Available().
 #pragma once
 
 #include <cstdint>
 
+#include "base/thread_pool.h"
 #include "tensor/view.h"
 
 namespace tarmac::kernels::amx_internal {
@@ -22,5 +24,9 @@ void StageWeightBlock(const MatrixView& w, int64_t r0, int64_t r1, int64_t steps
 // Each of `tiles` 1 KiB tiles transposed in place as 16×16 u32 (rows × k pairs -> k pairs ×
 // rows: AMX's B layout).
 void TransposeWeightTiles(uint32_t* t, int64_t tiles);
+
+// MatMulAmx for a matrix with a pre-split copy in w.packed (matmul_amx_packed.cc).
+void MatMulAmxPackedOne(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+                        ThreadPool* pool);
 
 }  // namespace tarmac::kernels::amx_internal
