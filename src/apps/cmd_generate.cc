@@ -55,6 +55,7 @@ int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
   cfg.max_running = 1;
   cfg.threads = a.threads;
   cfg.prefix_cache = false;
+  cfg.warmup = false;  // one request: a warm-up would only move its first-use costs earlier
   ApplySpec(*setup, &cfg);
   auto core = engine::EngineCore::Create(&m, &tokenizer, cfg);
   if (!core.ok()) {

@@ -41,6 +41,7 @@ struct ServeArgs {
   double kv_memory_gib = 0;
   std::string kv_dtype = "f16";
   bool no_prefix_cache = false;
+  bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
   SpecArgs spec;
@@ -102,6 +103,7 @@ int RunServe(const ServeArgs& a) {
   ec.kv_memory_bytes = static_cast<int64_t>(a.kv_memory_gib * (1ll << 30));
   ec.kv_dtype = a.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16;
   ec.prefix_cache = !a.no_prefix_cache;
+  ec.warmup = !a.no_warmup;
   std::vector<SpecSetup> specs;  // draft models, outliving the engines like `loaded`
   specs.reserve(a.models.size());
   std::vector<LoadedModel> loaded;  // outlive the server's engines (joined below first)
@@ -189,6 +191,9 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--kv-dtype", a->kv_dtype, "f16 or int8")->capture_default_str()->check(CLI::IsMember({"f16", "int8"}));
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
+  cmd->add_flag("--no-warmup", a->no_warmup,
+                "skip the throwaway forward passes each model runs before 'ready' (they make the "
+                "first request as fast as the next)");
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping");
   AddSpecFlags(cmd, &a->spec);
   cmd->add_flag("--check-integrity", a->check_integrity, "test aid: check KV integrity after every engine step (abort on error)");

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 
 namespace tarmac::engine {
 
@@ -16,7 +17,16 @@ Result<std::unique_ptr<EngineClient>> EngineClient::Create(model::LlamaModel* mo
 
 EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {
   stats_ = core_->Stats();
-  thread_ = std::thread([this] { Loop(); });
+  // The warm-up runs on the step thread (its per-thread kernel scratch is what gets warm);
+  // the constructor waits for it, so a caller that reports "ready" after Create is warm.
+  std::promise<void> warm;
+  std::future<void> warmed = warm.get_future();
+  thread_ = std::thread([this, &warm] {
+    if (core_->config().warmup) core_->Warmup();
+    warm.set_value();
+    Loop();
+  });
+  warmed.wait();
 }
 
 EngineClient::~EngineClient() { Shutdown(); }

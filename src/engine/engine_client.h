@@ -6,6 +6,8 @@
 // frees every block the request held. Several EngineClients (one per model) can live in one
 // process; each has its own thread pool and KV memory.
 //
+// Create warms the model up on the step thread first (EngineConfig::warmup).
+//
 // Thread-safe: every public method. The model and tokenizer are borrowed and must outlive it.
 #pragma once
 

@@ -331,6 +331,8 @@ void EngineCore::Verify(int64_t id, float* logits, int32_t num_draft, double now
   }
 }
 
+void EngineCore::Warmup() { model_->Warmup(&pool_threads_, cache_.shape().dtype); }
+
 bool EngineCore::Step() {
   const double t0 = NowSeconds();
   Draft();

@@ -57,6 +57,9 @@ class EngineCore {
 
   // One engine step. Returns false when there was nothing to run.
   bool Step();
+  // The model's throwaway passes (LlamaModel::Warmup) on this engine's pool and KV dtype;
+  // call from the step thread. Touches no request, block, counter or cache entry.
+  void Warmup();
   bool idle() const { return reqs_.empty(); }
 
   EngineStats Stats() const;

@@ -57,6 +57,14 @@ class LlamaModel {
   void Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,
                std::vector<float>* logits);
 
+  // Throwaway forward passes of 32, 4 and 1 tokens of one sequence (a prefill, a verify-sized
+  // step and a decode step) into a private 3-block KV cache of kv_dtype, so that a server's
+  // first request does not pay for first use: the scratch buffers' growth and the per-thread
+  // scratch of the kernels on the calling thread and the pool's, with their page faults, the
+  // AMX tile state. Call from the thread that will call Forward (same preconditions). Leaves
+  // nothing a later Forward reads; its results equal those without it.
+  void Warmup(ThreadPool* pool, KvDtype kv_dtype);
+
   // Total bytes of weights (what a decode step reads).
   int64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.

@@ -260,6 +260,28 @@ TEST(EngineClientTest, StreamsCancelsAndRejects) {
   EXPECT_FALSE(client->Submit(Greedy({1}, 0)).ok());
 }
 
+// Create warms the model up first (EngineConfig::warmup); that leaves no trace a dashboard or
+// the next request could see: no step, request, token, block or prefix-cache lookup.
+TEST(EngineClientTest, WarmupCountsNothing) {
+  Loaded& m = Get(testing::kWp11m);
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  cfg.threads = 2;
+  ASSERT_TRUE(cfg.warmup);
+  auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
+  const EngineStats st = client->Stats();
+  EXPECT_EQ(st.steps, 0);
+  EXPECT_EQ(st.requests_finished, 0);
+  EXPECT_EQ(st.prompt_tokens, 0);
+  EXPECT_EQ(st.generation_tokens, 0);
+  EXPECT_EQ(st.kv.free_blocks, st.kv.total_blocks);
+  EXPECT_EQ(st.sched.prefix_queried_tokens, 0);
+  const auto prompt = Prompts(*m.tok)[2];
+  Outcome o = Drain(**client->Submit(Greedy(prompt, 10)));
+  EXPECT_EQ(o.tokens, RunAlone(m, Greedy(prompt, 10)));
+  EXPECT_EQ(o.last.metrics.cached_prompt_tokens, 0);
+}
+
 TEST(EngineClientTest, StopStringsEndTheRequestAndAreNotEmitted) {
   Loaded& m = Get(testing::kWp11m);
   EngineConfig cfg;

@@ -427,8 +427,22 @@ TEST_F(ServerProcessTest, AuthWithKeyFile) {
   EXPECT_EQ(cached("sk-beta-1234567"), 0);
 }
 
+// Each model's warm-up (before "ready") shows nowhere in the metrics.
+TEST_F(ServerProcessTest, WarmupIsNotCounted) {
+  ServerProcess srv({}, Path("log.txt"));
+  ASSERT_TRUE(srv.WaitReady());
+  const std::string met = Get(srv.port(), "/metrics").body;
+  for (const char* name : {"tarmac:prompt_tokens_total", "tarmac:generation_tokens_total",
+                           "tarmac:prefix_cache_queries_total"}) {
+    const std::string line = std::string(name) + "{model_name=\"wp-11m-f16\"} 0\n";
+    EXPECT_NE(met.find(line), std::string::npos) << line << " in\n" << met;
+  }
+}
+
 TEST_F(ServerProcessTest, SeveralModelsChosenByModelField) {
-  ServerProcess srv({"-m", TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf"}, Path("log.txt"));
+  // --no-warmup: a flag both models take; their first requests below still complete.
+  ServerProcess srv({"-m", TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf", "--no-warmup"},
+                    Path("log.txt"));
   ASSERT_TRUE(srv.WaitReady());
   Json models = Json::parse(Get(srv.port(), "/v1/models").body);
   ASSERT_EQ(models["data"].size(), 2u);
