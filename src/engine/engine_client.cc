@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
 
 namespace tarmac::engine {
 
@@ -19,14 +18,19 @@ EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(c
   stats_ = core_->Stats();
   // The warm-up runs on the step thread (its per-thread kernel scratch is what gets warm);
   // the constructor waits for it, so a caller that reports "ready" after Create is warm.
-  std::promise<void> warm;
-  std::future<void> warmed = warm.get_future();
-  thread_ = std::thread([this, &warm] {
+  // (Members, not a promise on this frame: the thread may still be inside set_value when the
+  // waiter returns and destroys it.)
+  thread_ = std::thread([this] {
     if (core_->config().warmup) core_->Warmup();
-    warm.set_value();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      warmed_ = true;
+    }
+    cv_.notify_all();
     Loop();
   });
-  warmed.wait();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return warmed_; });
 }
 
 EngineClient::~EngineClient() { Shutdown(); }

@@ -62,6 +62,7 @@ class EngineClient {
   std::vector<Pending> inbox_;
   std::vector<int64_t> cancels_;
   bool stop_ = false;
+  bool warmed_ = false;  // set once by the step thread after the warm-up
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> check_integrity_{false};
   mutable std::mutex stats_mu_;
