@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -134,6 +135,22 @@ void ReleasePages(const void* p, size_t bytes) {
 
 }  // namespace
 
+LlamaModel::ArenaPlan LlamaModel::PlanArena(
+    const std::function<int64_t(const MatrixView&, int64_t)>& bytes_of) {
+  ArenaPlan plan;
+  auto consider = [&](MatrixView* w) {
+    const int64_t bytes = bytes_of(*w, plan.total);
+    if (bytes < 0) return;
+    plan.slices.emplace_back(w, plan.total);
+    plan.total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
+  };
+  for (LayerWeights& L : layers_) {
+    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) consider(w);
+  }
+  consider(&output_);
+  return plan;
+}
+
 void LlamaModel::PackForDecode() {
   if (!kernels::Int8MatVecFast()) return;
   // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
@@ -149,27 +166,20 @@ void LlamaModel::PackForDecode() {
   const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
   const bool owned = owned_bytes_.size() > 0;
   int64_t extra_left = cap;
-  std::vector<std::pair<MatrixView*, int64_t>> chosen;  // matrix, its offset in the arena
-  int64_t total = 0;
-  auto choose = [&](MatrixView* w) {
-    if (!kernels::QuantInterleaved::Supports(w->type) || w->rows == 0 || w->cols == 0) return;
-    const int64_t bytes = kernels::QuantInterleaved::PackedBytes(*w);
-    if (bytes > cap || (!owned && bytes > extra_left)) return;
+  const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t) -> int64_t {
+    if (!kernels::QuantInterleaved::Supports(w.type) || w.rows == 0 || w.cols == 0) return -1;
+    const int64_t bytes = kernels::QuantInterleaved::PackedBytes(w);
+    if (bytes > cap || (!owned && bytes > extra_left)) return -1;
     if (!owned) extra_left -= bytes;
-    chosen.emplace_back(w, total);
-    total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
-  };
-  for (LayerWeights& L : layers_) {
-    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) choose(w);
-  }
-  choose(&output_);
-  if (chosen.empty()) return;
+    return bytes;
+  });
+  if (plan.slices.empty()) return;
   // One arena of huge pages (streamed through once per decoded token), not zeroed: Pack
   // writes every byte of each slice, and a page is first touched when its matrix is packed, so
   // the memory grows one matrix at a time as the GGUF bytes are released.
-  decode_arena_.Resize(static_cast<size_t>(total), /*huge_pages=*/true, /*zero=*/false);
+  decode_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
   ThreadPool pool(ThreadPool::DefaultThreads());
-  for (const auto& [w, offset] : chosen) {
+  for (const auto& [w, offset] : plan.slices) {
     decode_packed_.push_back(
         kernels::QuantInterleaved::Pack(*w, &pool, decode_arena_.data() + offset));
     w->packed = decode_packed_.back().get();
@@ -190,23 +200,15 @@ void LlamaModel::PackForAmx() {
   // AmxPackedMatrix) while they fit the budget; the rest are split per call as before. All of
   // them in one arena of huge pages: a prefix hit's few-token step streams the whole copy.
   constexpr int64_t kBudget = int64_t{1} << 30;
-  std::vector<std::pair<MatrixView*, int64_t>> chosen;  // matrix, its offset in the arena
-  int64_t total = 0;
-  auto choose = [&](MatrixView* w) {
-    if (kernels::IsInt8MatMulType(w->type) || w->rows == 0 || w->cols == 0) return;
-    const int64_t bytes = kernels::AmxPackedMatrix::PackedBytes(*w);
-    if (total + bytes > kBudget) return;
-    chosen.emplace_back(w, total);
-    total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
-  };
-  for (LayerWeights& L : layers_) {
-    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) choose(w);
-  }
-  choose(&output_);
-  if (chosen.empty()) return;
+  const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t planned) -> int64_t {
+    if (kernels::IsInt8MatMulType(w.type) || w.rows == 0 || w.cols == 0) return -1;
+    const int64_t bytes = kernels::AmxPackedMatrix::PackedBytes(w);
+    return planned + bytes > kBudget ? -1 : bytes;
+  });
+  if (plan.slices.empty()) return;
   // Not zeroed: Pack writes every byte of each matrix's slice (the gaps are never read).
-  amx_arena_.Resize(static_cast<size_t>(total), /*huge_pages=*/true, /*zero=*/false);
-  for (const auto& [w, offset] : chosen) {
+  amx_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
+  for (const auto& [w, offset] : plan.slices) {
     amx_packed_.push_back(kernels::AmxPackedMatrix::Pack(*w, nullptr, amx_arena_.data() + offset));
     w->packed = amx_packed_.back().get();
     amx_packed_bytes_ += kernels::AmxPackedMatrix::PackedBytes(*w);

@@ -9,9 +9,11 @@
 // time. The thread pool is borrowed.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -80,6 +82,14 @@ class LlamaModel {
   void EnsureScratch(int32_t n_tokens);
   void PackForAmx();
   void PackForDecode();
+  // One arena's slices for the projection matrices (every layer's, then the output) that
+  // bytes_of accepts: given a matrix and the bytes planned so far, it returns the matrix's
+  // bytes, or -1 to leave it out. Offsets are 64-byte aligned.
+  struct ArenaPlan {
+    std::vector<std::pair<MatrixView*, int64_t>> slices;  // matrix, byte offset
+    int64_t total = 0;                                    // bytes of the arena
+  };
+  ArenaPlan PlanArena(const std::function<int64_t(const MatrixView&, int64_t)>& bytes_of);
   void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                ThreadPool* pool) const;
   // Project for several matrices with the same input (Q/K/V, gate/up), fused where the
