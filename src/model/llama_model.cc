@@ -293,13 +293,18 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
   }
 
   // Per-token elementwise work: split over the pool for larger batches, where it would
-  // otherwise leave the other threads idle between matmuls.
+  // otherwise leave the other threads idle between matmuls. Up to 4 chunks per thread, none
+  // under 16 tokens: handing out 4-token chunks (a norm of 4 rows is well under a
+  // microsecond) cost a 32-token step on wp-11m 2-4% in contended claims against one chunk
+  // per thread (alternating in one process; 416 tokens unchanged).
   auto for_tokens = [&](auto&& fn) {
     if (pool == nullptr || pool->num_threads() == 1 || n < 16) {
       for (int32_t t = 0; t < n; ++t) fn(t);
       return;
     }
-    pool->ParallelFor(n, std::max<int64_t>(4, n / (4 * pool->num_threads())),
+    const int64_t threads = pool->num_threads();
+    const int64_t per_thread = std::clamp<int64_t>(n / (16 * threads), 1, 4);
+    pool->ParallelFor(n, (n + per_thread * threads - 1) / (per_thread * threads),
                       [&](int64_t b, int64_t e, int) {
                         for (int64_t t = b; t < e; ++t) fn(static_cast<int32_t>(t));
                       });
