@@ -1,6 +1,9 @@
 #include "base/thread_pool.h"
 
+#include <sched.h>
+
 #include <atomic>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -47,6 +50,49 @@ TEST(ThreadPoolTest, UsesWorkers) {
     });
   }
   EXPECT_EQ(seen_mask.load(), 3);
+}
+
+// Random sizes on 3 threads, back to back: every index exactly once, whether chunks go out
+// in the first round (chunk t to thread t) or from the shared counter.
+TEST(ThreadPoolTest, RandomJobsCoverEveryIndexOnce) {
+  ThreadPool pool(3);
+  std::mt19937 rng(7);
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(1, 200)(rng);
+    const int64_t grain = std::uniform_int_distribution<int64_t>(1, 80)(rng);
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, grain, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << job << " " << n << " " << grain;
+  }
+}
+
+// All threads on one CPU: a worker only runs when the caller gives up the core, so the
+// caller must take over the workers' first-round chunks rather than wait for them.
+TEST(ThreadPoolTest, CallerRunsChunksOfWorkersThatCannotRun) {
+  cpu_set_t old_set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(old_set), &old_set), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &old_set)) ++cpu;
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the workers inherit it
+  {
+    ThreadPool pool(3);
+    std::atomic<int> taken_over{0};
+    for (int job = 0; job < 500; ++job) {
+      std::vector<std::atomic<int>> hits(3);
+      pool.ParallelFor(3, 1, [&](int64_t b, int64_t, int t) {
+        hits[b]++;
+        if (b != t) taken_over++;
+      });
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(hits[i].load(), 1) << job;
+    }
+    EXPECT_GT(taken_over.load(), 0);
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(old_set), &old_set), 0);
 }
 
 }  // namespace
