@@ -73,15 +73,27 @@ TARMAC_AMX inline void DecodeLo(const uint16_t* hi, const uint8_t* nib, uint16_t
   }
 }
 
+// Where a row block's nibble-coded W_lo is rebuilt (ComputeBlockPacked).
+struct LoStage {
+  uint16_t* steps = nullptr;          // [ns][1024]: step s's W_lo
+  const uint16_t* step0 = nullptr;    // step 0's, rebuilt by the previous block, or nullptr
+  // The next row block's step 0 (hi, nibbles), to rebuild into next_out during this block's
+  // last step, or nullptr.
+  const uint16_t* next_hi = nullptr;
+  const uint8_t* next_nib = nullptr;
+  uint16_t* next_out = nullptr;
+};
+
 // One row block (pre-split weights wh/wl for steps [s0, s0 + ns)) times every token tile of
-// the pass (xh/xl: the same K chunk of the split activations, rows kp elements apart). cacc: this row block's C between K chunks,
-// [token pair][4 tiles][16][16]. (A software prefetch of the next row block's weights
-// measured no different: the hardware streams the sequential tiles.)
+// the pass (xh/xl: the same K chunk of the split activations, rows kp elements apart). cacc:
+// this row block's C between K chunks, [token pair][4 tiles][16][16]. (A software prefetch of
+// the weights a few steps or a row block ahead measured slower, alternating in one process:
+// the hardware streams the sequential tiles.)
 TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64_t kp,
                                    const uint16_t* wh, const uint16_t* wl, const uint8_t* wn,
-                                   uint16_t* lo_stage, int64_t ns, bool first, bool last, int64_t tp,
-                                   int64_t t0, int64_t n_tokens, int64_t r0, int64_t r1,
-                                   float* y, int64_t y_stride, float* cacc) {
+                                   const LoStage& lo, int64_t ns, bool first, bool last,
+                                   int64_t tp, int64_t t0, int64_t n_tokens, int64_t r0,
+                                   int64_t r1, float* y, int64_t y_stride, float* cacc) {
   const int64_t xs = kp * 2;  // bytes between token rows
   for (int64_t jp = 0; jp < tp / kTile; jp += 2) {
     float* c = cacc + jp * 2 * 256;  // tile (j, i) at (j·2 + i)·256: 0 (j0,i0) 1 (j0,i1) ...
@@ -96,19 +108,24 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
     const uint16_t* a0h = xh + jp * kTile * kp;
     const uint16_t* a0l = xl + jp * kTile * kp;
     // W_lo of a step: stored (wl), none (bf16 weights), or rebuilt from nibbles (wn) into
-    // lo_stage[s] by the first token-tile pair, for itself and the others. The first pair
+    // lo.steps[s] by the first token-tile pair, for itself and the others. The first pair
     // rebuilds step s + 1 in two halves between step s's tile products, where the vector work
     // runs while the tiles multiply; rebuilt just before its own products it added its whole
     // time. A 32-token call has one pair: 1024x384 on one thread 61 -> 54-58 us; wp-11m's
     // 32-token step after a 384-token prefix -4 to -9% (alternating in one process), the
-    // 416-token step unchanged.
+    // 416-token step unchanged. Step 0 is rebuilt likewise during the previous block's last
+    // step (lo.step0), and this block's last step rebuilds the next block's.
     const bool rebuild = wn != nullptr && jp == 0;
-    if (rebuild) DecodeLo(wh, wn, lo_stage, 0, 16);
+    const bool last_pair = jp + 2 >= tp / kTile;
+    if (rebuild && lo.step0 == nullptr) DecodeLo(wh, wn, lo.steps, 0, 16);
     for (int64_t s = 0; s < ns; ++s) {
-      const uint16_t* w_lo =
-          wl != nullptr ? wl + s * 1024 : (wn != nullptr ? lo_stage + s * 1024 : nullptr);
+      const uint16_t* w_lo = wl != nullptr ? wl + s * 1024 : nullptr;
+      if (wn != nullptr) w_lo = s == 0 && lo.step0 != nullptr ? lo.step0 : lo.steps + s * 1024;
       const bool ahead = rebuild && s + 1 < ns;
-      uint16_t* next_lo = lo_stage + (s + 1) * 1024;
+      const bool next_block = !ahead && last_pair && s + 1 == ns && lo.next_nib != nullptr;
+      const uint16_t* rb_hi = ahead ? wh + (s + 1) * 1024 : lo.next_hi;
+      const uint8_t* rb_nib = ahead ? wn + (s + 1) * 512 : lo.next_nib;
+      uint16_t* rb_out = ahead ? lo.steps + (s + 1) * 1024 : lo.next_out;
       // C[j][i] += X_lo[j]·W_hi[i] + X_hi[j]·W_hi[i] (+ X_hi[j]·W_lo[i]): 8 loads, 12 products
       // for a pair of token tiles.
       _tile_loadd(6, wh + s * 1024, 64);
@@ -116,11 +133,11 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
       _tile_loadd(4, a0l + s * kKStep, xs);
       if (!single) _tile_loadd(5, a0l + kTile * kp + s * kKStep, xs);
       Products(single);
-      if (ahead) DecodeLo(wh + (s + 1) * 1024, wn + (s + 1) * 512, next_lo, 0, 8);
+      if (ahead || next_block) DecodeLo(rb_hi, rb_nib, rb_out, 0, 8);
       _tile_loadd(4, a0h + s * kKStep, xs);
       if (!single) _tile_loadd(5, a0h + kTile * kp + s * kKStep, xs);
       Products(single);
-      if (ahead) DecodeLo(wh + (s + 1) * 1024, wn + (s + 1) * 512, next_lo, 8, 16);
+      if (ahead || next_block) DecodeLo(rb_hi, rb_nib, rb_out, 8, 16);
       if (w_lo != nullptr) {
         _tile_loadd(6, w_lo, 64);
         _tile_loadd(7, w_lo + 512, 64);
@@ -211,22 +228,39 @@ void MatMulAmxPacked(const MatrixView* const* ws, float* const* ys, int n, const
           ah = oh;
           al = oh + elems;
         }
-        thread_local AlignedBuffer lo_stage;  // a row block's rebuilt W_lo, 2 KiB per step
-        if (lo_stage.size() < static_cast<size_t>(ns * 2048)) lo_stage.Resize(ns * 2048);
+        // A row block's rebuilt W_lo (2 KiB per step), then two step-0 slots that alternate
+        // between consecutive blocks (one rebuilt ahead while the other is in use).
+        thread_local AlignedBuffer lo_stage;
+        if (lo_stage.size() < static_cast<size_t>((ns + 2) * 2048))
+          lo_stage.Resize((ns + 2) * 2048);
+        uint16_t* const steps_buf = lo_stage.as<uint16_t>();
         AmxConfigureTiles();
+        const uint16_t* step0 = nullptr;
         int i = 0;
         for (int64_t gblk = blk0; gblk < blk1; ++gblk) {
           while (gblk >= first[i + 1]) ++i;
           const MatrixView& w = *ws[i];
           const int64_t blk = gblk - first[i];
           const int64_t r0 = blk * kRowBlock, r1 = std::min(w.rows, r0 + kRowBlock);
-          const AmxPackedMatrix::Lo lo = ps[i]->lo_kind();
+          const AmxPackedMatrix::Lo kind = ps[i]->lo_kind();
+          LoStage lo{steps_buf, kind == AmxPackedMatrix::Lo::kNibble ? step0 : nullptr};
+          if (gblk + 1 < blk1) {
+            int j = i;
+            while (gblk + 1 >= first[j + 1]) ++j;
+            if (ps[j]->lo_kind() == AmxPackedMatrix::Lo::kNibble) {
+              const int64_t nb = gblk + 1 - first[j];
+              lo.next_hi = ps[j]->hi(nb) + s0 * 1024;
+              lo.next_nib = ps[j]->nibbles(nb) + s0 * 512;
+              lo.next_out = steps_buf + (ns + ((gblk + 1) & 1)) * 1024;
+            }
+          }
           ComputeBlockPacked(
               ah, al, stride, ps[i]->hi(blk) + s0 * 1024,
-              lo == AmxPackedMatrix::Lo::kBf16 ? ps[i]->lo(blk) + s0 * 1024 : nullptr,
-              lo == AmxPackedMatrix::Lo::kNibble ? ps[i]->nibbles(blk) + s0 * 512 : nullptr,
-              lo_stage.as<uint16_t>(), ns, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1,
-              ys[i], w.rows, cacc + gblk * c_block);
+              kind == AmxPackedMatrix::Lo::kBf16 ? ps[i]->lo(blk) + s0 * 1024 : nullptr,
+              kind == AmxPackedMatrix::Lo::kNibble ? ps[i]->nibbles(blk) + s0 * 512 : nullptr,
+              lo, ns, s0 == 0, s0 + ns == steps, tp, t0, n_tokens, r0, r1, ys[i], w.rows,
+              cacc + gblk * c_block);
+          step0 = lo.next_out;
         }
         AmxReleaseTiles();
       };

@@ -234,32 +234,34 @@ TEST(MatMulTest, AmxSharedEqualsOneByOne) {
   std::mt19937 rng(8);
   ThreadPool pool2(2);
   const int64_t cols = 300;
-  const DType types[3] = {DType::kF16, DType::kBF16, DType::kF32};
-  const int64_t rows[3] = {45, 16, 100};
+  // Nibble-coded lo (F16) next to none (BF16) and stored (F32): a row block rebuilds the next
+  // block's first step only when that block is F16.
+  const DType types[4] = {DType::kF16, DType::kBF16, DType::kF32, DType::kF16};
+  const int64_t rows[4] = {45, 16, 100, 40};
   std::vector<std::vector<uint8_t>> mats;
   std::vector<MatrixView> ws;
   std::vector<std::unique_ptr<AmxPackedMatrix>> pks;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     mats.push_back(RandomMatrix(types[i], rows[i], cols, RowBytes(types[i], cols), rng));
     ws.push_back(MatrixView{types[i], mats.back().data(), rows[i], cols, RowBytes(types[i], cols)});
     pks.push_back(AmxPackedMatrix::Pack(ws.back(), &pool2));
     ws.back().packed = pks.back().get();
   }
-  const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
-  ASSERT_TRUE(CanShareMatMulAmx(wp, 3));
+  const MatrixView* wp[4] = {&ws[0], &ws[1], &ws[2], &ws[3]};
+  ASSERT_TRUE(CanShareMatMulAmx(wp, 4));
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
     for (int64_t tokens : {7, 33, 64, 300}) {
       const auto x = RandomActivations(tokens * cols, rng);
-      std::vector<float> shared[3], single[3];
-      float* yp[3];
-      for (int i = 0; i < 3; ++i) {
+      std::vector<float> shared[4], single[4];
+      float* yp[4];
+      for (int i = 0; i < 4; ++i) {
         shared[i].assign(tokens * rows[i], NAN);
         single[i].assign(tokens * rows[i], NAN);
         yp[i] = shared[i].data();
         MatMulAmx(ws[i], x.data(), tokens, single[i].data(), pool);
       }
-      MatMulAmxShared(wp, yp, 3, x.data(), tokens, pool);
-      for (int i = 0; i < 3; ++i) {
+      MatMulAmxShared(wp, yp, 4, x.data(), tokens, pool);
+      for (int i = 0; i < 4; ++i) {
         ASSERT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4))
             << "tokens=" << tokens << " matrix " << i;
       }
