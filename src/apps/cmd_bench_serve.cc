@@ -260,11 +260,13 @@ int RunBenchServe(Args a) {
     }
   };
   std::vector<std::thread> th;
+  // Outlives the request threads, which are joined below (it was declared inside the branch
+  // and went out of scope while they still decremented it: ASan, stack-use-after-scope).
+  std::atomic<int> inflight{0};
   if (a.rate > 0) {
     // Open loop: Poisson arrivals; at most --concurrency in flight when given.
     std::mt19937_64 rng(a.seed);
     std::exponential_distribution<double> gap(a.rate);
-    std::atomic<int> inflight{0};
     double at = 0;
     for (int i = 0; i < a.requests; ++i) {
       at += gap(rng);
