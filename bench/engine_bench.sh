@@ -11,7 +11,8 @@
 #    and 384 + 32 on wp-11m.
 # 3. KV waste at 64 mixed-length requests; int8 vs f16 KV: requests running at once under the
 #    same --kv-memory, and whole requests that fit in the blocks of a larger budget.
-# Medians of REPS runs (default 3). Machines are shared: compare ratios taken in one run.
+# Medians of REPS runs (default 3; the prefix pairs at least 5). Machines are shared: compare
+# ratios taken in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
@@ -61,11 +62,13 @@ PY
 # 2. prefix cache TTFT: on and off alternate within each rep (the host's speed drifts over
 # minutes), 24 requests each: p50 over 23 hits, past the first few, which run while the
 # weights' cache lines are still being promoted (the first hits after a miss are 20-50%
-# slower on wp-11m; with 8 requests the p50 lands on them).
+# slower on wp-11m; with 8 requests the p50 lands on them). At least 5 pairs: one pair's
+# ratio moves by +-10% with the host's load (a 1.8 ms step), more than any other figure here.
 PFX_REQS=24
+PFX_REPS=$(( REPS > 5 ? REPS : 5 ))
 for spec in "$SMOL 1024" "$WP 384"; do
   set -- $spec
-  for _ in $(seq "$REPS"); do
+  for _ in $(seq "$PFX_REPS"); do
     for mode in on off; do
       flag=""; [[ $mode == off ]] && flag=--no-prefix-cache
       echo "$mode $(off -m $1 --requests $PFX_REQS --concurrency 1 --shared-prefix $2 --prompt-len 32 --output-len 4 -t 2 $flag 2>/dev/null | tr -d '\n')"
