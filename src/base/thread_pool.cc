@@ -26,7 +26,8 @@ int ThreadPool::DefaultThreads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads), slots_(num_threads) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(num_threads), slots_(num_threads > 0 ? num_threads : 1) {
   TARMAC_CHECK(num_threads >= 1);
   workers_.reserve(num_threads - 1);
   for (int t = 1; t < num_threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
