@@ -1,12 +1,13 @@
 # tarmac: all set-up goes through these targets (see README).
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
 FUZZ_DIR ?= build-fuzz
 JOBS ?= $(shell nproc)
 MODEL ?= models/wp-11m-f16.gguf
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build serve test test-asan bench fuzz fuzz-template clean
+.PHONY: all deps build serve test test-asan test-tsan bench fuzz fuzz-template clean
 
 all: build
 
@@ -30,6 +31,14 @@ test-asan: deps
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
 
+# The multi-threaded pieces (thread pool, engine thread and client, request streams, the
+# speculative engine) under ThreadSanitizer.
+test-tsan: deps
+	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_TSAN=ON -DTARMAC_BENCH=OFF >/dev/null
+	@cmake --build $(TSAN_DIR) -j $(JOBS)
+	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -L unit -R 'ThreadPool|Engine|SpecEngine|Scheduler'
+
 # Kernel benchmarks (needs ~5 GiB free memory): interleaved repetitions and one summary table.
 bench: build
 	bash bench/run_kernel_bench.sh
@@ -44,4 +53,4 @@ fuzz-template: deps
 	bash scripts/fuzz-template.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)
