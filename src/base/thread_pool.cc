@@ -91,12 +91,9 @@ void ThreadPool::Run(int64_t n, int64_t grain, void* ctx, TaskFn fn) {
   job_.generation.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) job_.generation.notify_all();
 
-  int64_t done = 0;
-  if (ClaimFirst(0, gen)) {
-    RunChunk(job, 0, 0);
-    ++done;
-  }
-  done += RunDynamic(job, 0);
+  // Chunk 0 is the caller's alone: workers claim their own index, and steals start at 1.
+  RunChunk(job, 0, 0);
+  int64_t done = 1 + RunDynamic(job, 0);
   // Wait for the workers' reports; take over first-round chunks nobody started in time.
   const int first_round = job.chunks < num_threads_ ? static_cast<int>(job.chunks) : num_threads_;
   bool late = false;

@@ -62,8 +62,8 @@ class ThreadPool {
   };
   void Run(int64_t n, int64_t grain, void* ctx, TaskFn fn);
   void WorkerLoop(int thread_index);
-  // Claims chunk `chunk` (< num_threads_) of job `gen` for whoever runs it; false when someone
-  // already has.
+  // Claims chunk `chunk` (1 <= chunk < num_threads_) of job `gen` for whoever runs it; false
+  // when someone already has.
   bool ClaimFirst(int chunk, uint64_t gen);
   void RunChunk(const JobView& job, int64_t chunk, int thread_index) const;
   // Chunks from the shared counter (those beyond the first round); returns how many ran.
