@@ -372,7 +372,7 @@ int RunBenchOffline(const OfflineArgs& a) {
     decisions += st.decisions;
     fallbacks += st.fallbacks;
     nlohmann::json at = nlohmann::json::array();
-    for (int i = 0; i < spec::kMaxDraft && st.accepted_at[i] > 0; ++i) at.push_back(st.accepted_at[i]);
+    for (int i = 0; i < speculative::kMaxDraft && st.accepted_at[i] > 0; ++i) at.push_back(st.accepted_at[i]);
     buckets[b] = {{"drafts", st.drafts}, {"draft_tokens", st.draft_tokens},
                   {"accepted_tokens", st.accepted_tokens}, {"acceptance_rate", st.acceptance_rate()},
                   {"mean_accepted_length", st.mean_accepted_length()},

@@ -6,13 +6,13 @@
 #include "base/clock.h"
 #include <fmt/format.h>
 #include "kv/kv_budget.h"
-#include "spec/draft_model_proposer.h"
-#include "spec/ngram_proposer.h"
+#include "speculative/draft_model_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 namespace tarmac::engine {
 namespace {
-spec::SpecPolicyConfig PolicyConfig(const EngineConfig& c) {
-  spec::SpecPolicyConfig p;
+speculative::SpecPolicyConfig PolicyConfig(const EngineConfig& c) {
+  speculative::SpecPolicyConfig p;
   p.max_k = c.spec_k;
   p.max_other_slowdown = c.spec_max_slowdown;
   return p;
@@ -26,8 +26,8 @@ Result<EngineConfig> Resolve(const model::ModelConfig& mc, EngineConfig c) {
   if (c.max_running < 1) return InvalidArgument("max running requests must be >= 1, got {}", c.max_running);
   if (c.threads < 1) return InvalidArgument("threads must be >= 1, got {}", c.threads);
   if (c.kv_blocks < 0 || c.kv_memory_bytes < 0) return InvalidArgument("KV memory must be >= 0");
-  if (c.spec_k < 0 || c.spec_k > spec::kMaxDraft)
-    return InvalidArgument("draft length must be in [0, {}], got {}", spec::kMaxDraft, c.spec_k);
+  if (c.spec_k < 0 || c.spec_k > speculative::kMaxDraft)
+    return InvalidArgument("draft length must be in [0, {}], got {}", speculative::kMaxDraft, c.spec_k);
   if (!(c.spec_max_slowdown <= 100))  // also NaN
     return InvalidArgument("speculation slowdown limit must be <= 100, got {}", c.spec_max_slowdown);
   if (c.spec == SpecMode::kDraft && c.draft_model == nullptr)
@@ -68,13 +68,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
   const bool use_draft = c.spec == SpecMode::kDraft || (c.spec == SpecMode::kAuto && c.draft_model);
   if (use_draft) {
     // The draft runs on the engine's own threads (see DraftModelProposer::Create).
-    TARMAC_ASSIGN_OR_RETURN(core->proposer_, spec::DraftModelProposer::Create(
+    TARMAC_ASSIGN_OR_RETURN(core->proposer_, speculative::DraftModelProposer::Create(
                                                  c.draft_model, mc.n_vocab, c.max_context,
                                                  c.max_running, &core->pool_threads_));
   } else if (c.spec == SpecMode::kNgram || c.spec == SpecMode::kAuto) {
     // Matches of 2+ tokens: a single-token match proposes mostly noise (quote workload on
     // the padded target: acceptance 43% -> 61% at k = 4, same or better tokens/s).
-    core->proposer_ = std::make_unique<spec::NgramProposer>(2, 3);
+    core->proposer_ = std::make_unique<speculative::NgramProposer>(2, 3);
   }
   return core;
 }
@@ -253,7 +253,7 @@ void EngineCore::Draft() {
   }
   std::unordered_map<std::string, int32_t> drafted;  // draft tokens chosen per bucket
   int32_t drafted_total = 0;
-  std::vector<spec::ProposeRequest> reqs;
+  std::vector<speculative::ProposeRequest> reqs;
   for (int64_t id : ready) {
     Live& L = reqs_.at(id);
     if (!L.req.speculative) continue;

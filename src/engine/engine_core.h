@@ -27,8 +27,8 @@
 #include "prefix/radix_tree.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
-#include "spec/proposer.h"
-#include "spec/spec_policy.h"
+#include "speculative/proposer.h"
+#include "speculative/spec_policy.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -104,8 +104,8 @@ class EngineCore {
   std::unique_ptr<prefix::RadixTree> tree_;
   std::unique_ptr<sched::Scheduler> sched_;
   std::unordered_map<int64_t, Live> reqs_;
-  std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
-  spec::SpecPolicy policy_;
+  std::unique_ptr<speculative::Proposer> proposer_;  // null: no speculation
+  speculative::SpecPolicy policy_;
   std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
   model::ForwardBatch batch_;
   std::vector<float> logits_;

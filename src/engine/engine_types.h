@@ -12,7 +12,7 @@
 #include "model/llama_model.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
-#include "spec/spec_policy.h"
+#include "speculative/spec_policy.h"
 
 namespace tarmac::engine {
 
@@ -107,7 +107,7 @@ struct EngineStats {
   sched::SchedulerCounters sched;
   StepStats last_step;
   // Speculation, per request bucket ("task/T<band>/out<band>"), and time spent.
-  std::map<std::string, spec::BucketStats> spec_buckets;
+  std::map<std::string, speculative::BucketStats> spec_buckets;
   double draft_seconds = 0;
   double verify_seconds = 0;   // target steps that verified drafts
   double kv_usage() const {  // fraction of blocks in use by requests

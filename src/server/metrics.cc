@@ -138,7 +138,7 @@ std::string ServerMetrics::Render(const std::vector<ModelSnapshot>& models, int3
         out += fmt::format("{}{{model_name=\"{}\",spec_bucket=\"{}\"}} {}\n", name, Escape(s.model),
                            Escape(bucket), Num(value(st)));
   };
-  using B = const spec::BucketStats&;
+  using B = const speculative::BucketStats&;
   per_spec_bucket("tarmac:spec_decode_num_drafts_total", "counter", "Verify steps that checked at least one draft token.",
                   [](B b) { return double(b.drafts); });
   per_spec_bucket("tarmac:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.",
@@ -157,7 +157,7 @@ std::string ServerMetrics::Render(const std::vector<ModelSnapshot>& models, int3
          "Draft tokens accepted at each draft position (0-based).");
   for (const ModelSnapshot& s : models)
     for (const auto& [bucket, st] : s.stats.spec_buckets)
-      for (int i = 0; i < spec::kMaxDraft && st.accepted_at[i] > 0; ++i)
+      for (int i = 0; i < speculative::kMaxDraft && st.accepted_at[i] > 0; ++i)
         out += fmt::format("tarmac:spec_decode_num_accepted_tokens_per_pos_total{{model_name=\"{}\",spec_bucket=\"{}\",position=\"{}\"}} {}\n",
                            Escape(s.model), Escape(bucket), i, st.accepted_at[i]);
 

@@ -9,7 +9,7 @@
 #include "common/test_util.h"
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
-#include "spec/draft_model_proposer.h"
+#include "speculative/draft_model_proposer.h"
 
 namespace tarmac::engine {
 namespace {
@@ -149,7 +149,7 @@ TEST(SpecEngineTest, DraftCatchUpIsNotASteadyRound) {
   Loaded& target = Get(testing::kWp11m);
   Loaded& draft = Get(kWp1m);
   ThreadPool pool(1);
-  auto p = std::move(spec::DraftModelProposer::Create(draft.model.get(),
+  auto p = std::move(speculative::DraftModelProposer::Create(draft.model.get(),
                                                       target.model->config().n_vocab, 512, 2,
                                                       &pool)
                          .value());
@@ -161,7 +161,7 @@ TEST(SpecEngineTest, DraftCatchUpIsNotASteadyRound) {
   std::vector<std::vector<sampling::DraftToken>> drafts;
   int32_t rounds = -1;
   double seconds = -1;
-  const spec::ProposeRequest req{7, &tokens, &sampler, 3};
+  const speculative::ProposeRequest req{7, &tokens, &sampler, 3};
   p->Propose(std::span(&req, 1), &drafts);
   ASSERT_EQ(drafts[0].size(), 3u);
   ASSERT_TRUE(p->SteadyRounds(&rounds, &seconds));

@@ -4,9 +4,9 @@
 // code edits, RAG). Proposals are deterministic (point-mass q).
 #pragma once
 
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 
 class NgramProposer : public Proposer {
  public:
@@ -23,4 +23,4 @@ class NgramProposer : public Proposer {
   int32_t min_n_, max_n_;
 };
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

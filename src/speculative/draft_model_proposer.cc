@@ -1,4 +1,4 @@
-#include "spec/draft_model_proposer.h"
+#include "speculative/draft_model_proposer.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "base/clock.h"
 #include "base/hash.h"
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 namespace {
 constexpr int32_t kBlockSize = 16;
 }
@@ -173,4 +173,4 @@ Status DraftModelProposer::CheckIntegrity() const {
   return Status::Ok();
 }
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

@@ -25,7 +25,7 @@
 #include <map>
 #include <string>
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 
 struct SpecPolicyConfig {
   int32_t max_k = 8;
@@ -136,4 +136,4 @@ class SpecPolicy {
   bool draft_measured_ = false;  // a draft round was observed (n-gram rounds may cost ~0 s)
 };
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

@@ -1,9 +1,9 @@
-#include "spec/spec_policy.h"
+#include "speculative/spec_policy.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 
 SpecPolicy::SpecPolicy(const SpecPolicyConfig& config) : config_(config) {
   config_.max_k = std::clamp(config_.max_k, 0, kMaxDraft);
@@ -208,4 +208,4 @@ double SpecPolicy::DraftRoundSeconds(int32_t requests) const {
   return top_n < 0 ? 0 : top_s * requests / top_n;  // beyond: proportional
 }
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

@@ -1,10 +1,10 @@
-#include "spec/ngram_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 #include <algorithm>
 
 #include "base/check.h"
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 
 NgramProposer::NgramProposer(int32_t min_n, int32_t max_n) : min_n_(min_n), max_n_(max_n) {
   TARMAC_CHECK(min_n >= 1 && min_n <= max_n);
@@ -37,4 +37,4 @@ void NgramProposer::Propose(std::span<const ProposeRequest> requests,
   }
 }
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

@@ -15,9 +15,9 @@
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 
 class DraftModelProposer : public Proposer {
  public:
@@ -67,4 +67,4 @@ class DraftModelProposer : public Proposer {
   double steady_seconds_ = 0;
 };
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

@@ -2,10 +2,10 @@
 
 #include <memory>
 
-#include "spec/ngram_proposer.h"
-#include "spec/spec_policy.h"
+#include "speculative/ngram_proposer.h"
+#include "speculative/spec_policy.h"
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 namespace {
 
 TEST(NgramProposerTest, ProposesWhatFollowedTheLatestMatch) {
@@ -270,4 +270,4 @@ TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
 }
 
 }  // namespace
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative

@@ -15,7 +15,7 @@
 #include "sampling/sampler.h"
 #include "sampling/speculative.h"
 
-namespace tarmac::spec {
+namespace tarmac::speculative {
 
 struct ProposeRequest {
   int64_t id = 0;
@@ -48,4 +48,4 @@ class Proposer {
   }
 };
 
-}  // namespace tarmac::spec
+}  // namespace tarmac::speculative
