@@ -18,8 +18,8 @@ struct LoadedModel {
 };
 
 // Errors name the file and what is wrong with it. quiet: no summary line. use_mmap: see
-// LlamaModel::Load; off by default for the CLI (weights copied into huge-page memory, which
-// measured 1.3-1.6x faster decode on models larger than the caches).
+// LlamaModel::Load; off by default for the CLI (weights copied into huge-page memory decode
+// faster on models larger than the caches; bench/NOTES.md).
 Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet = false,
                                           bool use_mmap = false);
 

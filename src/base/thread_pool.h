@@ -6,13 +6,13 @@
 // spin briefly (a forward pass issues jobs back to back, and waking a sleeping thread costs
 // tens of microseconds) and then sleep on an atomic wait.
 //
-// A job costs as few cache-line hand-offs between cores as it can (each is ~100 ns here, and
-// a decode step runs ~60 jobs): a worker reads the job from one line, runs chunk t (its own
-// thread index) without claiming it from a shared counter, takes further chunks from the
-// counter only when there are more chunks than threads, and reports on its own line. The
-// caller takes over a worker's first chunk when the worker has not started it within
-// kStealAfterNanos (a descheduled or sleeping worker on a busy machine must not hold the
-// job up).
+// A job costs as few cache-line hand-offs between cores as it can (each is a cross-core cache
+// miss, and a decode step runs ~60 jobs; bench/NOTES.md): a worker reads the job from one
+// line, runs chunk t (its own thread index) without claiming it from a shared counter, takes
+// further chunks from the counter only when there are more chunks than threads, and reports
+// on its own line. The caller takes over a worker's first chunk when the worker has not
+// started it within kStealAfterNanos (a descheduled or sleeping worker on a busy machine must
+// not hold the job up).
 //
 // Thread-safety: ParallelFor must be called from one thread at a time (the owner, e.g. an
 // engine's step thread); it is not reentrant (a task must not call ParallelFor on the same

@@ -23,7 +23,7 @@ namespace tarmac::kernels {
 //     bits, lo = v - hi = ±n·2^(e-10) with e hi's exponent and n in 0..7, are kept as the
 //     nibble n and rebuilt exactly from hi's sign and exponent per K step (DecodeLo,
 //     matmul_amx.cc). The 32-token matmuls of a prefix hit read their weights from memory,
-//     so the bytes are the time: 4 bytes per weight before.
+//     so the bytes are the time (a bf16 lo would take 4 bytes per weight).
 //   F32 and quantized types (dequantized to f32): 4, hi and lo = RNE(v - hi) as bf16.
 class AmxPackedMatrix {
  public:
@@ -31,9 +31,9 @@ class AmxPackedMatrix {
 
   // Preconditions: AmxBf16Available(); IsMatVecType(w.type). pool may be nullptr.
   // storage: nullptr (the matrix owns its bytes), or PackedBytes(w) bytes, 64-byte aligned,
-  // that outlive the result (a model packs all its matrices into one huge-page arena: 4 KiB
-  // pages cost a prefix hit's 32-token step on wp-11m ~5-10% in TLB misses, and an arena per
-  // matrix would round each up to 2 MiB).
+  // that outlive the result (a model packs all its matrices into one huge-page arena: with
+  // 4 KiB pages a few-token step that streams the copy pays in TLB misses, and an arena per
+  // matrix would round each up to 2 MiB; bench/NOTES.md).
   static std::unique_ptr<AmxPackedMatrix> Pack(const MatrixView& w, ThreadPool* pool,
                                                void* storage = nullptr);
   static int64_t PackedBytes(const MatrixView& w);

@@ -165,8 +165,8 @@ TARMAC_AMX void AccumulateImpl(const uint16_t* p_hi, const uint16_t* p_lo, int64
 // two parts, so r is exact) and p the degree-7 Taylor polynomial (truncation < 6e-9 relative,
 // a tenth of an f32 ulp). Below -87, where exp leaves f32's normal range, the result is 0:
 // a subnormal result would cost a microcode assist per instruction that touches it (the
-// masked keys of every causal chunk made this softmax 2.4x slower that way), and next to the
-// row's largest term (1) it is 1e-38 of nothing.
+// masked keys of every causal chunk produce them; bench/NOTES.md), and next to the row's
+// largest term (1) it is 1e-38 of nothing.
 TARMAC_AMX inline __m512 ExpNonPositive(__m512 x) {
   const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));

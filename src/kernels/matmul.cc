@@ -35,7 +35,7 @@ using DF = hn::ScalableTag<float>;
 
 // K block: a multiple of every block size (256 covers the K-quants); a packed panel
 // (kKC × NR floats, 64 KiB on AVX-512) stays in L2 while all tokens stream past it, and y is
-// re-read/written once per K block. 512 measured ~5% faster than 256 (2048×2048, 1 thread).
+// re-read/written once per K block, so 512 beat 256 (bench/NOTES.md).
 constexpr int64_t kKC = 512;
 // Panels per row block: the MR × kKC slice of x (24 KiB on AVX-512) is reused from L1
 // across them.
@@ -177,11 +177,8 @@ int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
 
 namespace {
 // Fewest tokens that run on AMX tiles rather than MatVecMulti (which handles up to
-// kMatVecMultiMaxTokens). Measured here (2 threads): with pre-split weights AMX wins from 7
-// tokens (wp-11m decode at 8 / 12 / 16 concurrent: 4264 / 5361 / 6606 tok/s against 4148 /
-// 5026 / 5926 with MatVecMulti; at 5-6 MatVecMulti is ~25% faster, at 7 even); splitting per
-// call, never up to 16 (the 0.58B padded model's FFN stack, up + down at 13 tokens: 48 ms
-// against 85 ms on AMX, at 16: 55 against 82 ms).
+// kMatVecMultiMaxTokens): with pre-split weights AMX wins from 7 tokens; splitting the weights
+// per call, it loses to MatVecMulti all the way up to 16 (bench/NOTES.md).
 int64_t AmxMinTokens(const MatrixView& w) {
   return w.packed != nullptr ? kAmxPackedMinTokens : kAmxPlainMinTokens;
 }

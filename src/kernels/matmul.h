@@ -12,7 +12,7 @@
 // Q8_0/Q4_0 with an interleaved copy and up to kInterleavedMaxTokens tokens, to
 // MatVecInt8Fused (matvec_int8.h, same integers). Other dtypes run on AMX tiles where the CPU
 // has them (matmul_amx.h: split-bf16 products, error <= 4.6e-5 · sum_k |w_k x_k|) from 7
-// tokens with pre-split weights and from 13 without (below that, MatVecMulti).
+// tokens with pre-split weights and from 17 without (below that, MatVecMulti).
 //
 // Owns nothing; pure function. Writes only y. Thread-safe per pool (one ParallelFor caller
 // at a time). Numerics: dequantized weights are exact (== DequantizeRowRef), products are
@@ -28,13 +28,14 @@
 namespace tarmac::kernels {
 
 // x: [n_tokens][w.cols] row-major f32; y: [n_tokens][w.rows] row-major f32 (must not alias x).
-// y[t][r] = sum_k value(w.row(r))[k] * x[t][k]. n_tokens == 1 runs MatVec.
+// y[t][r] = sum_k value(w.row(r))[k] * x[t][k]. n_tokens == 1 runs MatVec (MatVecInt8 for
+// Q8_0/Q4_0 on the VNNI path or with an interleaved copy).
 // Preconditions: IsMatVecType(w.type); n_tokens >= 0; w.cols a multiple of the block size.
 // pool may be nullptr (single thread).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
 // The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
-// hwy::SupportedTargets(), which runs CPUID: ~0.1 ms in a VM; follows
+// hwy::SupportedTargets(), which runs CPUID, slow in a VM (bench/NOTES.md); follows
 // hwy::SetSupportedTargetsForTest). MatMulInt8 picks its code path from it.
 int64_t MatMulHwyTarget();
 

@@ -80,8 +80,8 @@ TARMAC_AMX void StageWeights(const MatrixView& w, int64_t r0, int64_t r1, int64_
     const int64_t r = r0 + rr;
     const int64_t i = rr / kTile, m = rr % kTile;
     // The same chunk of the next row block (this thread's next, see MatMulAmx) into L2: the
-    // loads below stall on DRAM otherwise (~4 GB/s a thread), the rows are separate streams
-    // and the hardware prefetchers stop at page boundaries.
+    // loads below stall on DRAM otherwise (bench/NOTES.md), the rows are separate streams and
+    // the hardware prefetchers stop at page boundaries.
     if (r + kRowBlock < w.rows) {
       const char* next = reinterpret_cast<const char*>(w.row(r + kRowBlock)) + k0_bytes;
       for (int64_t c = 0; c < n_bytes; c += 64) _mm_prefetch(next + c, _MM_HINT_T1);
@@ -298,8 +298,7 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const int64_t max_tp = MaxPassTokens(K);
   const bool w_lo = w.type != DType::kBF16;  // bf16 weights are exactly their hi part
   // The pre-split copy (whenever there is one: MatMul sends 7+ tokens here) beats splitting
-  // per call at every size measured: wp-11m's layer matmuls at 32 tokens 2.09 vs 2.65 ms
-  // (BM_Wp11mStep), at 64 tokens ~4% in the engine.
+  // per call at every size measured (bench/NOTES.md).
   const auto* packed = static_cast<const AmxPackedMatrix*>(w.packed);
   TARMAC_CHECK(packed == nullptr || packed->Matches(w));
   if (packed != nullptr) {

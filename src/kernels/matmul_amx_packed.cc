@@ -86,9 +86,9 @@ struct LoStage {
 
 // One row block (pre-split weights wh/wl for steps [s0, s0 + ns)) times every token tile of
 // the pass (xh/xl: the same K chunk of the split activations, rows kp elements apart). cacc:
-// this row block's C between K chunks, [token pair][4 tiles][16][16]. (A software prefetch of
-// the weights a few steps or a row block ahead measured slower, alternating in one process:
-// the hardware streams the sequential tiles.)
+// this row block's C between K chunks, [token pair][4 tiles][16][16]. (No software prefetch
+// of the weights: the hardware streams the sequential tiles, and prefetching a few steps or a
+// row block ahead was slower; bench/NOTES.md.)
 TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64_t kp,
                                    const uint16_t* wh, const uint16_t* wl, const uint8_t* wn,
                                    const LoStage& lo, int64_t ns, bool first, bool last,
@@ -111,10 +111,9 @@ TARMAC_AMX void ComputeBlockPacked(const uint16_t* xh, const uint16_t* xl, int64
     // lo.steps[s] by the first token-tile pair, for itself and the others. The first pair
     // rebuilds step s + 1 in two halves between step s's tile products, where the vector work
     // runs while the tiles multiply; rebuilt just before its own products it added its whole
-    // time. A 32-token call has one pair: 1024x384 on one thread 61 -> 54-58 us; wp-11m's
-    // 32-token step after a 384-token prefix -4 to -9% (alternating in one process), the
-    // 416-token step unchanged. Step 0 is rebuilt likewise during the previous block's last
-    // step (lo.step0), and this block's last step rebuilds the next block's.
+    // time (this matters most for a 32-token call, which has one pair; bench/NOTES.md). Step 0
+    // is rebuilt likewise during the previous block's last step (lo.step0), and this block's
+    // last step rebuilds the next block's.
     const bool rebuild = wn != nullptr && jp == 0;
     const bool last_pair = jp + 2 >= tp / kTile;
     if (rebuild && lo.step0 == nullptr) DecodeLo(wh, wn, lo.steps, 0, 16);
@@ -189,8 +188,8 @@ void MatMulAmxPacked(const MatrixView* const* ws, float* const* ys, int n, const
         256 / kKStep, std::min<int64_t>(steps, (int64_t{512} << 10) / (4 * tp * kKStep) / 8 * 8));
     // Every thread reads all of the pass's activations. Up to 64 tokens each thread splits
     // its own copy of the chunk: that costs little and saves a hand-off and moving the other
-    // thread's half between cores (wp-11m's 384×384 at 32 tokens: 2 threads took longer than
-    // 1 with one shared copy). Beyond that the split is shared.
+    // thread's half between cores (with one shared copy, 2 threads could take longer than 1;
+    // bench/NOTES.md). Beyond that the split is shared.
     const bool own_split = threaded && tp <= 64;
     uint16_t* xh = nullptr;
     uint16_t* xl = nullptr;

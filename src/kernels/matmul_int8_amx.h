@@ -9,8 +9,8 @@
 // in block order:
 //   acc = fma(float(isum), d_w · d_x, acc)   (Q4_K then acc -= min · s_x)
 // so the results are bit-identical to MatMulInt8Ref, as on every path. The epilogue (a
-// convert, a multiply and an fma per 16 outputs and block) bounds it: ~47 cycles per
-// 16 × 16 × 32 block on one core, ~2x the VNNI kernel's rate in isolation, ~1.1x in a GEMM.
+// convert, a multiply and an fma per 16 outputs and block) bounds it, so its lead over the
+// VNNI kernel is much smaller in a whole GEMM than in isolation (bench/NOTES.md).
 //
 // Internal to the kernels module. Pure functions; thread-safe (tile state is per thread and
 // released before returning).
@@ -34,7 +34,7 @@ constexpr int kAmxInt8MR = 16;
 bool AmxInt8Usable();
 
 // Load / release the tile configuration TileAmxInt8 uses, on the calling thread, around a run
-// of TileAmxInt8 calls (loading it per call stalled the tiles: ~20% of prefill time); no other
+// of TileAmxInt8 calls (loading it per call stalls the tiles; bench/NOTES.md); no other
 // AMX kernel may run on the thread in between. Precondition: AmxInt8Usable().
 void AmxInt8Begin();
 void AmxInt8End();

@@ -39,7 +39,7 @@ using DF = hn::ScalableTag<float>;
 // ~1-2 KiB ahead lets the row stream at DRAM speed. Harmless past the end of the matrix.
 HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
-  // Into L2 only (T1 hint): an L1 hint would evict x and measured ~25% slower for f16.
+  // Into L2 only (T1 hint): an L1 hint evicts x (slower for f16; bench/NOTES.md).
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 2);
 }
 

@@ -16,7 +16,8 @@
 // The tests check 1e-4 · sum |w x| plus 1.05 × the second term. int16 keeps x ~2^8 times
 // more precise than llama.cpp's int8 (Q8_0/Q8_K) activations, but widening every weight to
 // i16 costs vector-port time: on CPUs with AVX-512 VNNI, MatMul runs one-token Q8_0 / Q4_0
-// products through MatVecInt8 instead (matvec_int8.h: int8 x, vpdpbusd, ~20% faster decode).
+// products through MatVecInt8 instead (matvec_int8.h: int8 x, vpdpbusd; faster decode,
+// bench/NOTES.md).
 // Dot/MatVec results do not depend on the thread count; they may differ (within the bound)
 // between SIMD targets.
 #pragma once

@@ -194,8 +194,8 @@ inline float TailBlocks(const uint8_t* row, int64_t b0, int64_t nt, const XTail&
   return acc;
 }
 
-// y[r] for r in [r0, r1), one row at a time: with two rows interleaved (sharing the x loads)
-// the loop is ~10% faster on L2-resident weights but 10-20% slower streaming from DRAM.
+// y[r] for r in [r0, r1), one row at a time: two rows interleaved (sharing the x loads) win on
+// L2-resident weights but lose streaming from DRAM, which is what decode does (bench/NOTES.md).
 template <bool kQ8>
 TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int64_t ng,
                                       const XTail& xt, int64_t nt, float* y, int64_t r0,
@@ -207,7 +207,7 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
     __m512 acc = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; ++g) {
       const uint8_t* p = a + g * kGroupBytes;
-      // Into L2 (T1): measured ~15% faster than T0 for both types at one thread.
+      // Into L2 (T1) rather than L1 (T0): faster for both types (bench/NOTES.md).
       _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T1);
       if constexpr (kQ8) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + 64), _MM_HINT_T1);
       acc = GroupStep<kQ8>(p, xg[g], ix, acc);
@@ -402,8 +402,8 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
     return;
   }
   // Two contiguous chunks per thread: each thread's stream restarts less often than with the
-  // per-row kernel's eight (1B Q4_0 decode ~3% faster; 1 chunk or 8+ measured slower), and a
-  // thread that starts late can still be helped.
+  // per-row kernel's eight, and a thread that starts late can still be helped (1 chunk or 8+
+  // were slower; bench/NOTES.md).
   pool->ParallelFor(total, std::max<int64_t>(1, total / (threads * 2)), run);
 }
 

@@ -3,9 +3,9 @@
 // the model makes at load (below).
 //
 // Why: with int16 activations (MatVec, vpmaddwd) every weight byte is widened to i16 first,
-// and Q4_0 decode ran out of vector ports before it ran out of memory bandwidth (1B Q4_0:
-// 14.7 tok/s at one thread against llama.cpp's 20.0). vpdpbusd multiplies u8 weights with s8
-// activations four at a time, so the row streams at memory speed.
+// and Q4_0 decode runs out of vector ports before it runs out of memory bandwidth (it trailed
+// llama.cpp; bench/NOTES.md). vpdpbusd multiplies u8 weights with s8 activations four at a
+// time, so the row streams at memory speed.
 //
 // Scheme: x is quantized exactly as MatMulInt8 does it (per 32-block d = max|x| / 127,
 // q = round_to_nearest_even(x / d) in [-127, 127]; QuantizeActivationsQ8Ref), so decode and

@@ -55,8 +55,8 @@ constexpr int64_t kAhead = 3072;  // prefetch distance in bytes
 
 // Lanes 0..3 of the result are the lane sums of v0..v3 (the rest is scratch). One horizontal
 // reduction serves four rows, where short rows (a few hundred columns) otherwise pay a
-// shuffle chain per row and token: an L2-resident 1024×384 f16 matrix at 3 tokens took
-// 26.8 µs against 24.8 µs. Needs whole 128-bit blocks (not HWY_SCALAR).
+// shuffle chain per row and token (bench/NOTES.md). Needs whole 128-bit blocks (not
+// HWY_SCALAR).
 #undef TARMAC_BATCHED_SUMS  // this file is compiled once per target
 #if HWY_TARGET != HWY_SCALAR
 #define TARMAC_BATCHED_SUMS 1
@@ -187,9 +187,8 @@ void RowsN(const MatrixView& w, const float* x, int64_t n, float* y, int64_t r0,
 }
 
 // More than 6 tokens: balanced groups of at most 6 (4 rows × 6 tokens fill the registers;
-// beyond that a block holds fewer rows and slows down per FMA: L2-resident 1024×384 f16,
-// 8 tokens took 60 µs in one group of 3 rows, 52 µs as 4 + 4) over the same few rows, so the
-// rows come from memory once and from L1/L2 for the later groups.
+// beyond that a block holds fewer rows and slows down per FMA; bench/NOTES.md) over the same
+// few rows, so the rows come from memory once and from L1/L2 for the later groups.
 void MatVecMultiRows(const MatrixView& w, const float* x, int64_t n, float* y, int64_t r0,
                      int64_t r1) {
   constexpr int64_t kMaxGroup = 6;
@@ -232,7 +231,7 @@ void MatVecMulti(const MatrixView& w, const float* x, int64_t n_tokens, float* y
     // Contiguous ranges of tasks, a few per thread (as MatVec): each thread's rows then stream
     // in address order, and the prefetch at the end of a task covers rows the same thread
     // reads next. Tasks dealt one at a time left the first ~3 KiB of every 64-row task
-    // unprefetched: the padded 0.58B model's 3-token step took 64.6 ms against 58.4 ms.
+    // unprefetched (slower; bench/NOTES.md).
     pool->ParallelFor(tasks, std::max<int64_t>(1, tasks / (pool->num_threads() * 8)), run);
   }
 }

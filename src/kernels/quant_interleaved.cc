@@ -33,8 +33,8 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
   }
   const int64_t qb = p->quant_bytes();
   const bool q8 = w.type == DType::kQ8_0;
-  // Word-wise copies (4 weights at a time), groups in parallel. On this workplace's VMs the
-  // time goes to first-touching the new memory (1.3 GB for a 1B Q8_0 model: ~4 s), not here.
+  // Word-wise copies (4 weights at a time), groups in parallel. Packing time goes mostly to
+  // first-touching the new memory, not to these copies (bench/NOTES.md).
   auto pack_groups = [&](int64_t g0, int64_t g1, int) {
     for (int64_t g = g0; g < g1; ++g) {
       uint8_t* q = p->data_ + g * p->group_stride();

@@ -40,7 +40,8 @@ class QuantInterleaved {
   // Preconditions: Supports(w.type); w.cols % 32 == 0. pool (may be nullptr) splits the work.
   // storage: nullptr (the copy owns a buffer of huge pages), or PackedBytes(w) bytes, 64-byte
   // aligned, that outlive the result: a model packs all its matrices into one arena (a huge-
-  // page buffer each rounds every matrix up to 2 MiB: wp-1m's Q8_0 copy took 57 MB of RSS).
+  // page buffer each rounds every matrix up to 2 MiB, which inflates a small model's RSS many
+  // times over; bench/NOTES.md).
   static std::unique_ptr<QuantInterleaved> Pack(const MatrixView& w, ThreadPool* pool = nullptr,
                                                 void* storage = nullptr);
   static int64_t PackedBytes(const MatrixView& w);

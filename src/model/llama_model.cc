@@ -25,8 +25,7 @@ namespace tarmac::model {
 namespace {
 
 // Query tokens per attention tile. On AMX a tile stages its KV head's K/V once per chunk, so
-// 32 rather than 16 halves the staging of a 32-token prefix hit on wp-11m (its 416-token
-// prefill: 23.7 -> 22.5 ms, the attention 3.1 -> 3.0 ms; medians of 3 runs of 20).
+// 32 rather than 16 halves the staging of a 32-token prefix hit (bench/NOTES.md).
 constexpr int32_t kQueryTile = 32;
 
 // How far ahead the rope cache is built: the trained context, at least 4096 positions.
@@ -197,7 +196,7 @@ void LlamaModel::PackForDecode() {
 void LlamaModel::PackForAmx() {
   if (!kernels::AmxEnabled()) return;
   // Split the weights that MatMul runs on AMX (non-int8 dtypes) once (2-4 bytes per weight,
-  // AmxPackedMatrix) while they fit the budget; the rest are split per call as before. All of
+  // AmxPackedMatrix) while they fit the budget; the rest are split per call. All of
   // them in one arena of huge pages: a prefix hit's few-token step streams the whole copy.
   constexpr int64_t kBudget = int64_t{1} << 30;
   const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t planned) -> int64_t {
@@ -294,9 +293,8 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
 
   // Per-token elementwise work: split over the pool for larger batches, where it would
   // otherwise leave the other threads idle between matmuls. Up to 4 chunks per thread, none
-  // under 16 tokens: handing out 4-token chunks (a norm of 4 rows is well under a
-  // microsecond) cost a 32-token step on wp-11m 2-4% in contended claims against one chunk
-  // per thread (alternating in one process; 416 tokens unchanged).
+  // under 16 tokens: a norm of 4 rows is well under a microsecond, so 4-token chunks lose
+  // more to contended claims than they gain (bench/NOTES.md).
   auto for_tokens = [&](auto&& fn) {
     if (pool == nullptr || pool->num_threads() == 1 || n < 16) {
       for (int32_t t = 0; t < n; ++t) fn(t);
@@ -369,8 +367,8 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
 
 void LlamaModel::Warmup(ThreadPool* pool, KvDtype kv_dtype) {
   const ModelConfig& c = config_;
-  // 32 tokens: a 1B Q8_0 model's first 94-token forward then takes 270-287 ms against 338-368
-  // without a warm-up and ~255 later (128 tokens: 262-274, at four times the start-up cost).
+  // 32 tokens take most of the first-use cost off the first real forward; 128 gain little
+  // more at four times the start-up cost (bench/NOTES.md).
   constexpr int32_t kBlock = 16, kSizes[3] = {32, 4, 1}, kBlocks = 3;
   KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, kBlock, kBlocks, kv_dtype});
   ForwardBatch b;

@@ -1,8 +1,11 @@
 // LlamaModel: weights and forward pass of a llama-family decoder (llama, qwen2) on the CPU.
 //
-// Owns: the mapped GGUF file (weights are used in place, never copied), the rope cache, and
-// scratch activations sized by the largest batch seen (grown, never shrunk: no allocation per
-// token once warm). Does not own the KV cache (the engine owns blocks; Forward writes the
+// Owns: the GGUF file, mapped (weights used in place) or, with use_mmap false, read into
+// huge-page memory; f32 copies of the 1-D tensors not usable in place; the kernel layouts made
+// at load (AmxPackedMatrix copies on AMX, QuantInterleaved copies of Q4_0/Q8_0 matrices on
+// AVX-512 VNNI, whose GGUF bytes are then released unless the file is mapped); the rope cache;
+// and scratch activations sized by the largest batch seen (grown, never shrunk: no allocation
+// per token once warm). Does not own the KV cache (the engine owns blocks; Forward writes the
 // batch's K/V into it).
 //
 // Forward mutates the scratch buffers and the KV slots named by the batch: one caller at a
@@ -104,7 +107,7 @@ class LlamaModel {
   MatrixView output_;            // [n_vocab x n_embd] (tok_embd_ when tied)
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
-  std::vector<std::vector<float>> owned_f32_;  // 1-D tensors stored as f16 in the file
+  std::vector<std::vector<float>> owned_f32_;  // 1-D tensors stored as f16/bf16 or unaligned
   kernels::RopeCache rope_;
   int64_t weight_bytes_ = 0;
   AlignedBuffer amx_arena_;  // every AmxPackedMatrix's bytes (huge pages)

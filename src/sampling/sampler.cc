@@ -41,8 +41,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
 
 void Sampler::AddPrompt(std::span<const int32_t> ids) {
   // Only the repetition penalty reads them (params_ never change): a hash-map node per
-  // distinct prompt token was most of the 20-26 us an engine spent admitting a 416-token
-  // request.
+  // distinct prompt token was most of the cost of admitting a request (bench/NOTES.md).
   if (params_.repetition_penalty == 1.0f) return;
   for (int32_t id : ids) prompt_counts_[id]++;
 }
@@ -126,8 +125,8 @@ int32_t ArgMax(std::span<const float> x) {
 }
 
 void TopLogprobs(std::span<const float> logits, int32_t n, int32_t chosen, SampleResult* out) {
-  // Vectorized: on the engine thread this ran in double for every token of every request
-  // (~2-3% of a 64-request wp-11m run with the other core idle meanwhile).
+  // Vectorized (kernels::LogSumExp) rather than in double: this runs on the engine thread for
+  // every token of every request while the other cores wait (bench/NOTES.md).
   const float log_z = kernels::LogSumExp(logits.data(), static_cast<int64_t>(logits.size()));
   out->logprob = logits[chosen] - log_z;
   out->top.clear();

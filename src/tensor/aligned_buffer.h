@@ -67,8 +67,7 @@ class AlignedBuffer {
 
 // A std::allocator that hands out 64-byte-aligned storage, for vectors whose data kernels
 // stream with full-width vector loads: glibc's malloc aligns to 16 bytes only, and then every
-// 64-byte load of a row straddles two cache lines (a 7-token f16 MatVecMulti took 77 µs on
-// unaligned activations against 53 µs on aligned ones).
+// 64-byte load of a row straddles two cache lines (bench/NOTES.md).
 template <typename T>
 struct AlignedAllocator {
   using value_type = T;

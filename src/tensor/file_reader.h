@@ -1,7 +1,7 @@
 // ReadFileInto: a whole file read into an AlignedBuffer (a model's own copy of its GGUF bytes).
 // read(2) rather than a mapping plus memcpy: the mapped file pages count in the process's
-// resident set while they are mapped, so copying a 1.3 GB model out of a mapping peaked at
-// 2.6 GB RSS; read into the buffer, the peak is the copy. Stateless; thread-safe.
+// resident set while they are mapped, so copying a model out of a mapping peaks at twice its
+// size (bench/NOTES.md); read into the buffer, the peak is the copy. Stateless; thread-safe.
 #pragma once
 
 #include <string>

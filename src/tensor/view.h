@@ -16,8 +16,11 @@ struct MatrixView {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_stride = 0;  // bytes
-  // Optional kernel-specific copy of these same weights laid out ahead of time (today
-  // kernels::AmxPackedMatrix); owned elsewhere, must outlive the view; null when none.
+  // Optional kernel-specific copy of these same weights laid out ahead of time, its kind given
+  // by type: a kernels::QuantInterleaved for Q4_0/Q8_0, a kernels::AmxPackedMatrix for the
+  // types MatMul runs on AMX (not Q4_K, which has none). Owned elsewhere, must outlive the
+  // view; null when none. With a QuantInterleaved copy, data may be null (the model released
+  // the GGUF bytes; the kernels read only the copy).
   const void* packed = nullptr;
 
   const uint8_t* row(int64_t r) const {
