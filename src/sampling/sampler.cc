@@ -13,24 +13,26 @@ namespace tarmac::sampling {
 
 Status SamplingParams::Validate(int32_t n_vocab) const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature) || temperature > 100.0f)
-    return InvalidArgument("temperature must be in [0, 100], got {}", temperature);
-  if (top_k < 0) return InvalidArgument("top_k must be >= 0, got {}", top_k);
-  if (!(top_p > 0.0f && top_p <= 1.0f)) return InvalidArgument("top_p must be in (0, 1], got {}", top_p);
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) return InvalidArgument("min_p must be in [0, 1], got {}", min_p);
+    return InvalidField("temperature", "temperature must be in [0, 100], got {}", temperature);
+  if (top_k < 0) return InvalidField("top_k", "top_k must be >= 0, got {}", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    return InvalidField("top_p", "top_p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    return InvalidField("min_p", "min_p must be in [0, 1], got {}", min_p);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
-    return InvalidArgument("repetition_penalty must be > 0, got {}", repetition_penalty);
+    return InvalidField("repetition_penalty", "repetition_penalty must be > 0, got {}", repetition_penalty);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
-    return InvalidArgument("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+    return InvalidField("presence_penalty", "presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
-    return InvalidArgument("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    return InvalidField("frequency_penalty", "frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0 || id >= n_vocab)
-      return InvalidArgument("logit_bias token {} is outside the vocabulary of {}", id, n_vocab);
+      return InvalidField("logit_bias", "logit_bias token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
     if (!(bias >= -100.0f && bias <= 100.0f))
-      return InvalidArgument("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+      return InvalidField("logit_bias", "logit_bias for token {} must be in [-100, 100], got {}", id, bias);
   }
   if (top_logprobs < 0 || top_logprobs > 20)
-    return InvalidArgument("top_logprobs must be in [0, 20], got {}", top_logprobs);
+    return InvalidField("top_logprobs", "top_logprobs must be in [0, 20], got {}", top_logprobs);
   return Status::Ok();
 }
 
