@@ -12,8 +12,10 @@
 
 #include "apps/commands.h"
 #include "apps/model_loading.h"
-#include "apps/spec_flags.h"
+#include "apps/engine_flags.h"
 #include "base/thread_pool.h"
+#include "metrics/registry.h"
+#include "router/pool_model.h"
 #include "server/http_server.h"
 
 namespace tarmac::apps {
@@ -21,45 +23,17 @@ namespace {
 
 struct ServeArgs {
   std::vector<std::string> models;
-  std::string host = "127.0.0.1";
-  int port = 8080;
   std::string api_key_file;
-  int64_t max_body_bytes = 4 << 20;
-  int max_concurrent = 256;
-  int max_queue = 1024;
-  int64_t max_queue_tokens = 1 << 22;
-  double rate_limit = 0;
-  double rate_limit_burst = 0;
-  double request_timeout = 600;
-  double drain_timeout = 30;
-  double idle_timeout = 60;
-  int threads = ThreadPool::DefaultThreads();
-  int max_running = 64;
-  int max_batched_tokens = 512;
-  int max_context = 0;
-  int kv_blocks = 0;
-  double kv_memory_gib = 0;
-  std::string kv_dtype = "f16";
-  bool no_prefix_cache = false;
+  server::ServerConfig server;  // the flags write into it: its defaults are the flags'
+  EngineFlags engine;
   bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
-  SpecArgs spec;
 };
 
 int RunServe(const ServeArgs& a) {
-  server::ServerConfig sc;
-  sc.host = a.host;
-  sc.port = a.port;
-  sc.max_body_bytes = a.max_body_bytes;
-  sc.admission.max_concurrent = a.max_concurrent;
-  sc.admission.max_queue = a.max_queue;
-  sc.admission.max_queue_tokens = a.max_queue_tokens;
-  sc.rate_limit_rps = a.rate_limit;
-  sc.rate_limit_burst = a.rate_limit_burst;
-  sc.request_timeout_s = a.request_timeout;
-  sc.drain_timeout_s = a.drain_timeout;
-  sc.idle_timeout_s = a.idle_timeout;
+  server::ServerConfig sc = a.server;
+  sc.metrics = std::make_shared<metrics::Registry>();
   if (!a.api_key_file.empty()) {
     auto keys = server::ApiKeyStore::Load(a.api_key_file);
     if (!keys.ok()) {
@@ -90,20 +64,10 @@ int RunServe(const ServeArgs& a) {
     return srv.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   server::Server& server = **srv;
-  std::fprintf(stderr, "tarmac serve: listening on http://%s:%d (loading %zu model(s))\n", a.host.c_str(),
+  std::fprintf(stderr, "tarmac serve: listening on http://%s:%d (loading %zu model(s))\n", sc.host.c_str(),
                server.port(), a.models.size());
   std::thread io([&server] { server.Run(); });
 
-  engine::EngineConfig ec;
-  ec.threads = a.threads;
-  ec.max_running = a.max_running;
-  ec.max_batched_tokens = a.max_batched_tokens;
-  ec.max_context = a.max_context;
-  ec.kv_blocks = a.kv_blocks;
-  ec.kv_memory_bytes = static_cast<int64_t>(a.kv_memory_gib * (1ll << 30));
-  ec.kv_dtype = a.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16;
-  ec.prefix_cache = !a.no_prefix_cache;
-  ec.warmup = !a.no_warmup;
   std::vector<SpecSetup> specs;  // draft models, outliving the engines like `loaded`
   specs.reserve(a.models.size());
   std::vector<LoadedModel> loaded;  // outlive the server's engines (joined below first)
@@ -117,24 +81,25 @@ int RunServe(const ServeArgs& a) {
       break;
     }
     loaded.push_back(std::move(lm).value());
-    auto spec = LoadSpec(a.spec, a.models[i]);
+    auto spec = LoadSpec(a.engine.spec, a.models[i]);
     if (!spec.ok()) {
       std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), spec.status().message().c_str());
       rc = 2;
       break;
     }
     specs.push_back(std::move(spec).value());
-    engine::EngineConfig mec = ec;
-    ApplySpec(specs.back(), &mec);
-    auto sm = server::ServedModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), mec,
-                                          a.check_integrity);
+    engine::EngineConfig ec = ToEngineConfig(a.engine, specs.back());
+    ec.warmup = !a.no_warmup;
+    ec.metrics = sc.metrics;
+    auto sm = router::PoolModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
+                                        a.check_integrity);
     if (!sm.ok()) {
       std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), sm.status().message().c_str());
       rc = 2;
       break;
     }
     std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", names[i].c_str(),
-                 (*sm)->max_context, (*sm)->engine->config().kv_blocks, (*sm)->engine->kv_bytes() / 1048576.0);
+                 (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0);
     server.AddModel(std::move(sm).value());
   }
   if (rc != 0) {
@@ -155,47 +120,34 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->models, "GGUF model file (repeatable; the request's 'model' is the file stem)")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--host", a->host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", a->port, "port to listen on (0: any free port)")->capture_default_str()
+  cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key-file", a->api_key_file, "file of 'KEY TENANT' lines; when set, every route but /health needs 'Authorization: Bearer KEY'")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body (413 beyond)")->capture_default_str()
+  cmd->add_option("--max-body-bytes", a->server.max_body_bytes, "largest request body (413 beyond)")->capture_default_str()
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
-  cmd->add_option("--max-concurrent", a->max_concurrent, "generation requests in the engines at once")->capture_default_str()
+  cmd->add_option("--max-concurrent", a->server.admission.max_concurrent, "generation requests in the engines at once")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-queue", a->max_queue, "requests waiting for admission (429 beyond)")->capture_default_str()
+  cmd->add_option("--max-queue", a->server.admission.max_queue, "requests waiting for admission (429 beyond)")->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--max-queue-tokens", a->max_queue_tokens, "prompt + max_tokens of waiting requests (429 beyond)")
+  cmd->add_option("--max-queue-tokens", a->server.admission.max_queue_tokens, "prompt + max_tokens of waiting requests (429 beyond)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--rate-limit", a->rate_limit, "generation requests per second per tenant (token bucket; 0: off)")
+  cmd->add_option("--rate-limit", a->server.rate_limit_rps, "generation requests per second per tenant (token bucket; 0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--rate-limit-burst", a->rate_limit_burst, "token bucket size (0: max(1, --rate-limit))")
+  cmd->add_option("--rate-limit-burst", a->server.rate_limit_burst, "token bucket size (0: max(1, --rate-limit))")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--request-timeout", a->request_timeout, "seconds a request may wait and run (408 beyond)")
+  cmd->add_option("--request-timeout", a->server.request_timeout_s, "seconds a request may wait and run (408 beyond)")
       ->capture_default_str()->check(CLI::Range(0.001, 1e7));
-  cmd->add_option("--drain-timeout", a->drain_timeout, "seconds in-flight requests may finish after SIGTERM")
+  cmd->add_option("--drain-timeout", a->server.drain_timeout_s, "seconds in-flight requests may finish after SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 1e7));
-  cmd->add_option("--idle-timeout", a->idle_timeout, "seconds to read a request / keep an idle connection")
+  cmd->add_option("--idle-timeout", a->server.idle_timeout_s, "seconds to read a request / keep an idle connection")
       ->capture_default_str()->check(CLI::Range(0.01, 1e7));
-  cmd->add_option("-t,--threads", a->threads, "compute threads per model")->capture_default_str()->check(CLI::Range(1, 256));
-  cmd->add_option("--max-running", a->max_running, "requests batched (holding KV) per model")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens per engine step")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-context", a->max_context, "context per request (0: the model's)")->capture_default_str()
-      ->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--kv-blocks", a->kv_blocks, "KV blocks per model (0: from --kv-memory-gib or automatic)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--kv-memory,--kv-memory-gib", a->kv_memory_gib, "KV memory per model (0: automatic)")->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--kv-dtype", a->kv_dtype, "f16 or int8")->capture_default_str()->check(CLI::IsMember({"f16", "int8"}));
-  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
+  AddEngineFlags(cmd, &a->engine);
   cmd->add_flag("--no-warmup", a->no_warmup,
                 "skip the throwaway forward passes each model runs before 'ready' (they make the "
                 "first request as fast as the next)");
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping");
-  AddSpecFlags(cmd, &a->spec);
   cmd->add_flag("--check-integrity", a->check_integrity, "test aid: check KV integrity after every engine step (abort on error)");
   cmd->callback([a, run] { *run = [a] { return RunServe(*a); }; });
 }

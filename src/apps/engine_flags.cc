@@ -1,4 +1,4 @@
-#include "apps/spec_flags.h"
+#include "apps/engine_flags.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -6,10 +6,72 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "base/thread_pool.h"
+#include "model/kv_dtype.h"
 #include "gguf/gguf_file.h"
 #include "gguf/quantize_file.h"
 
 namespace tarmac::apps {
+
+SpecArgs::SpecArgs() {
+  const engine::EngineConfig d;
+  k = d.spec.policy_config.max_k;
+  max_slowdown = d.spec.policy_config.max_other_slowdown;
+}
+
+EngineFlags::EngineFlags() : threads(ThreadPool::DefaultThreads()) {
+  const engine::EngineConfig d;
+  max_running = d.sched.max_running;
+  max_batched_tokens = d.sched.max_batched_tokens;
+  max_context = d.sched.max_context;
+  block_size = d.sched.block_size;
+  kv_blocks = d.kv.blocks;
+  kv_memory_gib = static_cast<double>(d.kv.memory_bytes) / (1ll << 30);
+  kv_dtype = model::KvDtypeName(d.kv.dtype);
+  no_prefix_cache = !d.kv.prefix_cache;
+}
+
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f, unsigned sets) {
+  cmd->add_option("-t,--threads", f->threads, "compute threads per model")->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  if (sets & kSchedulerFlags) {
+    f->max_running_option = cmd->add_option("--max-running", f->max_running, "requests batched (holding KV) per model")
+                                ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "tokens per engine step")->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--max-context", f->max_context, "context per request (0: the model's)")->capture_default_str()
+        ->check(CLI::Range(0, 1 << 24));
+    cmd->add_option("--block-size", f->block_size, "tokens per KV block")->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+  }
+  if (sets & kKvFlags) {
+    cmd->add_option("--kv-blocks", f->kv_blocks, "KV blocks per model (0: from --kv-memory or automatic)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+    cmd->add_option("--kv-memory,--kv-memory-gib", f->kv_memory_gib,
+                    "KV memory per model in GiB (0: enough for --max-running full contexts, at most half "
+                    "the free memory)")
+        ->capture_default_str()->check(CLI::Range(0.0, 4096.0));
+    cmd->add_option("--kv-dtype", f->kv_dtype, "KV element type: f16 or int8")->capture_default_str()
+        ->check(CLI::IsMember({"f16", "int8"}));
+    cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "disable the radix prefix cache");
+  }
+  if (sets & kSpecFlags) AddSpecFlags(cmd, &f->spec);
+}
+
+engine::EngineConfig ToEngineConfig(const EngineFlags& f, const SpecSetup& spec) {
+  engine::EngineConfig c;
+  c.threads = f.threads;
+  c.sched.max_running = f.max_running;
+  c.sched.max_batched_tokens = f.max_batched_tokens;
+  c.sched.max_context = f.max_context;
+  c.sched.block_size = f.block_size;
+  c.kv.blocks = f.kv_blocks;
+  c.kv.memory_bytes = static_cast<int64_t>(f.kv_memory_gib * (1ll << 30));
+  c.kv.dtype = f.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16;
+  c.kv.prefix_cache = !f.no_prefix_cache;
+  ApplySpec(spec, &c);
+  return c;
+}
 
 void AddSpecFlags(CLI::App* cmd, SpecArgs* a) {
   cmd->add_option("--spec", a->mode, "speculative decoding: off|draft|ngram|auto")
@@ -75,8 +137,7 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
   s.k = a.k;
   s.max_slowdown = a.max_slowdown;
   if (a.mode == "off") return s;
-  s.mode = a.mode == "draft" ? engine::SpecMode::kDraft
-           : a.mode == "ngram" ? engine::SpecMode::kNgram : engine::SpecMode::kAuto;
+  TARMAC_ASSIGN_OR_RETURN(s.mode, engine::ParseSpecMode(a.mode));
   if (s.mode == engine::SpecMode::kNgram) return s;
   std::string draft = a.draft_model;
   if (draft.empty()) {
@@ -117,10 +178,10 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
 }
 
 void ApplySpec(const SpecSetup& s, engine::EngineConfig* cfg) {
-  cfg->spec = s.mode;
-  cfg->draft_model = s.draft.get();
-  cfg->spec_k = s.k;
-  cfg->spec_max_slowdown = s.max_slowdown;
+  cfg->spec.mode = s.mode;
+  cfg->spec.draft_model = s.draft.get();
+  cfg->spec.policy_config.max_k = s.k;
+  cfg->spec.policy_config.max_other_slowdown = s.max_slowdown;
 }
 
 }  // namespace tarmac::apps

@@ -1,6 +1,6 @@
-#include "server/chat_format.h"
+#include "router/chat_format.h"
 
-namespace tarmac::server {
+namespace tarmac::router {
 
 Result<ChatFormatter> ChatFormatter::Create(const std::string& source, std::string bos, std::string eos) {
   ChatFormatter f;
@@ -41,4 +41,4 @@ Result<std::string> ChatFormatter::Render(const nlohmann::ordered_json& messages
   return out;
 }
 
-}  // namespace tarmac::server
+}  // namespace tarmac::router

@@ -18,7 +18,7 @@
 #include "chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace tarmac::server {
+namespace tarmac::router {
 
 class ChatFormatter {
  public:
@@ -40,4 +40,4 @@ class ChatFormatter {
   std::string bos_, eos_;
 };
 
-}  // namespace tarmac::server
+}  // namespace tarmac::router

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/hash.h"
 
 namespace tarmac::server {
 namespace {
@@ -70,10 +69,6 @@ std::string_view BearerToken(std::string_view v) {
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   return v;
-}
-
-uint64_t PrefixNamespace(std::string_view tenant, std::string_view model) {
-  return SplitMix64(Fnv1a64(tenant) ^ SplitMix64(Fnv1a64(model)));
 }
 
 }  // namespace tarmac::server

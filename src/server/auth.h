@@ -40,8 +40,4 @@ class ApiKeyStore {
 // The key from an "Authorization: Bearer KEY" header value ("" when absent or malformed).
 std::string_view BearerToken(std::string_view authorization);
 
-// The prefix-cache namespace of (tenant, model): a salt derived on the server, never sent by
-// clients, so no tenant can reuse another tenant's cached prefix.
-uint64_t PrefixNamespace(std::string_view tenant, std::string_view model);
-
 }  // namespace tarmac::server

@@ -19,9 +19,11 @@
 #include <string>
 
 #include "base/status.h"
+#include "metrics/registry.h"
+#include "router/admission.h"
+#include "router/pool_model.h"
 #include "server/auth.h"
 #include "server/limits.h"
-#include "server/served_model.h"
 
 namespace tarmac::server {
 
@@ -30,7 +32,10 @@ struct ServerConfig {
   int port = 8080;                          // 0: any free port (see Server::port())
   std::optional<ApiKeyStore> keys;          // none: no auth, every request is tenant "default"
   int64_t max_body_bytes = 4 << 20;         // larger bodies get 413
-  AdmissionConfig admission;
+  router::AdmissionLimits admission;        // totals over every model
+  // Where the server's, the pool's and (given in their configs) the engines' series live; null:
+  // the server makes one (engines added later should then use Server::registry()).
+  std::shared_ptr<metrics::Registry> metrics;
   double rate_limit_rps = 0;                // per tenant; 0: off
   double rate_limit_burst = 0;              // bucket size (0: max(1, rps))
   double request_timeout_s = 600;           // admission wait + generation
@@ -44,7 +49,8 @@ class Server {
   ~Server();
 
   int port() const;
-  void AddModel(std::unique_ptr<ServedModel> model);
+  std::shared_ptr<metrics::Registry> registry() const;
+  void AddModel(std::unique_ptr<router::PoolModel> model);
   void SetReady();
   // Serves until drained. Returns 0.
   int Run();

@@ -29,7 +29,7 @@ Session::~Session() { srv_->open_connections--; }
 
 const std::string& Session::model_name() const {
   static const std::string kNone;
-  return gen_ ? gen_->model().name : kNone;
+  return gen_ ? gen_->model_name() : kNone;
 }
 
 void Session::DoRead() {
@@ -184,18 +184,18 @@ void Session::Handle() {
 }
 
 void Session::HandleModels(const std::string& one) {
-  auto card = [](const ServedModel& m) {
+  auto card = [](const router::PoolModel& m) {
     return Json{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "tarmac"},
                 {"root", m.name}, {"max_model_len", m.max_context}};
   };
   if (!one.empty()) {
-    const ServedModel* m = srv_->FindModel(one);
+    const router::PoolModel* m = srv_->FindModel(one);
     if (!m) return RespondError(NotFound("The model '" + one + "' does not exist", "model", "model_not_found"));
     Respond(200, "application/json", DumpJson(card(*m)));
     return;
   }
   Json data = Json::array();
-  for (const auto& m : srv_->models) data.push_back(card(*m));
+  for (const auto& m : srv_->pool.models()) data.push_back(card(*m));
   Respond(200, "application/json", DumpJson(Json{{"object", "list"}, {"data", std::move(data)}}));
 }
 
@@ -204,7 +204,7 @@ void Session::HandleTokenize(bool detokenize) {
   if (detokenize) {
     DetokenizeRequest r;
     if (auto e = ParseDetokenizeRequest(body, &r)) return RespondError(*e);
-    const ServedModel* m = srv_->FindModel(r.model);
+    const router::PoolModel* m = srv_->FindModel(r.model);
     if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
     for (size_t i = 0; i < r.tokens.size(); ++i) {
       if (r.tokens[i] < 0 || r.tokens[i] >= m->tokenizer->n_vocab())
@@ -216,7 +216,7 @@ void Session::HandleTokenize(bool detokenize) {
   }
   TokenizeRequest r;
   if (auto e = ParseTokenizeRequest(body, &r)) return RespondError(*e);
-  const ServedModel* m = srv_->FindModel(r.model);
+  const router::PoolModel* m = srv_->FindModel(r.model);
   if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
   std::vector<int32_t> ids;
   if (r.is_chat) {
@@ -238,9 +238,10 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   }
   GenRequest req;
   if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
-  ServedModel* m = srv_->FindModel(req.model);
+  router::PoolModel* m = srv_->FindModel(req.model);
   if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
-  gen_ = std::make_unique<Generation>(std::move(req), m, tenant);
+  req.spec.tenant = tenant;
+  gen_ = std::make_unique<GenerationJob>(std::move(req), std::make_unique<router::EngineTarget>(m));
   if (auto e = gen_->Prepare()) {
     gen_.reset();
     return RespondError(*e);
@@ -250,18 +251,18 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   gen_id_ = srv_->next_gen_id++;
   client_gone_ = timed_out_ = false;
   aborted_.reset();
-  switch (srv_->admission.Arrive(gen_id_, gen_->admission_tokens(), gen_->priority())) {
-    case Admission::Decision::kRejected:
+  switch (srv_->pool.admission().Arrive(gen_->model_name(), gen_id_, gen_->admission_tokens(), gen_->priority())) {
+    case router::Admission::Decision::kRejected:
       gen_.reset();
       srv_->metrics.CountRejected("queue_full");
       return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
-    case Admission::Decision::kQueued:
+    case router::Admission::Decision::kQueued:
       srv_->inflight[gen_id_] = shared_from_this();
       state_ = State::kQueued;
       ArmTimeout();
       WatchDisconnect();
       return;
-    case Admission::Decision::kRun:
+    case router::Admission::Decision::kRun:
       srv_->inflight[gen_id_] = shared_from_this();
       ArmTimeout();
       StartGeneration();
@@ -305,7 +306,7 @@ void Session::StartGeneration() {
   if (gen_->streaming()) {
     Write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
           "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n");
-    std::string prelude = gen_->StreamPrelude();
+    std::string prelude = gen_->render().StreamPrelude();
     if (!prelude.empty()) Write(HexChunk(prelude));
   }
   WatchDisconnect();
@@ -329,9 +330,8 @@ void Session::OnEngineEvents() {
 
 void Session::FinishGeneration() {
   gen_timer_.cancel();
-  for (const Choice& c : gen_->choices()) srv_->metrics.ObserveRequest(gen_->BucketOf(c), c.metrics, c.finish);
   state_ = State::kResponding;
-  std::unique_ptr<Generation> gen = std::move(gen_);
+  std::unique_ptr<GenerationJob> gen = std::move(gen_);
   const int64_t id = gen_id_;
   if (client_gone_) {
     srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
@@ -342,16 +342,16 @@ void Session::FinishGeneration() {
   if (gen->streaming()) {
     std::string tail;
     if (aborted_) tail += "data: " + aborted_->ToJson() + "\n\n";
-    tail += gen->StreamEpilogue();
+    tail += gen->render().StreamEpilogue();
     Write(HexChunk(tail) + "0\r\n\r\n");
     srv_->metrics.CountResponse(route_, aborted_ ? aborted_->status : 200);
     ResponseDone();
   } else if (aborted_) {
     RespondError(*aborted_);
-  } else if (auto e = gen->EngineError()) {
+  } else if (auto e = gen->render().EngineError()) {
     RespondError(*e);
   } else {
-    Respond(200, "application/json", gen->ResponseBody());
+    Respond(200, "application/json", gen->render().ResponseBody());
   }
   srv_->Release(id, true);
 }

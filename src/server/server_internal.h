@@ -16,10 +16,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "router/model_pool.h"
 #include "server/api_error.h"
-#include "server/generation.h"
+#include "server/generation_job.h"
 #include "server/http_server.h"
-#include "server/metrics.h"
+#include "server/server_metrics.h"
 
 namespace tarmac::server {
 
@@ -33,13 +34,16 @@ class Session;
 struct Server::Impl {
   explicit Impl(ServerConfig c)
       : config(std::move(c)), acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc),
-        admission(config.admission),
-        limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)) {}
+        pool(config.admission, config.metrics),
+        limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)),
+        metrics(config.metrics) {
+    metrics.Watch(&pool.admission(), &open_connections);
+  }
 
   void Accept();
   void BeginDrain();
   void CheckDrained();
-  ServedModel* FindModel(const std::string& name) const;
+  router::PoolModel* FindModel(const std::string& name) const { return pool.Find(name); }
   // A generation request (id) left the admission queue or the engine: frees its slot, starts
   // queued requests, forgets the session.
   void Release(int64_t id, bool was_running);
@@ -55,10 +59,9 @@ struct Server::Impl {
   bool draining = false;
   bool drain_deadline_passed = false;
   bool stopped = false;
-  std::vector<std::unique_ptr<ServedModel>> models;  // destroyed before ioc (declared after it)
-  Admission admission;
+  router::ModelPool pool;  // destroyed before ioc (declared after it)
   RateLimiter limiter;
-  ServerMetrics metrics;
+  ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
   int64_t next_gen_id = 1;
 };
@@ -111,7 +114,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string route_;
   int status_ = 0;
   // Current generation.
-  std::unique_ptr<Generation> gen_;
+  std::unique_ptr<GenerationJob> gen_;
   int64_t gen_id_ = 0;
   bool client_gone_ = false;
   bool timed_out_ = false;

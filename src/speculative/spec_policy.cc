@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/check.h"
+
 namespace tarmac::speculative {
 
 SpecPolicy::SpecPolicy(const SpecPolicyConfig& config) : config_(config) {
@@ -70,11 +72,11 @@ bool SpecPolicy::CostCurve::LargestUpTo(double n, double* at_n, double* at_s) co
   return found;
 }
 
-bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket,
-                                    int32_t other_drafts) const {
+bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket, int32_t other_drafts,
+                                    int32_t max_k) const {
   // Nothing measured (the decode step, or the draft): find out.
   if (StepSeconds(std::max(batch, 1)) <= 0 || !draft_measured_) return true;
-  for (int32_t k = 1; k <= config_.max_k && OthersAllow(k, batch, in_bucket, other_drafts); ++k) {
+  for (int32_t k = 1; k <= MaxK(max_k) && OthersAllow(k, batch, in_bucket, other_drafts); ++k) {
     if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket, other_drafts) >
         1.0 + config_.min_gain) {
       return true;
@@ -83,9 +85,20 @@ bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket,
   return false;
 }
 
-double SpecPolicy::AcceptanceEstimate(const std::string& bucket) const {
-  const auto it = acc_.find(bucket);
-  return it == acc_.end() ? Acc{}.Estimate() : it->second.Estimate();
+SpecPolicy::Acc& SpecPolicy::At(metrics::BucketId b) {
+  TARMAC_CHECK(b >= 0);
+  if (static_cast<size_t>(b) >= acc_.size()) acc_.resize(static_cast<size_t>(b) + 1);
+  return acc_[static_cast<size_t>(b)];
+}
+
+double SpecPolicy::AcceptanceEstimate(metrics::BucketId bucket) const {
+  if (bucket < 0 || static_cast<size_t>(bucket) >= acc_.size()) return Acc{}.Estimate();
+  return acc_[static_cast<size_t>(bucket)].Estimate();
+}
+
+int32_t SpecPolicy::LastK(metrics::BucketId bucket) const {
+  if (bucket < 0 || static_cast<size_t>(bucket) >= acc_.size()) return 0;
+  return acc_[static_cast<size_t>(bucket)].last_k;
 }
 
 bool SpecPolicy::StepCosts(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts,
@@ -126,20 +139,18 @@ double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in
   return expected * decode / (draft + verify);
 }
 
-int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket,
-                            int32_t other_drafts) {
-  BucketStats& st = buckets_[bucket];
-  Acc& acc = acc_[bucket];
-  ++st.decisions;
+int32_t SpecPolicy::ChooseK(metrics::BucketId bucket, int32_t batch, int32_t in_bucket,
+                            int32_t other_drafts, int32_t max_k_cap) {
+  Acc& acc = At(bucket);
+  const int32_t max_k = MaxK(max_k_cap);
   const double a = acc.Estimate();
-  st.accept_est = a;
   int32_t best_k = 0;
   double best = 1.0 + config_.min_gain;
   // Until a draft of this bucket has been verified its acceptance is only the prior: the
   // model is not acted on for every request (at batch 41 that was 41 draft catch-ups on a
   // guess); the probe below measures it.
   // The slowdown grows with k: the first k past the others' limit ends the search.
-  for (int32_t k = 1; st.drafts > 0 && k <= config_.max_k &&
+  for (int32_t k = 1; acc.verifies > 0 && k <= max_k &&
                       OthersAllow(k, batch, in_bucket, other_drafts);
        ++k) {
     const double s = PredictSpeedup(a, k, batch, in_bucket, other_drafts);
@@ -158,35 +169,29 @@ int32_t SpecPolicy::ChooseK(const std::string& bucket, int32_t batch, int32_t in
   // its first decode step at batch 64 would otherwise probe all 64 requests (each paying a
   // draft catch-up) before the first verification is seen.
   const int64_t period =
-      (st.drafts == 0 ? 1 : static_cast<int64_t>(config_.probe_every)) * std::max(batch, 1);
-  const bool due = (st.drafts == 0 && acc.never_probed) || ++acc.since_probe >= period;
-  if (best_k == 0 && config_.max_k > 0 && due &&
-      AcceptanceCouldPay(batch, in_bucket, other_drafts)) {
+      (acc.verifies == 0 ? 1 : static_cast<int64_t>(config_.probe_every)) * std::max(batch, 1);
+  const bool due = (acc.verifies == 0 && acc.never_probed) || ++acc.since_probe >= period;
+  if (best_k == 0 && max_k > 0 && due &&
+      AcceptanceCouldPay(batch, in_bucket, other_drafts, max_k)) {
     acc.since_probe = 0;
     acc.never_probed = false;
     // Re-probe a switched-off bucket with 2 drafts, or 1 where 2 would slow the others too
     // much (AcceptanceCouldPay found some k within the limit).
-    best_k = std::min(2, config_.max_k);
+    best_k = std::min(2, max_k);
     if (best_k > 1 && !OthersAllow(best_k, batch, in_bucket, other_drafts)) best_k = 1;
   }
-  if (best_k == 0) ++st.fallbacks;
-  st.last_k = best_k;
+  acc.last_k = best_k;
   return best_k;
 }
 
-void SpecPolicy::ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted) {
+void SpecPolicy::ObserveVerify(metrics::BucketId bucket, int32_t proposed, int32_t accepted) {
   if (proposed <= 0) return;
-  BucketStats& st = buckets_[bucket];
-  Acc& acc = acc_[bucket];
-  ++st.drafts;
-  st.draft_tokens += proposed;
-  st.accepted_tokens += accepted;
-  for (int32_t i = 0; i < accepted && i < kMaxDraft; ++i) ++st.accepted_at[i];
+  Acc& acc = At(bucket);
+  ++acc.verifies;
   // Geometric model: `accepted` successes, then one failure unless all passed.
   const double w = std::pow(config_.decay, proposed);
   acc.accepted = acc.accepted * w + accepted;
   acc.rejected = acc.rejected * w + (accepted < proposed ? 1 : 0);
-  st.accept_est = acc.Estimate();
 }
 
 void SpecPolicy::ObserveStep(int32_t tokens, double seconds) {

@@ -17,18 +17,24 @@
 // even acceptance kProbeAcceptance would not pay at the current batch (then only the step
 // costs keep it off, and a probe, which measures acceptance, could not change that).
 //
-// Not thread-safe (the engine's step thread). Stats() is a copy for metrics.
+// Buckets are metrics::BucketId (the one request-bucket definition). The counts that describe
+// speculation (drafts, accepted tokens, decisions, fallbacks) are the engine's metrics; the
+// policy keeps only what its decisions need.
+//
+// Not thread-safe (the engine's step thread).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
-#include <string>
+#include <vector>
+
+#include "metrics/request_bucket.h"
 
 namespace tarmac::speculative {
 
 struct SpecPolicyConfig {
-  int32_t max_k = 8;
+  int32_t max_k = 4;        // longest draft (the fixed k when the policy is off)
   double decay = 0.98;      // weight kept per observation (older acceptance fades)
   double min_gain = 0.02;   // speculate only when the model predicts > 2% speedup
   int32_t probe_every = 32; // engine steps between probes of a switched-off bucket
@@ -38,23 +44,6 @@ struct SpecPolicyConfig {
 };
 
 constexpr int kMaxDraft = 16;
-
-struct BucketStats {
-  int64_t decisions = 0;       // requests considered
-  int64_t fallbacks = 0;       // of those, speculation off (k = 0)
-  int64_t drafts = 0;          // verify steps with at least one draft
-  int64_t draft_tokens = 0;
-  int64_t accepted_tokens = 0;
-  std::array<int64_t, kMaxDraft> accepted_at{};  // accepted at position i (0-based)
-  double accept_est = 0.5;     // current per-position acceptance estimate
-  int32_t last_k = 0;
-  double acceptance_rate() const {
-    return draft_tokens ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0;
-  }
-  double mean_accepted_length() const {
-    return drafts ? static_cast<double>(accepted_tokens) / drafts : 0.0;
-  }
-};
 
 class SpecPolicy {
  public:
@@ -66,10 +55,11 @@ class SpecPolicy {
   // k · in_bucket tokens against batch + other_drafts without it, so a high-acceptance bucket
   // can speculate while others in the batch do not, and a bucket deciding after another sees
   // the step that one made.
-  int32_t ChooseK(const std::string& bucket, int32_t batch, int32_t in_bucket = -1,
-                  int32_t other_drafts = 0);
+  // max_k >= 0 caps this decision below config().max_k (a runtime knob); 0 switches it off.
+  int32_t ChooseK(metrics::BucketId bucket, int32_t batch, int32_t in_bucket = -1,
+                  int32_t other_drafts = 0, int32_t max_k = -1);
   // After verification: `proposed` drafts, the first `accepted` of them accepted.
-  void ObserveVerify(const std::string& bucket, int32_t proposed, int32_t accepted);
+  void ObserveVerify(metrics::BucketId bucket, int32_t proposed, int32_t accepted);
   // A target forward over `tokens` tokens took `seconds`.
   void ObserveStep(int32_t tokens, double seconds);
   // `rounds` draft rounds (one forward each) for `requests` requests took `seconds`.
@@ -85,24 +75,30 @@ class SpecPolicy {
   double DraftRoundSeconds(int32_t requests) const;
   // Whether some k would pay at this batch if acceptance were kProbeAcceptance (or nothing
   // is measured yet) within the others' slowdown limit.
-  bool AcceptanceCouldPay(int32_t batch, int32_t in_bucket, int32_t other_drafts = 0) const;
+  bool AcceptanceCouldPay(int32_t batch, int32_t in_bucket, int32_t other_drafts = 0,
+                          int32_t max_k = -1) const;
   // How much k drafts for each of the bucket's in_bucket requests lengthen the batch's step
   // (draft rounds plus the larger verify step, over the plain decode step): 1 when nothing
   // is measured. What the batch's other requests pay.
   double StepSlowdown(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts = 0) const;
   // The bucket's current per-position acceptance estimate (the prior, 0.5, when unseen).
-  double AcceptanceEstimate(const std::string& bucket) const;
+  double AcceptanceEstimate(metrics::BucketId bucket) const;
+  // The k of the bucket's latest decision (0 before any).
+  int32_t LastK(metrics::BucketId bucket) const;
   static constexpr double kProbeAcceptance = 0.95;
 
-  const std::map<std::string, BucketStats>& stats() const { return buckets_; }
+  const SpecPolicyConfig& config() const { return config_; }
 
  private:
   struct Acc {
     double accepted = 1.0, rejected = 1.0;  // decayed counts; prior a = 0.5
     int64_t since_probe = 0;   // decisions since the last probe
     bool never_probed = true;
+    int64_t verifies = 0;      // verifications seen (with at least one draft)
+    int32_t last_k = 0;
     double Estimate() const { return accepted / (accepted + rejected); }
   };
+  Acc& At(metrics::BucketId b);  // grown on first use (ids are dense)
   static int Bin(int32_t tokens);  // log2 bin of a token count
   // The decode step (batch + other_drafts tokens), the verify step with k drafts for each of
   // in_bucket requests, and k draft rounds for in_bucket requests, in seconds: false while
@@ -110,6 +106,7 @@ class SpecPolicy {
   bool StepCosts(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts,
                  double* decode, double* verify, double* draft) const;
   // Whether k keeps StepSlowdown within max_other_slowdown (always, with no other requests).
+  int32_t MaxK(int32_t cap) const { return cap < 0 ? config_.max_k : std::min(cap, config_.max_k); }
   bool OthersAllow(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts) const;
 
   // Measured seconds by size (tokens of a step, requests of a draft round): per log2 size
@@ -129,8 +126,7 @@ class SpecPolicy {
   };
 
   SpecPolicyConfig config_;
-  std::map<std::string, BucketStats> buckets_;
-  std::map<std::string, Acc> acc_;
+  std::vector<Acc> acc_;  // by bucket id
   CostCurve steps_;   // target decode steps by tokens
   CostCurve drafts_;  // draft rounds by requests
   bool draft_measured_ = false;  // a draft round was observed (n-gram rounds may cost ~0 s)

@@ -1,9 +1,9 @@
 // The plain default chat format and the template path.
-#include "server/chat_format.h"
+#include "router/chat_format.h"
 
 #include <gtest/gtest.h>
 
-namespace tarmac::server {
+namespace tarmac::router {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -30,4 +30,4 @@ TEST(ChatFormat, Template) {
 }
 
 }  // namespace
-}  // namespace tarmac::server
+}  // namespace tarmac::router

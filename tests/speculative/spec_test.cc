@@ -8,6 +8,16 @@
 namespace tarmac::speculative {
 namespace {
 
+// Request buckets (ids as a BucketTable would intern them).
+constexpr metrics::BucketId kQa = 0;
+constexpr metrics::BucketId kCreative = 1;
+constexpr metrics::BucketId kB = 2;
+constexpr metrics::BucketId kNew = 3;
+constexpr metrics::BucketId kFresh = 4;
+constexpr metrics::BucketId kT = 5;
+constexpr metrics::BucketId kHigh = 6;
+constexpr metrics::BucketId kUnseen = 7;
+
 TEST(NgramProposerTest, ProposesWhatFollowedTheLatestMatch) {
   NgramProposer p(1, 3);
   // ... 5 6 7 8 9 ... 5 6 7 -> 8 9 (the 3-gram "5 6 7" matched)
@@ -30,8 +40,8 @@ TEST(SpecPolicyTest, SpeculatesWhenBandwidthBoundAndAcceptanceIsHigh) {
   // Bandwidth-bound target: a step costs the same for 1..16 tokens; drafts are cheap.
   for (int t : {1, 2, 4, 8, 16}) p.ObserveStep(t, 0.010);
   p.ObserveDraft(1, 0.0005);
-  for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 4, 3);  // ~75% per position
-  const int32_t k = p.ChooseK("qa", 1);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify(kQa, 4, 3);  // ~75% per position
+  const int32_t k = p.ChooseK(kQa, 1);
   EXPECT_GE(k, 3);
   EXPECT_GT(p.PredictSpeedup(0.75, k, 1), 2.0);
 }
@@ -42,13 +52,13 @@ TEST(SpecPolicyTest, SwitchesOffWhenComputeBoundOrAcceptanceIsLow) {
   for (int t : {1, 8, 32}) p.ObserveStep(t, 0.010);
   for (int t : {64, 128, 256, 512}) p.ObserveStep(t, 0.010 * t / 32.0);
   p.ObserveDraft(1, 0.0005);
-  for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 4, 3);
-  EXPECT_GT(p.ChooseK("qa", 1), 0);    // batch 1: still pays
-  EXPECT_EQ(p.ChooseK("qa", 64), 0);   // batch 64: verify costs (1 + k)x, off
+  for (int i = 0; i < 50; ++i) p.ObserveVerify(kQa, 4, 3);
+  EXPECT_GT(p.ChooseK(kQa, 1), 0);    // batch 1: still pays
+  EXPECT_EQ(p.ChooseK(kQa, 64), 0);   // batch 64: verify costs (1 + k)x, off
   // Low acceptance pays at no batch size.
-  for (int i = 0; i < 80; ++i) p.ObserveVerify("creative", 4, 0);
-  EXPECT_EQ(p.ChooseK("creative", 1), 0);
-  EXPECT_GT(p.stats().at("creative").fallbacks, 0);
+  for (int i = 0; i < 80; ++i) p.ObserveVerify(kCreative, 4, 0);
+  EXPECT_EQ(p.ChooseK(kCreative, 1), 0);
+  EXPECT_EQ(p.LastK(kCreative), 0);
 }
 
 TEST(SpecPolicyTest, NoProbesWhereStepCostsAloneRuleSpeculationOut) {
@@ -62,10 +72,10 @@ TEST(SpecPolicyTest, NoProbesWhereStepCostsAloneRuleSpeculationOut) {
   EXPECT_FALSE(p.AcceptanceCouldPay(64, 64));
   EXPECT_TRUE(p.AcceptanceCouldPay(1, 1));
   int probes = 0;
-  for (int i = 0; i < 64 * 20; ++i) probes += p.ChooseK("b", 64, 64) > 0;
+  for (int i = 0; i < 64 * 20; ++i) probes += p.ChooseK(kB, 64, 64) > 0;
   EXPECT_EQ(probes, 0);  // not even the first probe of an unmeasured bucket
   // At batch 1 the same bucket is probed at once.
-  EXPECT_GT(p.ChooseK("b", 1, 1), 0);
+  EXPECT_GT(p.ChooseK(kB, 1, 1), 0);
 }
 
 TEST(SpecPolicyTest, UnmeasuredBucketProbesOneRequestPerStep) {
@@ -81,11 +91,11 @@ TEST(SpecPolicyTest, UnmeasuredBucketProbesOneRequestPerStep) {
   ASSERT_LT(p.PredictSpeedup(0.5, 1, 64, 64), 1.0);
   // The first step: 64 decisions, before any verification is observed.
   int probes = 0;
-  for (int i = 0; i < 64; ++i) probes += p.ChooseK("new", 64, 64) > 0;
+  for (int i = 0; i < 64; ++i) probes += p.ChooseK(kNew, 64, 64) > 0;
   EXPECT_EQ(probes, 1);
   // Still nothing verified (the probe produced no draft): one more in the next step.
   probes = 0;
-  for (int i = 0; i < 64; ++i) probes += p.ChooseK("new", 64, 64) > 0;
+  for (int i = 0; i < 64; ++i) probes += p.ChooseK(kNew, 64, 64) > 0;
   EXPECT_EQ(probes, 1);
 }
 
@@ -99,11 +109,11 @@ TEST(SpecPolicyTest, PriorAloneIsNotActedOn) {
   p.ObserveDraft(1, 0.0001, 41);
   ASSERT_GT(p.PredictSpeedup(0.5, 2, 41, 41), 1.1);
   int probes = 0;
-  for (int i = 0; i < 41; ++i) probes += p.ChooseK("fresh", 41, 41) > 0;
+  for (int i = 0; i < 41; ++i) probes += p.ChooseK(kFresh, 41, 41) > 0;
   EXPECT_EQ(probes, 1);
-  for (int i = 0; i < 20; ++i) p.ObserveVerify("fresh", 2, 1);
+  for (int i = 0; i < 20; ++i) p.ObserveVerify(kFresh, 2, 1);
   int on = 0;
-  for (int i = 0; i < 41; ++i) on += p.ChooseK("fresh", 41, 41) > 0;
+  for (int i = 0; i < 41; ++i) on += p.ChooseK(kFresh, 41, 41) > 0;
   EXPECT_EQ(on, 41);
 }
 
@@ -115,7 +125,7 @@ TEST(SpecPolicyTest, UnmeasuredDraftCostOnlyProbes) {
   EXPECT_EQ(p.PredictSpeedup(0.9, 2, 32, 32), 1.0);
   EXPECT_TRUE(p.AcceptanceCouldPay(32, 32));
   int probes = 0;
-  for (int i = 0; i < 32; ++i) probes += p.ChooseK("b", 32, 32) > 0;
+  for (int i = 0; i < 32; ++i) probes += p.ChooseK(kB, 32, 32) > 0;
   EXPECT_EQ(probes, 1);
   p.ObserveDraft(1, 0.0001, 32);
   EXPECT_GT(p.PredictSpeedup(0.9, 2, 32, 32), 1.5);
@@ -140,8 +150,8 @@ TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
   EXPECT_NEAR(p.StepSeconds(16), 0.095 + 8 * 0.75 * 0.095 / 8, 1e-9);  // not 0.190
   EXPECT_NEAR(p.StepSeconds(4), 0.045 + 3 * 0.05 / 7, 1e-9);   // between: interpolated
   p.ObserveDraft(1, 0.001);
-  for (int i = 0; i < 50; ++i) p.ObserveVerify("qa", 2, 1);  // ~50% per position
-  EXPECT_GT(p.ChooseK("qa", 8, 4), 0);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify(kQa, 2, 1);  // ~50% per position
+  EXPECT_GT(p.ChooseK(kQa, 8, 4), 0);
   // A single measurement still extrapolates proportionally, and a compute-bound line is
   // proportional anyway.
   SpecPolicy one;
@@ -161,8 +171,8 @@ TEST(SpecPolicyTest, StepCostsAboveTheMeasuredGrowAlongTheirSlope) {
   noisy.ObserveStep(64, 0.00440);
   EXPECT_NEAR(noisy.StepSeconds(147), 0.00440 + 83 * 0.75 * 0.00440 / 64, 1e-9);
   noisy.ObserveDraft(1, 0.00045);
-  for (int i = 0; i < 50; ++i) noisy.ObserveVerify("t", 2, 1);
-  EXPECT_EQ(noisy.ChooseK("t", 49, 49), 0);
+  for (int i = 0; i < 50; ++i) noisy.ObserveVerify(kT, 2, 1);
+  EXPECT_EQ(noisy.ChooseK(kT, 49, 49), 0);
 }
 
 // The first steps of a size are averaged, not decayed from the first one: a cold first
@@ -172,12 +182,12 @@ TEST(SpecPolicyTest, AColdFirstStepIsAveragedAway) {
   SpecPolicy p;
   for (int i = 0; i < 20; ++i) p.ObserveStep(1, 0.010);
   p.ObserveDraft(1, 0.0005);
-  for (int i = 0; i < 50; ++i) p.ObserveVerify("b", 2, 1);  // ~50% per position
+  for (int i = 0; i < 50; ++i) p.ObserveVerify(kB, 2, 1);  // ~50% per position
   p.ObserveStep(3, 0.030);  // the first 3-token step: cold
-  EXPECT_EQ(p.ChooseK("b", 1, 1), 0);
+  EXPECT_EQ(p.ChooseK(kB, 1, 1), 0);
   for (int i = 0; i < 3; ++i) p.ObserveStep(3, 0.010);
   EXPECT_NEAR(p.StepSeconds(3), 0.015, 1e-12);  // (30 + 3 x 10) / 4 ms; an EMA: 24.6 ms
-  EXPECT_GE(p.ChooseK("b", 1, 1), 1);  // k = 1: 1.5 x 10 / (12.5 + 0.5) ms = 1.15x
+  EXPECT_GE(p.ChooseK(kB, 1, 1), 1);  // k = 1: 1.5 x 10 / (12.5 + 0.5) ms = 1.15x
   // Past ten observations a bin decays again (weight 1/10).
   for (int i = 0; i < 6; ++i) p.ObserveStep(3, 0.010);
   p.ObserveStep(3, 0.020);
@@ -195,10 +205,10 @@ TEST(SpecPolicyTest, DraftRoundsArePricedByTheirRequests) {
   p.ObserveDraft(2, 0.000114);  // two rounds of one request
   EXPECT_NEAR(p.DraftRoundSeconds(1), 0.000057, 1e-12);
   EXPECT_NEAR(p.DraftRoundSeconds(49), 49 * 0.000057, 1e-12);
-  for (int i = 0; i < 50; ++i) p.ObserveVerify("t", 1, 1), p.ObserveVerify("t", 1, 0);
+  for (int i = 0; i < 50; ++i) p.ObserveVerify(kT, 1, 1), p.ObserveVerify(kT, 1, 0);
   // k = 1 for all 49: 1.5 · 4.55 / (6.0 + 2.8) = 0.78 (priced as one request: 1.13).
   EXPECT_LT(p.PredictSpeedup(0.5, 1, 49, 49), 0.8);
-  EXPECT_EQ(p.ChooseK("t", 49, 49), 0);
+  EXPECT_EQ(p.ChooseK(kT, 49, 49), 0);
   // Measured at 32 requests too: interpolated between, proportional beyond.
   p.ObserveDraft(1, 0.0004, 32);
   EXPECT_NEAR(p.DraftRoundSeconds(32), 0.0004, 1e-12);
@@ -218,39 +228,39 @@ TEST(SpecPolicyTest, OtherRequestsStepStaysWithinTheSlowdownLimit) {
     const double ms[][2] = {{1, 62}, {2, 64}, {3, 68}, {4, 72}, {8, 105}, {16, 120}};
     for (const auto& m : ms) p->ObserveStep(static_cast<int32_t>(m[0]), m[1] * 1e-3);
     p->ObserveDraft(1, 0.0005);
-    for (int i = 0; i < 60; ++i) p->ObserveVerify("high", 4, 3);  // ~75% per position
+    for (int i = 0; i < 60; ++i) p->ObserveVerify(kHigh, 4, 3);  // ~75% per position
     return p;
   };
   const auto p = make(0.05);
   // Alone in the batch: no one else to slow down, k as the speedup model says.
-  EXPECT_GE(p->ChooseK("high", 1, 1), 2);
+  EXPECT_GE(p->ChooseK(kHigh, 1, 1), 2);
   // 4 of 8: any k adds >= 4 tokens to a 105 ms step (12 tokens: +7% and more): off.
   EXPECT_GT(p->StepSlowdown(1, 8, 4), 1.05);
-  EXPECT_EQ(p->ChooseK("high", 8, 4), 0);
+  EXPECT_EQ(p->ChooseK(kHigh, 8, 4), 0);
   // 1 of 2: k = 1 makes the step 3 tokens (+6.7%): over the limit, though the bucket's own
   // predicted gain is over 1.2x; the limit decides.
   EXPECT_GT(p->StepSlowdown(1, 2, 1), 1.05);
-  EXPECT_GT(p->PredictSpeedup(p->stats().at("high").accept_est, 1, 2, 1), 1.2);
-  EXPECT_EQ(p->ChooseK("high", 2, 1), 0);
+  EXPECT_GT(p->PredictSpeedup(p->AcceptanceEstimate(kHigh), 1, 2, 1), 1.2);
+  EXPECT_EQ(p->ChooseK(kHigh, 2, 1), 0);
   // With the limit at 10% the same bucket speculates at 1 of 2, and with no limit it takes
   // the k that maximises its own speedup at 4 of 8.
-  EXPECT_GE(make(0.10)->ChooseK("high", 2, 1), 1);
-  EXPECT_LE(make(0.10)->StepSlowdown(make(0.10)->ChooseK("high", 2, 1), 2, 1), 1.10);
-  EXPECT_GT(make(-1)->ChooseK("high", 8, 4), 0);
+  EXPECT_GE(make(0.10)->ChooseK(kHigh, 2, 1), 1);
+  EXPECT_LE(make(0.10)->StepSlowdown(make(0.10)->ChooseK(kHigh, 2, 1), 2, 1), 1.10);
+  EXPECT_GT(make(-1)->ChooseK(kHigh, 8, 4), 0);
   // A bucket deciding after another prices its step on top of the other's drafts: 1 of 2
   // with 2 drafts of the other request already in the step is a 4-token step, and k = 1
   // makes it 5, not 2 -> 3 (log2 bins average 2 and 3 tokens, hence StepSeconds).
   EXPECT_NEAR(p->StepSlowdown(1, 2, 1, 2), (0.0005 + p->StepSeconds(5)) / p->StepSeconds(4), 1e-9);
   EXPECT_NEAR(p->StepSlowdown(1, 2, 1), (0.0005 + p->StepSeconds(3)) / p->StepSeconds(2), 1e-9);
   EXPECT_GT(p->StepSlowdown(1, 2, 1, 2), p->StepSlowdown(1, 2, 1));
-  const double a = p->AcceptanceEstimate("high");
+  const double a = p->AcceptanceEstimate(kHigh);
   EXPECT_NEAR(p->PredictSpeedup(a, 1, 2, 1, 2),
               (1 + a) * p->StepSeconds(4) / (0.0005 + p->StepSeconds(5)), 1e-9);
-  EXPECT_DOUBLE_EQ(p->AcceptanceEstimate("unseen"), 0.5);
+  EXPECT_DOUBLE_EQ(p->AcceptanceEstimate(kUnseen), 0.5);
   // No probe where the limit leaves no k: 8 requests, 4 of them this (unmeasured) bucket.
   EXPECT_FALSE(p->AcceptanceCouldPay(8, 4));
   int probes = 0;
-  for (int i = 0; i < 8 * 100; ++i) probes += p->ChooseK("fresh", 8, 4) > 0;
+  for (int i = 0; i < 8 * 100; ++i) probes += p->ChooseK(kFresh, 8, 4) > 0;
   EXPECT_EQ(probes, 0);
 }
 
@@ -260,13 +270,13 @@ TEST(SpecPolicyTest, SwitchedOffBucketIsReprobed) {
   SpecPolicy p(cfg);
   for (int t : {1, 2, 4, 8}) p.ObserveStep(t, 0.010);
   p.ObserveDraft(1, 0.002);
-  for (int i = 0; i < 80; ++i) p.ObserveVerify("b", 4, 0);
+  for (int i = 0; i < 80; ++i) p.ObserveVerify(kB, 4, 0);
   int probes = 0;
-  for (int i = 0; i < 30; ++i) probes += p.ChooseK("b", 1) > 0;
+  for (int i = 0; i < 30; ++i) probes += p.ChooseK(kB, 1) > 0;
   EXPECT_EQ(probes, 3);
   // Acceptance recovers: the bucket turns back on.
-  for (int i = 0; i < 300; ++i) p.ObserveVerify("b", 2, 2);
-  EXPECT_GT(p.ChooseK("b", 1), 0);
+  for (int i = 0; i < 300; ++i) p.ObserveVerify(kB, 2, 2);
+  EXPECT_GT(p.ChooseK(kB, 1), 0);
 }
 
 }  // namespace
