@@ -165,12 +165,12 @@ int RunBenchOffline(const OfflineArgs& a) {
   if (a.workload == "quote") {
     // Quote: the answer is in the prompt, as in RAG where it is in the retrieved text. The
     // small models cannot follow an instruction to quote, and hardly copy text they see
-    // (`copy` gets ~11% n-gram acceptance: they just continue), so the prompt holds the
+    // (`copy` gets little n-gram acceptance: they just continue), so the prompt holds the
     // model's own greedy continuation C of the passage P: P + C + P, a document with the
     // answer, then the question again. The model, mostly attending to recent tokens, answers
     // with (mostly) C again, which n-gram lookup finds in the prompt. C is generated twice:
     // from P, then from P + C + P, so that the quote is what the model says in (nearly) the
-    // measured context (wp-11m, prompt 96, output 48: acceptance ~0.42 -> ~0.52). This happens
+    // measured context (higher acceptance than from P alone; bench/NOTES.md). This happens
     // before the measured phase, without speculation and in another cache namespace: not
     // timed, not counted, and nothing of it is prefix-cached for the measured requests.
     const int ctx = client.config().sched.max_context;

@@ -11,9 +11,9 @@
 // engine's metric series and per-request state (sampler, detokenizer, stop matcher, timings).
 // Borrows the model and tokenizer (must outlive it; the tokenizer may be null: no text, no stop
 // strings, no end-of-generation detection).
-// Thread-safety: Validate, Stats, knobs-free reads (config, kv_bytes, num_blocks), DrainEvents
-// and metrics() may be called from any thread; everything else from one thread (the step
-// thread).
+// Thread-safety: Validate, Stats, DrainEvents, metrics(), config(), kv_bytes() and
+// num_blocks() may be called from any thread; everything else (Add, Cancel, Step, SetKnobs,
+// CheckIntegrity, ...) from one thread, the step thread.
 #pragma once
 
 #include <atomic>

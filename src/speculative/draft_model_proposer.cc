@@ -59,8 +59,8 @@ void DraftModelProposer::AddToken(int32_t seq_index, const Seq& s, int32_t token
 }
 
 namespace {
-// Tokens × weight bytes up to which a draft round runs without the pool (wp-1m: 2.1 MiB of
-// f16 weights, so up to 4 tokens; 1.1 MiB as Q8_0, the default --draft-type, so up to 8).
+// Tokens × weight bytes up to which a draft round runs without the pool (wp-1m: up to 4
+// tokens of its f16 weights, up to 8 as Q8_0, the default --draft-type).
 constexpr int64_t kSerialDraftBytes = int64_t{9} << 20;
 }  // namespace
 
@@ -110,8 +110,7 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
   for (int32_t step = 0;; ++step) {
     const double t_round = NowSeconds();
     // A small draft round runs on this thread alone: handing each of its ~25 small matmuls
-    // to the pool costs more than the work (wp-1m, 1-3 tokens a round: 210-247 µs per step's
-    // drafting with 2 threads, 180-190 µs with one; at 8+ tokens the pool wins again).
+    // to the pool costs more than the work; at larger rounds the pool wins (bench/NOTES.md).
     const bool serial = static_cast<int64_t>(batch_.n_tokens()) * model_->weight_bytes() <=
                         kSerialDraftBytes;
     model_->Forward(batch_, &cache_, serial ? nullptr : threads_, &logits_);

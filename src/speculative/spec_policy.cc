@@ -23,9 +23,9 @@ double SpecPolicy::StepSeconds(int32_t tokens) const {
   // first step of that size: with one measurement, proportional (the pessimistic guess);
   // otherwise along the slope from the largest measurement back to one at most half its
   // size, but no less than 3/4 of the proportional slope. A bandwidth-bound step has a large
-  // fixed part (the padded 0.58B model: 45 ms at 1 token, ~95 at 8), which the proportional
-  // guess scaled up too (190 ms at 16), so batch 8 never speculated; nearby sizes' noise
-  // (wp-11m: 4.48 ms at 58 tokens, 4.40 at 64) must not make larger steps look free.
+  // fixed part, which the proportional guess scales up too (so moderate batches never
+  // speculated); the 3/4 floor keeps nearby sizes' noise from making larger steps look free
+  // (bench/NOTES.md).
   double value, top_t, top_s, base_t, base_s;
   if (steps_.Within(tokens, &value, &top_t, &top_s)) return value;
   if (top_t < 0) return 0;
@@ -206,8 +206,8 @@ void SpecPolicy::ObserveDraft(int32_t rounds, double seconds, int32_t requests) 
 
 double SpecPolicy::DraftRoundSeconds(int32_t requests) const {
   // A round's cost grows with its requests (their tokens go through the draft model
-  // together). Priced from batch-1 rounds alone, turning a bucket on for 49 requests looked
-  // like 1/49 of its real drafting cost and lost 4-9% at batch 32-64.
+  // together): priced from batch-1 rounds alone, a bucket turned on for many requests looked
+  // far cheaper than it was, and large batches lost throughput (bench/NOTES.md).
   double value, top_n, top_s;
   if (drafts_.Within(requests, &value, &top_n, &top_s)) return value;
   return top_n < 0 ? 0 : top_s * requests / top_n;  // beyond: proportional

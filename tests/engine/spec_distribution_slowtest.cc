@@ -56,7 +56,6 @@ std::vector<std::vector<int32_t>> Sample(Loaded& target, model::LlamaModel* draf
       if (ev.token >= 0) t.push_back(ev.token);
     out.push_back(t);
   }
-  const EngineStats st = core->Stats();
   const SpecCounts spec = core->metrics().SpecTotal();
   const int64_t drafted = spec.draft_tokens, accepted = spec.accepted_tokens;
   if (mode != SpecMode::kOff) {
