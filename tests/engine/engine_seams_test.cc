@@ -291,7 +291,9 @@ TEST(EngineEventsTest, ReplayingTheEventStreamReconstructsTheCachedBlocks) {
   EXPECT_GT(cancelled, 10);
   EXPECT_EQ(core->Stats().events_dropped, 0);
   for (const auto& [h, parent] : f.blocks) {
-    if (parent) EXPECT_TRUE(f.blocks.count(*parent)) << "orphan parent of " << h;
+    if (parent) {
+      EXPECT_TRUE(f.blocks.count(*parent)) << "orphan parent of " << h;
+    }
   }
 }
 
