@@ -242,7 +242,9 @@ TEST(RadixTreeTest, ReplayingTheEventsReconstructsTheCachedBlocks) {
   EXPECT_GT(removed, 100);
   // Every parent a stored block named is itself followed (0 orphan parents at the end).
   for (const auto& [h, parent] : f.blocks) {
-    if (parent) EXPECT_TRUE(f.blocks.count(*parent)) << h;
+    if (parent) {
+      EXPECT_TRUE(f.blocks.count(*parent)) << h;
+    }
   }
 }
 
