@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
+#include "engine/engine_types.h"
 #include "metrics/registry.h"
 #include "model/kv_dtype.h"
 #include "sched/scheduler.h"
@@ -62,6 +64,10 @@ struct EngineConfig {
   // Prefix-cache events (stored / removed blocks) kept for EngineClient::DrainEvents; beyond
   // this many undrained events new ones are dropped and counted. 0: not recorded at all.
   int32_t event_capacity = 0;
+  // Called on the step thread when a request ends (any reason), after its metrics are
+  // recorded, with its timings and the step's clock (NowSeconds). Must be cheap and
+  // thread-safe (the control module's SLO tracker). Empty: nothing is called.
+  std::function<void(const RequestMetrics&, FinishReason, double now_s)> on_request_finished;
 };
 
 // Checks the fields (ranges, a draft model for kDraft, the context against the model's) and
