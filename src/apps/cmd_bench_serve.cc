@@ -29,6 +29,7 @@
 
 #include "apps/percentiles.h"
 #include "apps/bench_serve.h"
+#include "apps/http_client.h"
 
 namespace tarmac::apps {
 namespace {
@@ -107,40 +108,7 @@ std::pair<std::string, Json> MakeRequest(const Args& a, int i) {
   return {path, b};
 }
 
-struct Target {
-  std::string host, port;
-};
-
-bool ParseUrl(const std::string& url, Target* t) {
-  std::string u = url;
-  if (u.rfind("http://", 0) == 0) u = u.substr(7);
-  else if (u.find("://") != std::string::npos) return false;
-  if (auto s = u.find('/'); s != std::string::npos) u.resize(s);
-  auto c = u.rfind(':');
-  t->host = c == std::string::npos ? u : u.substr(0, c);
-  t->port = c == std::string::npos ? "80" : u.substr(c + 1);
-  return !t->host.empty();
-}
-
-int Dial(const Target& t, double timeout_s) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(t.host.c_str(), t.port.c_str(), &hints, &res) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* p = res; p; p = p->ai_next) {
-    fd = ::socket(p->ai_family, p->ai_socktype, p->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, p->ai_addr, p->ai_addrlen) == 0) break;
-    ::close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd >= 0) {
-    timeval tv{static_cast<time_t>(timeout_s), 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  return fd;
-}
+using Target = HttpTarget;
 
 Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Json& body) {
   Outcome o;
@@ -149,7 +117,7 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
   if (!a.api_key.empty()) req += "Authorization: Bearer " + a.api_key + "\r\n";
   req += "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
   const auto t0 = Clock::now();
-  int fd = Dial(t, a.timeout_s);
+  int fd = DialHttp(t, a.timeout_s);
   if (fd < 0) {
     o.error = "cannot connect";
     return o;
@@ -223,20 +191,7 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
 
 // GET `path` on a connection of its own: (status, body); status 0 when it failed.
 std::pair<int, std::string> Get(const Args& a, const Target& t, const std::string& path, double timeout_s) {
-  int fd = Dial(t, timeout_s);
-  if (fd < 0) return {0, ""};
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + t.host + "\r\nConnection: close\r\n";
-  if (!a.api_key.empty()) req += "Authorization: Bearer " + a.api_key + "\r\n";
-  req += "\r\n";
-  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string raw;
-  char buf[16384];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) raw.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  auto e = raw.find("\r\n\r\n");
-  if (raw.size() < 12 || e == std::string::npos) return {0, ""};
-  return {std::atoi(raw.c_str() + 9), raw.substr(e + 4)};
+  return HttpGet(t, path, a.api_key, timeout_s);
 }
 
 std::string DiscoverModel(const Args& a, const Target& t) {
@@ -264,7 +219,7 @@ void ScrapeMetrics(const Args& a, const Target& t, const std::atomic<bool>* stop
 
 int RunBenchServe(Args a) {
   Target t;
-  if (!ParseUrl(a.url, &t)) {
+  if (!ParseHttpUrl(a.url, &t)) {
     std::fprintf(stderr, "tarmac bench serve: --url '%s': expected http://HOST:PORT\n", a.url.c_str());
     return 2;
   }

@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/control_flags.h"
 #include "apps/model_loading.h"
 #include "apps/engine_flags.h"
+#include "base/clock.h"
 #include "base/thread_pool.h"
+#include "control/controller.h"
+#include "control/slo_tracker.h"
 #include "metrics/registry.h"
 #include "router/pool_model.h"
 #include "server/http_server.h"
@@ -26,6 +30,7 @@ struct ServeArgs {
   std::string api_key_file;
   server::ServerConfig server;  // the flags write into it: its defaults are the flags'
   EngineFlags engine;
+  ControlFlags control;
   bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
@@ -42,6 +47,20 @@ int RunServe(const ServeArgs& a) {
     }
     sc.keys = std::move(keys).value();
   }
+  auto targets = SloTargetsFrom(a.control);
+  if (!targets.ok()) {
+    std::fprintf(stderr, "tarmac serve: %s\n", targets.status().message().c_str());
+    return 2;
+  }
+  if (Status st = a.control.config.Validate(); !st.ok()) {
+    std::fprintf(stderr, "tarmac serve: %s\n", st.message().c_str());
+    return 2;
+  }
+  // The SLO bookkeeping always runs (the report's attainment); the controller only when on.
+  sc.slo_tracker = std::make_shared<control::SloTracker>(sc.metrics, std::move(targets).value(), 60.0,
+                                                         a.control.config.window_s, NowSeconds());
+  if (a.control.controller == "on")
+    sc.controller = std::make_shared<control::Controller>(a.control.config, sc.slo_tracker, sc.metrics);
   std::vector<std::string> names;
   for (const std::string& path : a.models) {
     std::string name = std::filesystem::path(path).stem().string();
@@ -91,6 +110,7 @@ int RunServe(const ServeArgs& a) {
     engine::EngineConfig ec = ToEngineConfig(a.engine, specs.back());
     ec.warmup = !a.no_warmup;
     ec.metrics = sc.metrics;
+    ec.on_request_finished = sc.slo_tracker->HookFor(names[i]);
     auto sm = router::PoolModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
                                         a.check_integrity);
     if (!sm.ok()) {
@@ -100,15 +120,18 @@ int RunServe(const ServeArgs& a) {
     }
     std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", names[i].c_str(),
                  (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0);
+    if (sc.controller) sc.controller->AddModel(names[i], (*sm)->engine.get());
     server.AddModel(std::move(sm).value());
   }
   if (rc != 0) {
     server.Stop();
   } else {
+    if (sc.controller) sc.controller->Start();
     server.SetReady();
-    std::fprintf(stderr, "tarmac serve: ready\n");
+    std::fprintf(stderr, "tarmac serve: ready%s\n", sc.controller ? " (degradation controller on)" : "");
   }
   io.join();
+  if (sc.controller) sc.controller->Stop();  // it acts on the engines: before they go
   srv->reset();  // engines stop before the models they borrow are freed
   return rc;
 }
@@ -144,6 +167,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--idle-timeout", a->server.idle_timeout_s, "seconds to read a request / keep an idle connection")
       ->capture_default_str()->check(CLI::Range(0.01, 1e7));
   AddEngineFlags(cmd, &a->engine);
+  AddControlFlags(cmd, &a->control);
   cmd->add_flag("--no-warmup", a->no_warmup,
                 "skip the throwaway forward passes each model runs before 'ready' (they make the "
                 "first request as fast as the next)");

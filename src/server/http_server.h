@@ -4,6 +4,7 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+//   GET  /v1/slo (the per-bucket SLO report, JSON: control/slo_report.h)
 // Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
@@ -25,6 +26,11 @@
 #include "server/auth.h"
 #include "server/limits.h"
 
+namespace tarmac::control {
+class Controller;
+class SloTracker;
+}  // namespace tarmac::control
+
 namespace tarmac::server {
 
 struct ServerConfig {
@@ -41,6 +47,11 @@ struct ServerConfig {
   double request_timeout_s = 600;           // admission wait + generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
+  // The SLO report's per-request bookkeeping (fed by the engines; null: no attainment), and
+  // the degradation controller (null: off; then admission is exactly as without it). Both
+  // outlive the server's I/O; the controller is stopped before the engines go.
+  std::shared_ptr<control::SloTracker> slo_tracker;
+  std::shared_ptr<control::Controller> controller;
 };
 
 class Server {

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "server/server_internal.h"
+#include "server/slo_control.h"
 
 namespace tarmac::server {
 namespace {
@@ -122,7 +123,7 @@ void Session::Handle() {
   static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
-                                  {"/metrics", http::verb::get}};
+                                  {"/metrics", http::verb::get},        {"/v1/slo", http::verb::get}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
@@ -176,6 +177,7 @@ void Session::Handle() {
     Respond(200, "text/plain; version=0.0.4; charset=utf-8", srv_->RenderMetrics());
     return;
   }
+  if (route_ == "/v1/slo") return HandleSlo();
   if (!srv_->ready) return RespondError(Unavailable("the server is loading models", 5));
   if (route_ == "/v1/models") return HandleModels(one_model);
   if (route_ == "/tokenize") return HandleTokenize(false);
@@ -241,6 +243,7 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   router::PoolModel* m = srv_->FindModel(req.model);
   if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
   req.spec.tenant = tenant;
+  if (auto e = ApplyController(srv_->config.controller.get(), &req, &srv_->metrics)) return RespondError(*e);
   gen_ = std::make_unique<GenerationJob>(std::move(req), std::make_unique<router::EngineTarget>(m));
   if (auto e = gen_->Prepare()) {
     gen_.reset();

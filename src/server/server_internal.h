@@ -88,6 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleGeneration(ApiKind kind, const std::string& tenant);
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
+  void HandleSlo();  // slo_route.cc
   void Respond(int status, const std::string& content_type, const std::string& body,
                const std::vector<std::pair<std::string, std::string>>& extra = {});
   void RespondError(const ApiError& e);
