@@ -41,7 +41,7 @@ struct Env {
     tracker = std::make_shared<SloTracker>(registry, SloTargets::FromFlags({"premium=100:20"}).value(), 60, c.window_s, 0);
     controller = std::make_unique<Controller>(c, tracker, registry);
     controller->AddModel("wp", engine.get());
-    premium = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 8, .temperature = 0, .sla = "premium"});
+    premium = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 8, .temperature = 0, .task = "qa", .sla = "premium"});
   }
   // Knobs are applied at the engine's next step boundary: wait for the read-back.
   engine::EngineKnobs KnobsWhen(const std::function<bool(const engine::EngineKnobs&)>& ok) {

@@ -17,8 +17,8 @@ struct Env {
   metrics::BucketId premium, batch;
   std::unique_ptr<SloTracker> tracker;
   Env() {
-    premium = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 16, .temperature = 0, .sla = "premium"});
-    batch = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 16, .temperature = 0, .sla = "batch"});
+    premium = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 16, .temperature = 0, .task = "qa", .sla = "premium"});
+    batch = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 16, .temperature = 0, .task = "qa", .sla = "batch"});
     tracker = std::make_unique<SloTracker>(registry, SloTargets::FromFlags({"premium=100:20"}).value(), 60, 10, 1000);
   }
 };
@@ -97,6 +97,17 @@ TEST(SloTrackerTest, TierP99OverTheControlWindow) {
   t.Observe("m", M(e.premium, 5000, 10), FinishReason::kError, 1030);
   t.Observe("m", M(e.premium, 5000, 10), FinishReason::kCancelled, 1030);
   EXPECT_EQ(t.Tier("m", "premium", 1030).samples, 0);
+}
+
+TEST(SloTrackerTest, SinceStartQuantilesAreExactWhileTheSampleHoldsAll) {
+  Env e;
+  for (int i = 1; i <= 1000; ++i) e.tracker->Observe("m", M(e.premium, i, 1), FinishReason::kLength, 1000 + i);
+  const BucketSlo b = e.tracker->Buckets("m", 3000).at(e.premium);
+  EXPECT_EQ(b.window.requests, 0);  // long gone from the window
+  EXPECT_EQ(b.ttft_ms.count, 1000);
+  EXPECT_NEAR(b.ttft_ms.p50, 500, 1e-6);
+  EXPECT_NEAR(b.ttft_ms.p99, 990, 1e-6);
+  EXPECT_NEAR(b.tpot_ms.p50, 1, 1e-6);
 }
 
 TEST(SloTrackerTest, TheHookFeedsItsModel) {
