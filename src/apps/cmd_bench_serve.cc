@@ -11,6 +11,10 @@
 //   shared-system-prompt  chat, the same ~150-word system prompt + a short question, 48 tokens
 //   multi-turn            chat, conversations of 4 turns (turn k carries the k earlier turns)
 // Each request uses its own connection (Connection: close) and stream_options.include_usage.
+// --task, --sla, --priority and --temperature set those request fields (the request bucket);
+// the per-bucket table (control/slo_table.h, the server's SLO report's format, with --slo
+// tiers judged) classifies each request as the server does (metrics::BucketTable's default
+// bands) from its prompt tokens (usage), max_tokens, temperature, task, SLA tier and priority.
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,7 +23,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -29,7 +35,10 @@
 
 #include "apps/percentiles.h"
 #include "apps/bench_serve.h"
+#include "apps/control_flags.h"
 #include "apps/http_client.h"
+#include "control/slo_table.h"
+#include "metrics/request_bucket.h"
 
 namespace tarmac::apps {
 namespace {
@@ -51,10 +60,17 @@ struct Args {
   double timeout_s = 300;
   double scrape_ms = 0;  // > 0: GET /metrics this often during the run, timing each
   bool json = false;
+  // Request fields (empty / unset: not sent).
+  std::string task, sla;
+  std::optional<int> priority;
+  double temperature = 0.8;
+  ControlFlags control;  // --slo
 };
 
 struct Outcome {
   bool ok = false;
+  int status = 0;
+  int max_tokens = 0;
   std::string error;
   int prompt_tokens = 0, output_tokens = 0;
   double ttft = 0, e2e = 0;
@@ -79,8 +95,11 @@ std::string Words(std::mt19937_64& rng, int n) {
 // (path, body) of request i.
 std::pair<std::string, Json> MakeRequest(const Args& a, int i) {
   std::mt19937_64 rng(a.seed * 1000003 + static_cast<uint64_t>(i));
-  Json b = {{"model", a.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"temperature", 0.8},
+  Json b = {{"model", a.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"temperature", a.temperature},
             {"seed", static_cast<int64_t>(a.seed + i)}, {"ignore_eos", true}};
+  if (!a.task.empty()) b["task"] = a.task;
+  if (!a.sla.empty()) b["sla"] = a.sla;
+  if (a.priority) b["priority"] = *a.priority;
   std::string path = "/v1/chat/completions";
   int mt = 64;
   if (a.workload == "short-chat") {
@@ -177,6 +196,8 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
   }
   ::close(fd);
   o.e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+  o.status = status;
+  o.max_tokens = body.value("max_tokens", 0);
   if (status != 200) {
     auto e = raw.find("\r\n\r\n");
     o.error = "HTTP " + std::to_string(status) + (e == std::string::npos ? "" : ": " + raw.substr(e + 4, 200));
@@ -217,6 +238,62 @@ void ScrapeMetrics(const Args& a, const Target& t, const std::atomic<bool>* stop
   }
 }
 
+// The run's per-bucket table in the SLO report's JSON (control/slo_report.h's schema, the
+// fields a client can measure): since-start spans only, over the run.
+Json BucketReport(const Args& a, const std::vector<Outcome>& out, const control::SloTargets& targets, double dur) {
+  metrics::BucketTable table;
+  struct Acc {
+    std::vector<double> ttft, tpot, e2e;
+    int64_t ok = 0, failed = 0, judged = 0, met = 0, out_tokens = 0;
+  };
+  std::map<metrics::BucketId, Acc> by;
+  for (const Outcome& o : out) {
+    metrics::RequestFeatures f;
+    f.prompt_tokens = o.prompt_tokens;
+    f.max_tokens = o.max_tokens;
+    f.temperature = static_cast<float>(a.temperature);
+    f.task = a.task;
+    f.sla = a.sla;
+    f.priority = a.priority.value_or(0);
+    const metrics::BucketId b = table.Of(f);
+    Acc& acc = by[b];
+    if (!o.ok) {
+      ++acc.failed;
+      continue;
+    }
+    ++acc.ok;
+    acc.out_tokens += o.output_tokens;
+    acc.ttft.push_back(o.ttft);
+    acc.e2e.push_back(o.e2e);
+    const double tpot = o.output_tokens > 1 ? (o.e2e - o.ttft) / (o.output_tokens - 1) : 0;
+    if (o.output_tokens > 1) acc.tpot.push_back(tpot);
+    if (const control::TierSlo* t = targets.Find(table.Get(b).sla)) {
+      ++acc.judged;
+      acc.met += o.ttft * 1e3 <= t->ttft_ms && (o.output_tokens < 2 || tpot * 1e3 <= t->tpot_ms);
+    }
+  }
+  auto q = [](const std::vector<double>& v) {
+    const Percentiles p = Summarize(v);
+    return Json{{"count", v.size()}, {"p50", p.p50 * 1e3}, {"p95", p.p95 * 1e3}, {"p99", p.p99 * 1e3}};
+  };
+  Json buckets = Json::array();
+  for (const auto& [b, acc] : by) {
+    Json labels = Json::object();
+    for (size_t i = 0; i < metrics::BucketTable::LabelNames().size(); ++i)
+      labels[metrics::BucketTable::LabelNames()[i]] = table.LabelValues(b)[i];
+    buckets.push_back({{"key", table.Key(b)},
+                       {"labels", labels},
+                       {"total", {{"requests", acc.ok}, {"errors", acc.failed}, {"ttft_ms", q(acc.ttft)}, {"tpot_ms", q(acc.tpot)},
+                                  {"e2e_ms", q(acc.e2e)}, {"output_tokens", acc.out_tokens},
+                                  {"output_tokens_per_s", acc.out_tokens / dur},
+                                  {"slo_attainment", acc.judged ? Json(static_cast<double>(acc.met) / acc.judged) : Json(nullptr)}}}});
+  }
+  Json tiers = Json::array();
+  for (const control::TierSlo& t : targets.tiers()) tiers.push_back({{"name", t.name}, {"ttft_ms", t.ttft_ms}, {"tpot_ms", t.tpot_ms}});
+  return {{"object", "slo_report"}, {"uptime_s", dur}, {"tiers", tiers},
+          {"models", Json::array({{{"model", a.model}, {"buckets", buckets}}})}};
+}
+
 int RunBenchServe(Args a) {
   Target t;
   if (!ParseHttpUrl(a.url, &t)) {
@@ -224,6 +301,11 @@ int RunBenchServe(Args a) {
     return 2;
   }
   if (a.concurrency <= 0 && a.rate <= 0) a.concurrency = 1;
+  auto targets = SloTargetsFrom(a.control);
+  if (!targets.ok()) {
+    std::fprintf(stderr, "tarmac bench serve: %s\n", targets.status().message().c_str());
+    return 2;
+  }
   if (a.model.empty()) a.model = DiscoverModel(a, t);
   if (a.model.empty()) {
     std::fprintf(stderr, "tarmac bench serve: cannot list models at %s (is the server running? pass --model)\n", a.url.c_str());
@@ -312,6 +394,7 @@ int RunBenchServe(Args a) {
       j["metrics_scrape_ms"] = m;
     }
     if (!first_error.empty()) j["first_error"] = first_error;
+    j["slo_report"] = BucketReport(a, out, *targets, dur);
     std::printf("%s\n", j.dump().c_str());
   } else {
     auto line = [](const char* k, double v) { std::printf("%-40s %-10.2f\n", k, v); };
@@ -345,6 +428,7 @@ int RunBenchServe(Args a) {
       std::printf("%-40s %zu (%d failed)\n", "Scrapes:", scrape.size(), scrape_failures);
     }
     std::printf("==================================================\n");
+    std::printf("%s", control::RenderSloTable(BucketReport(a, out, *targets, dur), control::SloSpans::kSinceStart).c_str());
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
   return ok == a.requests && scrape_failures == 0 ? 0 : 1;
@@ -374,6 +458,13 @@ void RegisterBenchServe(CLI::App* bench, RunFn* run) {
   cmd->add_option("--scrape-metrics", a->scrape_ms,
                   "also GET /metrics every this many ms during the run and report its latency (0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--task", a->task, "the requests' task (request bucket; default: not sent)");
+  cmd->add_option("--sla", a->sla, "the requests' SLA tier (default: not sent)");
+  cmd->add_option("--priority", a->priority, "the requests' priority (smaller is more important; default: not sent)")
+      ->check(CLI::Range(-1000000, 1000000));
+  cmd->add_option("--temperature", a->temperature, "sampling temperature of the requests")->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  AddSloFlag(cmd, &a->control);
   cmd->add_flag("--json", a->json, "one JSON object");
   cmd->callback([a, run] { *run = [a] { return RunBenchServe(*a); }; });
 }

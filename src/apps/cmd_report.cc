@@ -46,7 +46,7 @@ int RunReport(const ReportArgs& a) {
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("%s", control::RenderSloTable(j, !a.window_only).c_str());
+    std::printf("%s", control::RenderSloTable(j, a.window_only ? control::SloSpans::kWindow : control::SloSpans::kBoth).c_str());
   }
   return 0;
 }

@@ -176,8 +176,9 @@ BucketReport Bucket(const std::string& model, metrics::BucketId b, const Familie
     r.window.requests = it->second.window.requests;
     r.total.requests = it->second.total.requests;
   }
-  r.window.output_tokens_per_s = r.window.counts.output_tokens / std::max(1.0, std::min(window_s, uptime_s));
-  r.total.output_tokens_per_s = r.total.counts.output_tokens / std::max(1.0, uptime_s);
+  // Over the span's length (a run shorter than the window is its own length).
+  r.window.output_tokens_per_s = r.window.counts.output_tokens / std::max(1e-3, std::min(window_s, uptime_s));
+  r.total.output_tokens_per_s = r.total.counts.output_tokens / std::max(1e-3, uptime_s);
   r.draft_tokens = static_cast<int64_t>(Value(f["tarmac:spec_decode_num_draft_tokens_total"], labels));
   r.accepted_tokens = static_cast<int64_t>(Value(f["tarmac:spec_decode_num_accepted_tokens_total"], labels));
   r.spec_decisions = static_cast<int64_t>(Value(f["tarmac:spec_decode_decisions_total"], labels));
@@ -202,7 +203,7 @@ double HistogramQuantile(const metrics::Histogram::Snapshot& h, double q) {
 }
 
 SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tracker, const Controller* controller,
-                         double now_s) {
+                         double now_s, bool tracked_only) {
   SloReport r;
   r.now_s = now_s;
   if (tracker) {
@@ -232,6 +233,7 @@ SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tr
     const std::map<metrics::BucketId, BucketSlo> tracked =
         tracker ? tracker->Buckets(name, now_s) : std::map<metrics::BucketId, BucketSlo>{};
     for (metrics::BucketId b : BucketsOf(name, f, table, tracked)) {
+      if (tracked_only && tracked.count(b) == 0) continue;
       m.buckets.push_back(Bucket(name, b, f, table, r.targets, tracked, r.window_s, r.uptime_s));
       all_window += m.buckets.back().window.requests;
     }

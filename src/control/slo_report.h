@@ -66,9 +66,10 @@ struct SloReport {
   std::map<metrics::BucketId, std::string> bucket_keys;  // every interned bucket's key
 };
 
-// tracker and controller may be null (no attainment; controller off).
+// tracker and controller may be null (no attainment; controller off). tracked_only: only the
+// buckets the tracker has seen (a benchmark's measured requests, not its warm-up).
 SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tracker, const Controller* controller,
-                         double now_s);
+                         double now_s, bool tracked_only = false);
 nlohmann::ordered_json ToJson(const SloReport& r);
 
 // The q-quantile of a histogram snapshot (linear within the bucket it falls in; the largest

@@ -68,30 +68,41 @@ void Controller(const Json& c, std::string* out) {
   }
 }
 
+// KV, cache and speculation state of a server's model; a client's report has its name only.
+void ModelHeader(const Json& m, std::string* out) {
+  if (!At(m, "kv_cache_usage").is_number()) {
+    *out += fmt::format("\nmodel {}:\n", Str(At(m, "model")));
+    return;
+  }
+  const Json& pc = At(m, "prefix_cache");
+  const Json& sp = At(m, "speculation");
+  *out += fmt::format("\nmodel {}: KV {} used, {} running, {} waiting, {} preemptions; prefix cache {} of {} prompt "
+                      "tokens; speculation acceptance {}, draft {} s, verify {} s\n",
+                      Str(At(m, "model")), Pct(At(m, "kv_cache_usage")), Num(At(m, "requests_running"), "{:.0f}"),
+                      Num(At(m, "requests_waiting"), "{:.0f}"), Num(At(m, "preemptions"), "{:.0f}"),
+                      Num(At(pc, "hit_tokens"), "{:.0f}"), Num(At(pc, "queried_tokens"), "{:.0f}"),
+                      Pct(At(sp, "acceptance_rate")), Num(At(sp, "draft_seconds"), "{:.2f}"),
+                      Num(At(sp, "verify_seconds"), "{:.2f}"));
+}
+
 }  // namespace
 
-std::string RenderSloTable(const nlohmann::json& report, bool since_start) {
+std::string RenderSloTable(const nlohmann::json& report, SloSpans spans) {
   std::string out;
   std::string tiers;
   for (const Json& t : At(report, "tiers"))
     tiers += fmt::format(" {}={}:{} ms", Str(At(t, "name")), Num(At(t, "ttft_ms"), "{:g}"), Num(At(t, "tpot_ms"), "{:g}"));
   out += fmt::format("SLO targets (p99 TTFT:TPOT):{}\n", tiers.empty() ? " none" : tiers);
   for (const Json& m : At(report, "models")) {
-    const Json& pc = At(m, "prefix_cache");
-    const Json& sp = At(m, "speculation");
-    out += fmt::format("\nmodel {}: KV {} used, {} running, {} waiting, {} preemptions; prefix cache {} of {} prompt "
-                       "tokens; speculation acceptance {}, draft {} s, verify {} s\n",
-                       Str(At(m, "model")), Pct(At(m, "kv_cache_usage")), Num(At(m, "requests_running"), "{:.0f}"),
-                       Num(At(m, "requests_waiting"), "{:.0f}"), Num(At(m, "preemptions"), "{:.0f}"),
-                       Num(At(pc, "hit_tokens"), "{:.0f}"), Num(At(pc, "queried_tokens"), "{:.0f}"),
-                       Pct(At(sp, "acceptance_rate")), Num(At(sp, "draft_seconds"), "{:.2f}"),
-                       Num(At(sp, "verify_seconds"), "{:.2f}"));
+    ModelHeader(m, &out);
     if (At(m, "controller").is_object() || At(At(report, "controller"), "enabled").is_boolean()) Controller(At(m, "controller"), &out);
-    out += fmt::format("  last {} s:\n", Num(At(report, "window_s"), "{:.0f}"));
-    Header(&out);
-    for (const Json& b : At(m, "buckets")) Row(b, At(b, "window"), &out);
-    if (!since_start) continue;
-    out += fmt::format("  since start ({} s):\n", Num(At(report, "uptime_s"), "{:.0f}"));
+    if (spans != SloSpans::kSinceStart) {
+      out += fmt::format("  last {} s:\n", Num(At(report, "window_s"), "{:.0f}"));
+      Header(&out);
+      for (const Json& b : At(m, "buckets")) Row(b, At(b, "window"), &out);
+    }
+    if (spans == SloSpans::kWindow) continue;
+    out += fmt::format("  since start ({} s):\n", Num(At(report, "uptime_s"), "{:.1f}"));
     Header(&out);
     for (const Json& b : At(m, "buckets")) Row(b, At(b, "total"), &out);
   }

@@ -3,7 +3,7 @@
 // ToJson schema, which is also what GET /v1/slo answers), so a report fetched over HTTP and
 // one built in process print the same. Per model: a header (KV, prefix cache, speculation
 // times, controller state and measures, latest actions), then one row per bucket for the
-// window and, when `since_start`, one per bucket since start.
+// window, one per bucket since start, or both.
 //
 // Pure function of its input; thread-safe.
 #pragma once
@@ -14,7 +14,9 @@
 
 namespace tarmac::control {
 
+enum class SloSpans { kWindow, kSinceStart, kBoth };
+
 // Missing fields print as "-"; fails never (a malformed document prints what it can).
-std::string RenderSloTable(const nlohmann::json& report, bool since_start = true);
+std::string RenderSloTable(const nlohmann::json& report, SloSpans spans = SloSpans::kBoth);
 
 }  // namespace tarmac::control

@@ -106,6 +106,31 @@ TEST_F(SloRouteTest, ControllerOnWithoutEstimatesChangesNothing) {
   EXPECT_TRUE(knobs_on["admit_max_priority"].is_null());
 }
 
+TEST_F(SloRouteTest, BenchServeClassifiesRequestsAsTheServerDoes) {
+  ServerProcess srv({"--slo", "premium=100000:100000"}, Path("log.txt"));
+  ASSERT_TRUE(srv.WaitReady());
+  const std::string url = "http://127.0.0.1:" + std::to_string(srv.port());
+  RunResult r = RunTarmac({"bench", "serve", "--url", url, "--workload", "long-document", "--concurrency", "2",
+                           "--requests", "4", "--max-tokens", "8", "--task", "summarize", "--sla", "premium",
+                           "--priority", "1", "--temperature", "0", "--slo", "premium=100000:100000", "--json"},
+                          dir_.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Json client = Json::parse(r.out)["slo_report"]["models"][0]["buckets"];
+  const Json server = Json::parse(Get(srv.port(), "/v1/slo").body)["models"][0]["buckets"];
+  ASSERT_EQ(client.size(), 1u) << client.dump();
+  ASSERT_EQ(server.size(), 1u) << server.dump();
+  EXPECT_EQ(client[0]["key"], server[0]["key"]);
+  EXPECT_EQ(client[0]["labels"]["priority_class"], "low");
+  EXPECT_EQ(client[0]["total"]["requests"], 4);
+  EXPECT_DOUBLE_EQ(client[0]["total"]["slo_attainment"].get<double>(), 1.0);
+  // The text form prints the same table.
+  r = RunTarmac({"bench", "serve", "--url", url, "--workload", "long-document", "--concurrency", "1", "--requests", "1",
+                 "--max-tokens", "4", "--task", "summarize"}, dir_.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("since start"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("summarize"), std::string::npos) << r.out;
+}
+
 TEST_F(SloRouteTest, BadFlagsExitTwoNamingTheValue) {
   struct Case {
     std::vector<std::string> args;
