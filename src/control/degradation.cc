@@ -182,6 +182,19 @@ void DegradationMachine::UpdateKCaps(const ModelSignals& s, std::vector<Transiti
   }
 }
 
+Status DegradationMachine::CheckIntegrity() const {
+  const std::map<Measure, std::string> expected = Measures(plan_.Has(Measure::kRouteSmaller));
+  for (const auto& [m, reason] : plan_.measures) {
+    if (expected.count(m) == 0)
+      return Internal("measure {} is in force at level {} without its cause", MeasureName(m), LevelName(plan_.level));
+  }
+  if (expected.size() != plan_.measures.size()) return Internal("a latched cause's measure is missing at level {}", LevelName(plan_.level));
+  for (const auto& [b, cap] : plan_.k_caps)
+    if (cap.k < 0 || cap.k > 16) return Internal("bucket {}'s k cap {} is out of range", b, cap.k);
+  if (over_ticks_ < 0 || clear_ticks_ < 0) return Internal("negative hysteresis counts");
+  return Status::Ok();
+}
+
 const ControlPlan& DegradationMachine::Update(const ModelSignals& s, std::vector<Transition>* out) {
   const Causes c = Evaluate(s);
   const int32_t up = config_.up_ticks, down = config_.down_ticks;

@@ -133,6 +133,9 @@ class DegradationMachine {
   const ControlPlan& Update(const ModelSignals& s, std::vector<Transition>* out);
   const ControlPlan& plan() const { return plan_; }
   double level_since_s() const { return level_since_s_; }
+  // Every measure in force belongs to the current level and a latched cause; k caps are
+  // within [0, the largest k]; hysteresis counts are not negative.
+  Status CheckIntegrity() const;
   const ControllerConfig& config() const { return config_; }
 
  private:

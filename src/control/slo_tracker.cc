@@ -153,3 +153,23 @@ std::vector<std::string> SloTracker::Models() const {
 }
 
 }  // namespace tarmac::control
+
+namespace tarmac::control {
+
+Status SloTracker::CheckIntegrity(double now_s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, ring] : buckets_) {
+    const SloCounts w = ring.Window(now_s), &t = ring.total;
+    for (const SloCounts* c : {&w, &t}) {
+      if (c->judged > c->requests || c->met > c->judged || c->ttft_met > c->judged || c->tpot_met > c->tpot_judged ||
+          c->tpot_judged > c->judged || c->cancelled + c->errors > c->requests)
+        return Internal("model {} bucket {}: inconsistent counts ({} requests, {} judged, {} met)", key.first, key.second,
+                        c->requests, c->judged, c->met);
+    }
+    if (w.requests > t.requests || w.met > t.met || w.output_tokens > t.output_tokens)
+      return Internal("model {} bucket {}: the window holds more than since start", key.first, key.second);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tarmac::control

@@ -86,6 +86,9 @@ class SloTracker {
   TierLatency Tier(const std::string& model, const std::string& tier, double now_s) const;
   // Models that have ended at least one request.
   std::vector<std::string> Models() const;
+  // Per bucket: the window's counts within the totals, judged within requests, met within
+  // judged. Thread-safe.
+  Status CheckIntegrity(double now_s) const;
 
   const SloTargets& targets() const { return targets_; }
   const metrics::BucketTable& buckets() const { return registry_->buckets(); }

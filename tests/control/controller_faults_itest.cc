@@ -9,11 +9,13 @@
 // Every run asserts the invariants: no 5xx, every top-tier request completes. With the
 // controller on it asserts what the controller did (its actions and knobs in /v1/slo); off,
 // that nothing did. Latency figures are printed ("[fault] ...") for the record, not asserted:
-// they depend on the machine and on what else runs.
+// they depend on the machine and on what else runs. bench/controller_bench.sh runs these
+// scenarios longer (TARMAC_FAULT_SECONDS) and summarizes the figures.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -28,6 +30,12 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 const std::string kModel = "wp-11m-f16";
+
+// Seconds of load per run: `fallback` here, TARMAC_FAULT_SECONDS in the benchmark.
+double LoadSeconds(double fallback) {
+  const char* e = std::getenv("TARMAC_FAULT_SECONDS");
+  return e != nullptr && std::atof(e) > 0 ? std::atof(e) : fallback;
+}
 
 // The controller flags every "on" run shares: fast ticks, a short window, few samples.
 std::vector<std::string> ControllerOn() {
@@ -179,7 +187,7 @@ RunResult2 SpecFlood(ControllerFaultsTest* t, const std::string& log, bool on) {
                   {"task", creative ? "creative" : "qa"}, {"sla", creative ? "standard" : "premium"}};
     };
   };
-  Load creative(srv.port(), 6, body(true), 14), qa(srv.port(), 2, body(false), 14);
+  Load creative(srv.port(), 6, body(true), LoadSeconds(14)), qa(srv.port(), 2, body(false), LoadSeconds(14));
   r.rest = creative.Join();
   r.top = qa.Join();
   r.slo = Slo(srv.port());
@@ -265,11 +273,11 @@ CoreResult StolenCore(ControllerFaultsTest* t, const std::string& log, bool on) 
   Load batch(srv.port(), 8, [&](int i) {
     return Json{{"model", kModel}, {"prompt", std::to_string(i) + " " + doc}, {"max_tokens", 32}, {"temperature", 0.8},
                 {"seed", i}, {"ignore_eos", true}, {"task", "summarize"}, {"sla", "batch"}};
-  }, 14);
+  }, LoadSeconds(14));
   Load premium(srv.port(), 2, [&](int i) {
     return Json{{"model", kModel}, {"prompt", "Prince Andrew said " + std::to_string(i)}, {"max_tokens", 16},
                 {"temperature", 0}, {"ignore_eos", true}, {"task", "qa"}, {"sla", "premium"}};
-  }, 14);
+  }, LoadSeconds(14));
   r.batch = batch.Join();
   r.premium = premium.Join();
   r.slo = Slo(srv.port());
@@ -322,11 +330,11 @@ CoreResult SqueezedKv(ControllerFaultsTest* t, const std::string& log, bool on) 
   Load batch(srv.port(), 6, [&](int i) {
     return Json{{"model", kModel}, {"prompt", std::to_string(i) + " " + doc}, {"max_tokens", 48}, {"temperature", 0.8},
                 {"seed", i}, {"ignore_eos", true}, {"task", "summarize"}, {"sla", "batch"}, {"priority", 1}};
-  }, 12);
+  }, LoadSeconds(12));
   Load premium(srv.port(), 4, [&](int i) {
     return Json{{"model", kModel}, {"prompt", "Natasha asked " + std::to_string(i) + " " + doc.substr(0, 200)},
                 {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}, {"task", "qa"}, {"sla", "premium"}};
-  }, 12);
+  }, LoadSeconds(12));
   r.batch = batch.Join();
   r.premium = premium.Join();
   r.slo = Slo(srv.port());

@@ -62,7 +62,11 @@ TEST(DegradationTest, RisesOneLevelPerUpTicksAndFallsOnePerDownTicks) {
   DegradationMachine m(Cfg());
   std::vector<Transition> t;
   double now = 0;
-  auto tick = [&](double ttft_ms) { return m.Update(Signals(now++, ttft_ms, 10), &t).level; };
+  auto tick = [&](double ttft_ms) {
+    const Level l = m.Update(Signals(now++, ttft_ms, 10), &t).level;
+    EXPECT_TRUE(m.CheckIntegrity().ok()) << m.CheckIntegrity().message();
+    return l;
+  };
   EXPECT_EQ(tick(300), Level::kNormal);
   EXPECT_EQ(tick(300), Level::kPressured);
   EXPECT_EQ(tick(300), Level::kPressured);
@@ -136,7 +140,11 @@ TEST(DegradationTest, KvLadderHoldsThenEvictsThenPreempts) {
   DegradationMachine m(Cfg());
   std::vector<Transition> t;
   double now = 0;
-  auto tick = [&](double kv) { return m.Update(Signals(now++, 50, 10, 50, kv), &t).level; };
+  auto tick = [&](double kv) {
+    const Level l = m.Update(Signals(now++, 50, 10, 50, kv), &t).level;
+    EXPECT_TRUE(m.CheckIntegrity().ok()) << m.CheckIntegrity().message();
+    return l;
+  };
   tick(0.95);
   EXPECT_EQ(tick(0.95), Level::kPressured);
   EXPECT_EQ(m.plan().measures.at(Measure::kHoldLowPriority), "kv_high");

@@ -60,6 +60,7 @@ TEST(SloTrackerTest, AttainmentNeedsBothTargets) {
   EXPECT_EQ(q.judged, 0);
   EXPECT_TRUE(std::isnan(q.attainment()));
   EXPECT_EQ(t.Models(), std::vector<std::string>{"m"});
+  EXPECT_TRUE(t.CheckIntegrity(1002).ok()) << t.CheckIntegrity(1002).message();
   EXPECT_TRUE(t.Buckets("other", 1002).empty());
 }
 
@@ -77,6 +78,7 @@ TEST(SloTrackerTest, TheWindowForgetsWhatSinceStartKeeps) {
   EXPECT_EQ(b.total.met, 1);
   b = t.Buckets("m", 1200).at(e.premium);
   EXPECT_EQ(b.window.requests, 0);
+  EXPECT_TRUE(t.CheckIntegrity(1200).ok());
   EXPECT_EQ(b.total.output_tokens, 22);
 }
 
