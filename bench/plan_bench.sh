@@ -4,7 +4,9 @@
 # workload in the same run, on wp-11m (f16) and on a random-weight Llama-3.2-1B shape
 # (`gguf make-random --type q8_0`). Per repetition, alternating: `plan --measure` (its probe
 # and its queueing simulation), then bench offline at concurrency 1 and at 16. Prints each
-# run, then the medians and predicted / measured (the target: within +-20%).
+# run, then the medians, predicted / measured of the medians and the median of the runs' own
+# ratios (each run's prediction and measurements are minutes apart at most; on a shared
+# machine the load can change between runs, which the per-run ratio cancels).
 #   bash bench/plan_bench.sh [REPS]     TARMAC_BIN: the binary (default build/bin/tarmac)
 #   THREADS (default 2), MODEL_1B (default /tmp/tarmac-llama-3.2-1b-q8_0.gguf, made if absent)
 # Timings: run it under `flock /tmp/tarmac-bench.lock` on shared machines.
@@ -49,8 +51,10 @@ for tag, dtype in (("wp-11m-f16", "f16"), (m1b, "q8_0")):
               f"{x['pq']:.0f} tok/s measured {x['mq']:.0f}; bandwidth {x['bw']:.1f} GB/s (TPOT >= {x['lb']:.3f} ms); "
               f"probe {x['probe']:.1f} s")
     med = {k: st.median(x[k] for x in rows) for k in ("pt", "mt", "pq", "mq", "bw", "lb", "probe")}
+    rt = st.median(x["pt"] / x["mt"] for x in rows)
+    rq = st.median(x["pq"] / x["mq"] for x in rows)
     print(f"  {tag} ({dtype}): batch-1 TPOT predicted {med['pt']:.3f} ms / measured {med['mt']:.3f} ms = "
           f"{med['pt'] / med['mt']:.3f}; 16-concurrent output predicted {med['pq']:.0f} / measured {med['mq']:.0f} tok/s = "
           f"{med['pq'] / med['mq']:.3f}; bandwidth {med['bw']:.1f} GB/s, TPOT lower bound {med['lb']:.3f} ms; "
-          f"probe {med['probe']:.1f} s")
+          f"probe {med['probe']:.1f} s; median of per-run ratios: TPOT {rt:.3f}, throughput {rq:.3f}")
 PY

@@ -156,6 +156,10 @@ void Controller::Apply(Model& m, const ControlPlan& p, const std::vector<Transit
     // Long enough for the level to fall once, at least a second.
     lowest.retry_after_s = std::max(1, static_cast<int32_t>(std::ceil(config_.down_ticks * config_.interval_s)));
   }
+  if (p.Has(Measure::kDeprioritizeLowestTier)) {
+    lowest.min_priority = 1;  // the low class: scheduled after, preempted before class 0
+    if (lowest.reason.empty()) lowest.reason = p.measures.at(Measure::kDeprioritizeLowestTier);
+  }
   if (p.Has(Measure::kCapMaxTokens)) {
     lowest.max_tokens_cap = config_.max_tokens_cap;
     if (lowest.reason.empty()) lowest.reason = p.measures.at(Measure::kCapMaxTokens);

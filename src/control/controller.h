@@ -3,7 +3,8 @@
 // the SloTracker's control window, KV usage and per-bucket draft acceptance from its engine)
 // and its plan is applied only through runtime knobs (EngineClient::SetKnobs, starting from
 // the knobs the engine had when added) and admission (Admit, asked by the server for every
-// generation request: 429 + Retry-After for a shed tier, a max_tokens cap), plus a
+// generation request: 429 + Retry-After for a shed tier, a max_tokens cap, a priority class
+// below the others' for a deprioritized tier), plus a
 // RouteDegrader where one is set. Every action is logged with its reason, counted in
 // `tarmac:controller_actions_total{model_name,action,reason}`, and kept (the latest 64) for
 // the SLO report with the current state (View). `tarmac:controller_level{model_name}` is the
@@ -18,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -41,6 +43,7 @@ struct AdmitDecision {
   bool shed = false;           // answer 429 with Retry-After
   int32_t retry_after_s = 0;
   int32_t max_tokens_cap = 0;  // > 0: max_tokens at most this
+  int32_t min_priority = INT32_MIN;  // > INT32_MIN: the request's priority at least this
   std::string reason;          // of the shedding / the cap
 };
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "speculative/spec_policy.h"
 
 namespace tarmac::control {
 
@@ -21,6 +22,7 @@ const char* LevelName(Level l) {
 
 const char* MeasureName(Measure m) {
   switch (m) {
+    case Measure::kDeprioritizeLowestTier: return "deprioritize_lowest_tier";
     case Measure::kCapBatchedTokens: return "cap_batched_tokens";
     case Measure::kHoldLowPriority: return "hold_low_priority";
     case Measure::kCapMaxTokens: return "cap_max_tokens";
@@ -61,91 +63,93 @@ Status ControllerConfig::Validate() const {
   return Status::Ok();
 }
 
-void DegradationMachine::Latch::Update(bool is_over, bool is_clear, int32_t up, int32_t down) {
-  over = is_over ? over + 1 : 0;
-  clear = is_clear ? clear + 1 : 0;
-  if (!on && over >= up) on = true;
-  if (on && clear >= down) on = false;
-}
-
 DegradationMachine::DegradationMachine(ControllerConfig config) : config_(std::move(config)) {
   TARMAC_CHECK(config_.Validate().ok());
 }
 
-DegradationMachine::Causes DegradationMachine::Evaluate(const ModelSignals& s) const {
-  Causes c;
-  double worst_prot = 0;
-  // One latency cause: over when above its target, clear when below recover_ratio of it.
-  auto judge = [&](Cause* cause, const TierSignal& t, const char* what, double p99, double target, int64_t n,
-                   double* ratio) {
-    *ratio = 0;
-    if (n < config_.min_samples || !std::isfinite(p99)) return;  // no estimate
-    *ratio = p99 / target;
-    if (*ratio > 1) {
+std::array<DegradationMachine::Judged, DegradationMachine::kCauses> DegradationMachine::Evaluate(
+    const ModelSignals& s) const {
+  std::array<Judged, kCauses> j;
+  j[kTtft].reason = "ttft_slo";
+  j[kTpot].reason = "tpot_slo";
+  j[kProtected].reason = "ttft_slo";
+  j[kKv].reason = "kv_high";
+  double worst_protected = 0;
+  // One latency target of one tier: over above it, not clear at recover_ratio of it or above.
+  auto judge = [&](Judged* cause, const TierSignal& t, const char* what, double p99, double target, int64_t n) {
+    if (n < config_.min_samples || !std::isfinite(p99)) return 0.0;  // no estimate
+    const double ratio = p99 / target;
+    if (ratio > 1) {
       cause->over = true;
       cause->detail = fmt::format("tier {} p99 {} {:.1f} ms > {:.1f} ms ({} requests)", t.tier, what, p99 * 1e3,
                                   target * 1e3, n);
     }
-    if (*ratio >= config_.recover_ratio) cause->clear = false;
+    if (ratio >= config_.recover_ratio) cause->clear = false;
+    return ratio;
   };
   for (const TierSignal& t : s.tiers) {
-    double rt = 0, rp = 0;
-    judge(&c.ttft, t, "TTFT", t.p99_ttft_s, t.ttft_target_s, t.samples, &rt);
-    judge(&c.tpot, t, "TPOT", t.p99_tpot_s, t.tpot_target_s, t.tpot_samples, &rp);
+    const double rt = judge(&j[kTtft], t, "TTFT", t.p99_ttft_s, t.ttft_target_s, t.samples);
+    const double rp = judge(&j[kTpot], t, "TPOT", t.p99_tpot_s, t.tpot_target_s, t.tpot_samples);
     if (!t.is_protected) continue;
-    if (rt >= config_.recover_ratio || rp >= config_.recover_ratio) c.prot.clear = false;
-    if (std::max(rt, rp) > 1 && std::max(rt, rp) > worst_prot) {
-      worst_prot = std::max(rt, rp);
-      c.prot.over = true;
-      c.prot_reason = rt >= rp ? "ttft_slo" : "tpot_slo";
-      c.prot.detail = rt >= rp ? c.ttft.detail : c.tpot.detail;
+    Judged& p = j[kProtected];
+    if (rt >= config_.recover_ratio || rp >= config_.recover_ratio) p.clear = false;
+    if (std::max(rt, rp) > 1 && std::max(rt, rp) > worst_protected) {
+      worst_protected = std::max(rt, rp);
+      p.over = true;
+      p.reason = rt >= rp ? "ttft_slo" : "tpot_slo";
+      p.detail = rt >= rp ? j[kTtft].detail : j[kTpot].detail;
     }
   }
-  c.kv.over = s.kv_usage >= config_.kv_high;
-  c.kv.clear = s.kv_usage < config_.kv_low;
-  if (c.kv.over) c.kv.detail = fmt::format("KV usage {:.0f}% >= {:.0f}%", s.kv_usage * 100, config_.kv_high * 100);
-  return c;
+  j[kKv].over = s.kv_usage >= config_.kv_high;
+  j[kKv].clear = s.kv_usage < config_.kv_low;
+  if (j[kKv].over) j[kKv].detail = fmt::format("KV usage {:.0f}% >= {:.0f}%", s.kv_usage * 100, config_.kv_high * 100);
+  return j;
 }
 
-void DegradationMachine::UpdateLevel(const Causes& c, double now_s, std::vector<Transition>* out) {
-  const bool over = c.ttft.over || c.tpot.over || c.kv.over;
-  const bool clear = c.ttft.clear && c.tpot.clear && c.kv.clear;
-  over_ticks_ = over ? over_ticks_ + 1 : 0;
-  clear_ticks_ = clear ? clear_ticks_ + 1 : 0;
-  Level next = plan_.level;
-  std::string reason, detail;
-  if (over_ticks_ >= config_.up_ticks && plan_.level != Level::kShedding) {
-    next = static_cast<Level>(static_cast<int>(plan_.level) + 1);
-    over_ticks_ = 0;
-    const Cause& why = c.ttft.over ? c.ttft : c.tpot.over ? c.tpot : c.kv;
-    reason = c.ttft.over ? "ttft_slo" : c.tpot.over ? "tpot_slo" : "kv_high";
-    detail = why.detail;
-  } else if (clear_ticks_ >= config_.down_ticks && plan_.level != Level::kNormal) {
-    next = static_cast<Level>(static_cast<int>(plan_.level) - 1);
-    clear_ticks_ = 0;
-    reason = "recovered";
+void DegradationMachine::UpdateLevels(const std::array<Judged, kCauses>& j, double now_s, std::vector<Transition>* out) {
+  Level worst = Level::kNormal;
+  int rose = -1;  // the cause whose rise made the state rise, for the log
+  for (int c = 0; c < kCauses; ++c) {
+    CauseLevel& cl = causes_[static_cast<size_t>(c)];
+    cl.over = j[c].over ? cl.over + 1 : 0;
+    cl.clear = j[c].clear ? cl.clear + 1 : 0;
+    if (j[c].over) cl.reason = j[c].reason;
+    if (cl.over >= config_.up_ticks && cl.level != Level::kShedding) {
+      cl.level = static_cast<Level>(static_cast<int>(cl.level) + 1);
+      cl.over = 0;
+      if (cl.level > plan_.level && (rose < 0 || cl.level > causes_[static_cast<size_t>(rose)].level)) rose = c;
+    } else if (cl.clear >= config_.down_ticks && cl.level != Level::kNormal) {
+      cl.level = static_cast<Level>(static_cast<int>(cl.level) - 1);
+      cl.clear = 0;
+    }
+    worst = std::max(worst, cl.level);
   }
-  if (next == plan_.level) return;
-  if (out)
-    out->push_back({next > plan_.level ? "escalate" : "relax", reason,
-                    fmt::format("{} -> {}{}{}", LevelName(plan_.level), LevelName(next), detail.empty() ? "" : ": ", detail)});
-  plan_.level = next;
+  if (worst == plan_.level) return;
+  if (out) {
+    const bool up = worst > plan_.level;
+    const std::string& detail = up && rose >= 0 ? j[rose].detail : std::string();
+    out->push_back({up ? "escalate" : "relax", up && rose >= 0 ? causes_[static_cast<size_t>(rose)].reason : "recovered",
+                    fmt::format("{} -> {}{}{}", LevelName(plan_.level), LevelName(worst), detail.empty() ? "" : ": ", detail)});
+  }
+  plan_.level = worst;
   level_since_s_ = now_s;
 }
 
 std::map<Measure, std::string> DegradationMachine::Measures(bool can_route_smaller) const {
   std::map<Measure, std::string> m;
-  const Level l = plan_.level;
-  if (l >= Level::kPressured && tpot_.on) m[Measure::kCapBatchedTokens] = "tpot_slo";
-  if (l >= Level::kPressured && kv_.on) m[Measure::kHoldLowPriority] = "kv_high";
-  if (l >= Level::kDegraded && prot_.on) {
-    m[Measure::kCapMaxTokens] = prot_reason_;
-    if (can_route_smaller) m[Measure::kRouteSmaller] = prot_reason_;
+  const std::string& prot = causes_[kProtected].reason;
+  if (At(kProtected, Level::kPressured)) m[Measure::kDeprioritizeLowestTier] = prot;
+  if (At(kProtected, Level::kDegraded)) {
+    m[Measure::kCapMaxTokens] = prot;
+    m[Measure::kSpeculationOff] = prot;
+    if (can_route_smaller) m[Measure::kRouteSmaller] = prot;
   }
-  if (l >= Level::kDegraded && (prot_.on || tpot_.on)) m[Measure::kSpeculationOff] = prot_.on ? prot_reason_ : "tpot_slo";
-  if (l >= Level::kDegraded && kv_.on) m[Measure::kEvictCached] = "kv_high";
-  if (l >= Level::kShedding && prot_.on) m[Measure::kShedLowestTier] = prot_reason_;
-  if (l >= Level::kShedding && kv_.on) m[Measure::kPreemptLowPriority] = "kv_high";
+  if (At(kProtected, Level::kShedding)) m[Measure::kShedLowestTier] = prot;
+  if (At(kTpot, Level::kPressured)) m[Measure::kCapBatchedTokens] = "tpot_slo";
+  if (At(kTpot, Level::kDegraded) && m.count(Measure::kSpeculationOff) == 0) m[Measure::kSpeculationOff] = "tpot_slo";
+  if (At(kKv, Level::kPressured)) m[Measure::kHoldLowPriority] = "kv_high";
+  if (At(kKv, Level::kDegraded)) m[Measure::kEvictCached] = "kv_high";
+  if (At(kKv, Level::kShedding)) m[Measure::kPreemptLowPriority] = "kv_high";
   return m;
 }
 
@@ -160,7 +164,7 @@ void DegradationMachine::UpdateKCaps(const ModelSignals& s, std::vector<Transiti
     }
   }
   if (s.spec_max_k == 0) return;
-  const bool tpot_pressure = plan_.level >= Level::kPressured && tpot_.on;
+  const bool tpot_pressure = At(kTpot, Level::kPressured);
   for (const BucketSpecSignal& b : s.spec) {
     if (b.draft_tokens < config_.spec_min_draft_tokens || plan_.k_caps.count(b.bucket) != 0) continue;
     const double a = static_cast<double>(b.accepted_tokens) / static_cast<double>(b.draft_tokens);
@@ -183,33 +187,30 @@ void DegradationMachine::UpdateKCaps(const ModelSignals& s, std::vector<Transiti
 }
 
 Status DegradationMachine::CheckIntegrity() const {
-  const std::map<Measure, std::string> expected = Measures(plan_.Has(Measure::kRouteSmaller));
-  for (const auto& [m, reason] : plan_.measures) {
-    if (expected.count(m) == 0)
-      return Internal("measure {} is in force at level {} without its cause", MeasureName(m), LevelName(plan_.level));
+  Level worst = Level::kNormal;
+  for (const CauseLevel& c : causes_) {
+    worst = std::max(worst, c.level);
+    if (c.over < 0 || c.clear < 0) return Internal("negative hysteresis counts");
   }
-  if (expected.size() != plan_.measures.size()) return Internal("a latched cause's measure is missing at level {}", LevelName(plan_.level));
+  if (worst != plan_.level) return Internal("state {} is not the worst cause's level {}", LevelName(plan_.level), LevelName(worst));
+  const std::map<Measure, std::string> expected = Measures(plan_.Has(Measure::kRouteSmaller));
+  if (expected != plan_.measures) return Internal("the measures in force are not those of the causes' levels");
   for (const auto& [b, cap] : plan_.k_caps)
-    if (cap.k < 0 || cap.k > 16) return Internal("bucket {}'s k cap {} is out of range", b, cap.k);
-  if (over_ticks_ < 0 || clear_ticks_ < 0) return Internal("negative hysteresis counts");
+    if (cap.k < 0 || cap.k > speculative::kMaxDraft) return Internal("bucket {}'s k cap {} is out of range", b, cap.k);
   return Status::Ok();
 }
 
 const ControlPlan& DegradationMachine::Update(const ModelSignals& s, std::vector<Transition>* out) {
-  const Causes c = Evaluate(s);
-  const int32_t up = config_.up_ticks, down = config_.down_ticks;
-  ttft_.Update(c.ttft.over, c.ttft.clear, up, down);
-  tpot_.Update(c.tpot.over, c.tpot.clear, up, down);
-  prot_.Update(c.prot.over, c.prot.clear, up, down);
-  kv_.Update(c.kv.over, c.kv.clear, up, down);
-  if (c.prot.over) prot_reason_ = c.prot_reason;
-  UpdateLevel(c, s.now_s, out);
+  const std::array<Judged, kCauses> j = Evaluate(s);
+  UpdateLevels(j, s.now_s, out);
   std::map<Measure, std::string> next = Measures(s.can_route_smaller);
   for (const auto& [m, reason] : next) {
     if (plan_.measures.count(m) != 0) continue;
-    const bool tpot_only = m == Measure::kCapBatchedTokens || (m == Measure::kSpeculationOff && !prot_.on);
-    const Cause& why = reason == "kv_high" ? c.kv : tpot_only ? c.tpot : c.prot;
-    if (out) out->push_back({MeasureName(m), reason, why.detail});
+    const Cause c = reason == "kv_high" ? kKv : (m == Measure::kCapBatchedTokens || (m == Measure::kSpeculationOff &&
+                                                                                    !At(kProtected, Level::kDegraded)))
+                                                    ? kTpot
+                                                    : kProtected;
+    if (out) out->push_back({MeasureName(m), reason, j[c].detail});
   }
   for (const auto& [m, reason] : plan_.measures)
     if (next.count(m) == 0 && out) out->push_back({std::string("lift_") + MeasureName(m), "recovered", ""});

@@ -4,27 +4,32 @@
 // measures that should be in force. The Controller (controller.h) gathers the signals and
 // applies the plan through engine knobs and admission.
 //
-// Levels: normal -> pressured -> degraded -> shedding. A tick is "over" when some tier's p99
-// TTFT or TPOT exceeds its target (tiers with at least min_samples requests in the window
-// count; fewer is no estimate) or KV usage is at or above kv_high; "clear" when every
-// estimated tier is below recover_ratio x its targets and KV usage is below kv_low; a tick in
-// between is neither (the gap between the thresholds is the hysteresis). The level rises one
-// step after up_ticks consecutive over ticks and falls one step after down_ticks consecutive
-// clear ticks. Each cause (TTFT, TPOT, a protected tier over, KV) is latched the same way, and
-// the level's measures are those of the latched causes:
-//   pressured: TPOT -> cap the step's batched tokens (decodes first, shorter prefill chunks)
-//              and no drafts for buckets whose acceptance is below spec_keep_acceptance
-//              (a k cap, below); KV -> stop admitting the lowest priority class (> 0).
-//   degraded:  TTFT/TPOT of a protected tier -> cap the lowest tiers' max_tokens, speculation
-//              off (also on TPOT alone), the lowest tiers to a smaller model where a route
-//              allows it (ModelSignals::can_route_smaller);
-//              KV -> evict cached prefixes.
-//   shedding:  TTFT/TPOT of a protected tier -> 429 + Retry-After for the lowest tiers;
-//              KV -> preempt running requests of the lowest priority class.
-// (Protected tiers are those above the lowest: slo_targets.h.) Independently of the level,
-// a bucket whose acceptance over the window (at least spec_min_draft_tokens drafted) is below
-// spec_off_acceptance gets no drafts (k cap 0), below spec_short_acceptance a halved k; such a
-// cap is lifted after spec_reprobe_s so the bucket is measured again.
+// Levels: normal -> pressured -> degraded -> shedding, kept per cause and the model's state
+// the worst of them. The causes: a tier's TTFT, a tier's TPOT, a protected tier (one above the
+// lowest: slo_targets.h) over either target, and KV usage. A tick is "over" for a latency cause
+// when an estimated tier (at least min_samples requests in the window; fewer is no estimate)
+// is above its target, "clear" when every estimated tier is below recover_ratio x it; for KV,
+// at or above kv_high and below kv_low. A tick in between is neither (the gap between the
+// thresholds is the hysteresis). A cause's level rises one step after up_ticks consecutive
+// over ticks and falls one step after down_ticks consecutive clear ticks, so measures are
+// released one level at a time, not all at once. The measures of each cause's level:
+//   protected tier: pressured -> the lowest tiers' requests are admitted in the low priority
+//                   class (scheduled after, preempted before the others); degraded -> the
+//                   lowest tiers' max_tokens capped, speculation off, the lowest tiers to a
+//                   smaller model where a route allows it (ModelSignals::can_route_smaller);
+//                   shedding -> 429 + Retry-After for the lowest tiers;
+//   TPOT:           pressured -> cap the step's batched tokens (decodes first, shorter prefill
+//                   chunks) and no drafts for buckets whose acceptance is below
+//                   spec_keep_acceptance (a k cap, below); degraded -> speculation off;
+//   KV:             pressured -> stop admitting the lowest priority class (priority > 0);
+//                   degraded -> evict cached prefixes; shedding -> preempt running requests of
+//                   the lowest priority class;
+//   TTFT (any tier, the lowest included): the state only (what would help is the protected
+//                   tier's measures, and shedding a tier to speed up that same tier is not).
+// Independently of the levels, a bucket whose acceptance over the window (at least
+// spec_min_draft_tokens drafted) is below spec_off_acceptance gets no drafts (k cap 0), below
+// spec_short_acceptance a halved k; such a cap is lifted after spec_reprobe_s so the bucket is
+// measured again.
 //
 // With no estimates (no tier with min_samples, no bucket with enough drafts, KV below kv_high)
 // the plan is empty: behaviour is exactly what it is without a controller.
@@ -32,6 +37,7 @@
 // Not thread-safe (the controller's tick).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -89,6 +95,7 @@ struct ModelSignals {
 };
 
 enum class Measure : uint8_t {
+  kDeprioritizeLowestTier,
   kCapBatchedTokens,
   kHoldLowPriority,
   kCapMaxTokens,
@@ -133,35 +140,34 @@ class DegradationMachine {
   const ControlPlan& Update(const ModelSignals& s, std::vector<Transition>* out);
   const ControlPlan& plan() const { return plan_; }
   double level_since_s() const { return level_since_s_; }
-  // Every measure in force belongs to the current level and a latched cause; k caps are
-  // within [0, the largest k]; hysteresis counts are not negative.
+  // The state is the worst cause's level; every measure in force belongs to a cause's level;
+  // k caps are within [0, kMaxDraft]; hysteresis counts are not negative.
   Status CheckIntegrity() const;
   const ControllerConfig& config() const { return config_; }
 
  private:
-  // A cause with hysteresis: on after up_ticks over, off after down_ticks clear.
-  struct Latch {
-    bool on = false;
-    int32_t over = 0, clear = 0;
-    void Update(bool is_over, bool is_clear, int32_t up, int32_t down);
-  };
-  struct Cause {
+  enum Cause { kTtft, kTpot, kProtected, kKv, kCauses };
+  // One tick's judgement of a cause.
+  struct Judged {
     bool over = false, clear = true;
+    std::string reason;  // "ttft_slo", "tpot_slo", "kv_high"
     std::string detail;  // the numbers behind the worst over
   };
-  struct Causes {
-    Cause ttft, tpot, prot, kv;
-    std::string prot_reason = "ttft_slo";
+  // A cause's level with its hysteresis counts.
+  struct CauseLevel {
+    Level level = Level::kNormal;
+    int32_t over = 0, clear = 0;
+    std::string reason;  // of its latest over tick
   };
-  Causes Evaluate(const ModelSignals& s) const;
-  void UpdateLevel(const Causes& c, double now_s, std::vector<Transition>* out);
+  std::array<Judged, kCauses> Evaluate(const ModelSignals& s) const;
+  // Moves each cause's level; appends the model's state change, if any.
+  void UpdateLevels(const std::array<Judged, kCauses>& j, double now_s, std::vector<Transition>* out);
   std::map<Measure, std::string> Measures(bool can_route_smaller) const;
   void UpdateKCaps(const ModelSignals& s, std::vector<Transition>* out);
+  bool At(Cause c, Level l) const { return causes_[c].level >= l; }
 
   const ControllerConfig config_;
-  Latch ttft_, tpot_, prot_, kv_;
-  std::string prot_reason_ = "ttft_slo";
-  int32_t over_ticks_ = 0, clear_ticks_ = 0;
+  std::array<CauseLevel, kCauses> causes_;
   double level_since_s_ = 0;
   ControlPlan plan_;
 };

@@ -112,6 +112,7 @@ Json ControllerJson(const ControllerView& v, double now_s, double uptime_s, cons
           {"k_caps", caps},
           {"knobs", KnobsJson(v.knobs, keys)},
           {"lowest_tiers", {{"shed", v.lowest_tiers.shed}, {"retry_after_s", v.lowest_tiers.retry_after_s},
+                            {"min_priority", v.lowest_tiers.min_priority == INT32_MIN ? Json(nullptr) : Json(v.lowest_tiers.min_priority)},
                             {"max_tokens_cap", v.lowest_tiers.max_tokens_cap ? Json(v.lowest_tiers.max_tokens_cap) : Json(nullptr)}}},
           {"actions_total", counts},
           {"recent_actions", recent}};

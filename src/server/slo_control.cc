@@ -20,6 +20,7 @@ std::optional<ApiError> ApplyController(const control::Controller* controller, G
                                        "({}); retry later", tier, d.reason),
                            d.retry_after_s, "slo_shed");
   }
+  if (d.min_priority != INT32_MIN) req->spec.priority = std::max(req->spec.priority, d.min_priority);
   if (d.max_tokens_cap > 0) req->spec.max_tokens = std::min(req->spec.max_tokens.value_or(d.max_tokens_cap), d.max_tokens_cap);
   return std::nullopt;
 }

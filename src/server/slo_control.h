@@ -18,7 +18,8 @@ namespace tarmac::server {
 
 // With no controller: nothing (admission exactly as without one). Otherwise asks it about the
 // request's model and SLA tier: a shed tier is a 429 with Retry-After (counted as rejected,
-// reason "shed"); a capped tier's max_tokens is lowered to the cap (its default too).
+// reason "shed"); a capped tier's max_tokens is lowered to the cap (its default too); a
+// deprioritized tier's priority is raised to the low class (a larger value) if below it.
 std::optional<ApiError> ApplyController(const control::Controller* controller, GenRequest* req,
                                         ServerMetrics* metrics);
 

@@ -87,6 +87,7 @@ TEST(ControllerTest, ATierOverItsSloShedsTheLowestTierThenRecovers) {
   EXPECT_GE(shed.retry_after_s, 1);
   EXPECT_EQ(shed.reason, "ttft_slo");
   EXPECT_EQ(shed.max_tokens_cap, c.max_tokens_cap);
+  EXPECT_EQ(shed.min_priority, 1);
   EXPECT_FALSE(e.controller->Admit("wp", "premium").shed);  // the top tier is never shed
   EXPECT_FALSE(e.controller->Admit("other-model", "standard").shed);
   // Speculation off through the knobs (the engine reads them back after a step boundary).

@@ -1,6 +1,7 @@
 // The degradation state machine: nothing without estimates; levels rise and fall one step at a
-// time with hysteresis (no flapping between the thresholds); the measures of each level follow
-// their cause (TTFT / TPOT, a protected tier, KV); the per-bucket draft caps and their re-probe.
+// time with hysteresis (no flapping between the thresholds), per cause (TTFT / TPOT, a
+// protected tier, KV), the state the worst of them; the measures of each cause's level, and
+// their release one level at a time; the per-bucket draft caps and their re-probe.
 #include "control/degradation.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,7 @@ TEST(DegradationTest, RisesOneLevelPerUpTicksAndFallsOnePerDownTicks) {
   };
   EXPECT_EQ(tick(300), Level::kNormal);
   EXPECT_EQ(tick(300), Level::kPressured);
+  EXPECT_EQ(m.plan().measures.at(Measure::kDeprioritizeLowestTier), "ttft_slo");
   EXPECT_EQ(tick(300), Level::kPressured);
   EXPECT_EQ(tick(300), Level::kDegraded);
   EXPECT_TRUE(m.plan().Has(Measure::kCapMaxTokens));
@@ -87,7 +89,7 @@ TEST(DegradationTest, RisesOneLevelPerUpTicksAndFallsOnePerDownTicks) {
   EXPECT_EQ(tick(50), Level::kShedding);
   EXPECT_EQ(tick(50), Level::kShedding);
   EXPECT_EQ(tick(50), Level::kDegraded);
-  EXPECT_FALSE(m.plan().Has(Measure::kShedLowestTier));  // the cause's latch fell too
+  EXPECT_FALSE(m.plan().Has(Measure::kShedLowestTier));  // one level down: no more shedding
   for (int i = 0; i < 6; ++i) tick(50);
   EXPECT_EQ(m.plan().level, Level::kNormal);
   EXPECT_TRUE(m.plan().measures.empty());
@@ -134,6 +136,7 @@ TEST(DegradationTest, OnlyTheLowestTierOverShedsNobody) {
   EXPECT_EQ(m.plan().level, Level::kShedding);
   EXPECT_FALSE(m.plan().Has(Measure::kShedLowestTier));
   EXPECT_FALSE(m.plan().Has(Measure::kCapMaxTokens));
+  EXPECT_FALSE(m.plan().Has(Measure::kDeprioritizeLowestTier));
 }
 
 TEST(DegradationTest, KvLadderHoldsThenEvictsThenPreempts) {
@@ -159,9 +162,37 @@ TEST(DegradationTest, KvLadderHoldsThenEvictsThenPreempts) {
   EXPECT_FALSE(m.plan().Has(Measure::kShedLowestTier));
   // 0.8 is between the watermarks: nothing changes; below 0.7 it relaxes.
   for (int i = 0; i < 5; ++i) EXPECT_EQ(tick(0.8), Level::kShedding);
+  // Released one level per down_ticks clear ticks: preemption first, holding back last.
   for (int i = 0; i < 3; ++i) tick(0.3);
   EXPECT_EQ(m.plan().level, Level::kDegraded);
-  EXPECT_FALSE(m.plan().Has(Measure::kHoldLowPriority));
+  EXPECT_FALSE(m.plan().Has(Measure::kPreemptLowPriority));
+  EXPECT_TRUE(m.plan().Has(Measure::kEvictCached));
+  for (int i = 0; i < 3; ++i) tick(0.3);
+  EXPECT_FALSE(m.plan().Has(Measure::kEvictCached));
+  EXPECT_TRUE(m.plan().Has(Measure::kHoldLowPriority));
+  for (int i = 0; i < 3; ++i) tick(0.3);
+  EXPECT_EQ(m.plan().level, Level::kNormal);
+  EXPECT_TRUE(m.plan().measures.empty());
+}
+
+TEST(DegradationTest, EachCauseKeepsItsOwnLevel) {
+  DegradationMachine m(Cfg());
+  std::vector<Transition> t;
+  double now = 0;
+  // KV pressure all along; the protected tier's TTFT over for a while only.
+  for (int i = 0; i < 6; ++i) m.Update(Signals(now++, 300, 10, 50, 0.95), &t);
+  ASSERT_EQ(m.plan().level, Level::kShedding);
+  EXPECT_TRUE(m.plan().Has(Measure::kShedLowestTier));
+  EXPECT_TRUE(m.plan().Has(Measure::kPreemptLowPriority));
+  for (int i = 0; i < 9; ++i) {
+    m.Update(Signals(now++, 50, 10, 50, 0.95), &t);
+    EXPECT_TRUE(m.CheckIntegrity().ok()) << m.CheckIntegrity().message();
+  }
+  // The TTFT cause is back to normal: its measures are gone though KV keeps the state up.
+  EXPECT_EQ(m.plan().level, Level::kShedding);
+  EXPECT_FALSE(m.plan().Has(Measure::kShedLowestTier));
+  EXPECT_FALSE(m.plan().Has(Measure::kDeprioritizeLowestTier));
+  EXPECT_TRUE(m.plan().Has(Measure::kPreemptLowPriority));
 }
 
 TEST(DegradationTest, LowAcceptanceCapsTheBucketAndReprobes) {

@@ -50,7 +50,16 @@ TEST(SloControlTest, ShedsAndCapsTheLowestTierOnly) {
   slow.ttft_s = 0.5;
   slow.e2e_s = 0.6;
   for (int i = 0; i < 20; ++i) tracker->Observe("wp", slow, engine::FinishReason::kLength, 5);
-  controller.Tick(5.5);
+  controller.Tick(5.5);  // pressured: the lowest tiers in the low priority class
+  GenRequest early = Req("standard", 500), urgent = Req("standard", 500), top0 = Req("premium", 500);
+  urgent.spec.priority = -5;
+  EXPECT_FALSE(ApplyController(&controller, &early, &sm).has_value());
+  EXPECT_EQ(early.spec.priority, 1);
+  EXPECT_EQ(early.spec.max_tokens, 500);
+  EXPECT_FALSE(ApplyController(&controller, &urgent, &sm).has_value());
+  EXPECT_EQ(urgent.spec.priority, 1);
+  EXPECT_FALSE(ApplyController(&controller, &top0, &sm).has_value());
+  EXPECT_EQ(top0.spec.priority, 0);
   controller.Tick(6.0);  // degraded: the max_tokens cap
   GenRequest capped = Req("standard", 500), dflt = Req("", std::nullopt), small = Req("standard", 8);
   EXPECT_FALSE(ApplyController(&controller, &capped, &sm).has_value());
