@@ -332,14 +332,14 @@ int RunPlan(const PlanArgs& a) {
     auto res = MeasureStepCosts(loaded->model.get(), loaded->tokenizer.get(), cfg, probe);
     if (!res.ok()) return fail(res.status(), 1);
     curve = std::make_unique<control::StepCostCurve>(res->curve);
-    j["probe"] = {{"seconds", res->seconds}, {"truncated", res->truncated}, {"context", probe.context}};
+    j["probe"] = {{"seconds", res->seconds}, {"truncated", res->truncated}, {"rounds", res->rounds},
+                  {"context", probe.context}};
     if (!a.draft.empty()) {
       auto dl = LoadModelAndTokenizer(a.draft, /*quiet=*/true);
       if (!dl.ok()) return fail(dl.status(), 2);
       StepProbe dp = probe;
       dp.prefills = {};
-      dp.budget_s = 5;
-      dp.decode_tokens = 8;
+      dp.budget_s = 4;
       auto dres = MeasureStepCosts(dl->model.get(), dl->tokenizer.get(), cfg, dp);
       if (!dres.ok()) return fail(dres.status(), 1);
       draft_curve = std::make_unique<control::StepCostCurve>(dres->curve);

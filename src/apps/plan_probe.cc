@@ -1,6 +1,7 @@
 #include "apps/plan_probe.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -13,8 +14,10 @@ namespace tarmac::apps {
 namespace {
 
 double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 // Prompt ids spread over the vocabulary (no tokenizer needed), distinct per seed.
@@ -110,33 +113,41 @@ Result<StepProbeResult> MeasureStepCosts(model::LlamaModel* model, const tok::To
   const int32_t V = model->config().n_vocab;
   const std::vector<int32_t> shared = Prompt(context, V, 1);
   TARMAC_RETURN_IF_ERROR(RunAll(*client, {Request(shared, 2, 7)}).status());  // caches the prompt
-  for (int32_t b : probe.batches) {
-    if (NowSeconds() - t0 > probe.budget_s) {
-      res.truncated = true;
-      break;
-    }
-    std::vector<engine::EngineRequest> reqs;
-    for (int32_t i = 0; i < b; ++i) reqs.push_back(Request(shared, decode_tokens + 1, 7));
-    TARMAC_ASSIGN_OR_RETURN(auto ms, RunAll(*client, std::move(reqs)));
-    std::vector<double> tpot;
-    for (const auto& m : ms)
-      if (m.output_tokens > 1) tpot.push_back((m.e2e_s - m.ttft_s) / (m.output_tokens - 1));
-    const double s = Median(tpot);
-    res.decode.emplace_back(b, s);
-    res.curve.Add(b, s);
-  }
+  std::map<int32_t, std::vector<double>> decode, prefill;  // samples by size
   uint64_t seed = 100;
-  for (int32_t n : prefills) {
-    if (NowSeconds() - t0 > probe.budget_s) {
+  const double rounds_t0 = NowSeconds();
+  for (int32_t round = 0; round < std::max(1, probe.rounds); ++round) {
+    // Another round only when one more (as long as those so far) still fits the budget.
+    const double per_round = round > 0 ? (NowSeconds() - rounds_t0) / round : 0;
+    if (round > 0 && NowSeconds() + per_round - t0 > probe.budget_s) {
       res.truncated = true;
       break;
     }
-    // Its own namespace and prompt: nothing cached; one step when n <= max_batched_tokens.
-    TARMAC_ASSIGN_OR_RETURN(auto ms, RunAll(*client, {Request(Prompt(n, V, ++seed), 1, seed)}));
-    const double steps = std::ceil(static_cast<double>(n) / config.sched.max_batched_tokens);
-    const int32_t chunk = static_cast<int32_t>(std::min<int64_t>(n, config.sched.max_batched_tokens));
-    res.prefill.emplace_back(n, ms[0].ttft_s);
-    res.curve.Add(chunk, ms[0].ttft_s / steps);
+    for (int32_t b : probe.batches) {
+      std::vector<engine::EngineRequest> reqs;
+      for (int32_t i = 0; i < b; ++i) reqs.push_back(Request(shared, decode_tokens + 1, 7));
+      TARMAC_ASSIGN_OR_RETURN(auto ms, RunAll(*client, std::move(reqs)));
+      std::vector<double> tpot;
+      for (const auto& m : ms)
+        if (m.output_tokens > 1) tpot.push_back((m.e2e_s - m.ttft_s) / (m.output_tokens - 1));
+      decode[b].push_back(Median(tpot));
+    }
+    for (int32_t n : prefills) {
+      // Its own namespace and prompt: nothing cached; one step when n <= max_batched_tokens.
+      ++seed;
+      TARMAC_ASSIGN_OR_RETURN(auto ms, RunAll(*client, {Request(Prompt(n, V, seed), 1, seed)}));
+      const double steps = std::ceil(static_cast<double>(n) / config.sched.max_batched_tokens);
+      prefill[n].push_back(ms[0].ttft_s / steps);
+    }
+    res.rounds = round + 1;
+  }
+  for (const auto& [b, v] : decode) {
+    res.decode.emplace_back(b, Median(v));
+    res.curve.Add(b, Median(v));
+  }
+  for (const auto& [n, v] : prefill) {
+    res.prefill.emplace_back(n, Median(v) * std::ceil(static_cast<double>(n) / config.sched.max_batched_tokens));
+    res.curve.Add(std::min<int64_t>(n, config.sched.max_batched_tokens), Median(v));
   }
   res.seconds = NowSeconds() - t0;
   return res;
