@@ -41,6 +41,13 @@ EngineClient::~EngineClient() { Shutdown(); }
 Result<ValidRequest> EngineClient::Validate(EngineRequest r) const { return core_->Validate(std::move(r)); }
 EngineStats EngineClient::Stats() const { return core_->Stats(); }
 const EngineMetrics& EngineClient::metrics() const { return core_->metrics(); }
+const metrics::CostCurve& EngineClient::decode_costs() const { return core_->decode_costs(); }
+const metrics::CostCurve& EngineClient::prefill_costs() const { return core_->prefill_costs(); }
+
+bool EngineClient::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stop_;
+}
 std::vector<prefix::BlockEvent> EngineClient::DrainEvents(size_t max) { return core_->DrainEvents(max); }
 const EngineConfig& EngineClient::config() const { return core_->config(); }
 int64_t EngineClient::kv_bytes() const { return core_->kv_bytes(); }

@@ -397,7 +397,11 @@ bool EngineCore::Step() {
   const double forward_s = NowSeconds() - tf;
   // The policy's step costs are those of decode steps (plain decodes and verifications): a
   // step that also carries a prefill chunk costs what its prompt tokens cost.
-  if (prefill_tokens == 0) policy_.ObserveStep(batch_.n_tokens(), forward_s);
+  if (prefill_tokens == 0) {
+    policy_.ObserveStep(batch_.n_tokens(), forward_s);
+  } else {
+    prefill_costs_.Observe(batch_.n_tokens(), forward_s);
+  }
   sched_->Commit(out);
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
