@@ -13,6 +13,7 @@ PACKAGES=(
   libpcre2-dev libssl-dev libboost-dev libyaml-cpp-dev
   libopenblas-dev                     # benchmark reference only (sgemm)
   python3 python3-jinja2              # python3-jinja2: reference renderings for the chat-template tests
+  python3-jsonschema                  # the independent validator of the grammar tests
 )
 
 missing=()

@@ -1,0 +1,60 @@
+// The stacks of a pushdown run over an Automaton, and one byte step over a set of them.
+//
+// Stacks are kept as a tree in a node pool: a node is (state, parent), parent being the node
+// that resumes when the node's rule completes (-1: the bottom). A run's configuration is a set
+// of top nodes, each a state with byte edges ("a stack that can consume a byte"); stacks that
+// would only call or complete are expanded at once (the closure). Nodes are never modified,
+// so a configuration stays valid as long as the pool is not truncated below it: rollback and
+// trial walks append nodes and truncate back.
+//
+// StackStepper holds scratch space only; one per thread. The pool is the caller's.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/automaton.h"
+
+namespace tarmac::grammar {
+
+struct StackNode {
+  int32_t state;
+  int32_t parent;  // -1: the bottom
+};
+
+class StackStepper {
+ public:
+  explicit StackStepper(const Automaton* automaton) : a_(automaton) {}
+
+  // Appends to *out the tops reachable from (state, parent) without consuming a byte.
+  // Returns whether the bottom rule can complete there (a stack popped past the bottom).
+  bool Expand(std::vector<StackNode>* pool, int32_t state, int32_t parent, std::vector<int32_t>* out);
+
+  // Consumes byte b on every stack of tops; appends the resulting tops to *out (duplicates
+  // merged). Returns whether, after b, the bottom rule can complete.
+  bool Step(std::vector<StackNode>* pool, std::span<const int32_t> tops, uint8_t b, std::vector<int32_t>* out);
+
+ private:
+  struct Seen {
+    int32_t state;
+    int32_t parent;
+    int32_t node;  // -1 until a node is made for it
+    bool expanded;
+  };
+
+  void Begin(std::vector<StackNode>* pool, std::vector<int32_t>* out);
+  int32_t Find(int32_t state, int32_t parent);
+  int32_t NodeOf(int32_t seen_index);
+  void Visit(int32_t state, int32_t parent, int32_t existing);
+
+  const Automaton* a_;
+  std::vector<StackNode>* pool_ = nullptr;
+  std::vector<int32_t>* out_ = nullptr;
+  bool bottom_ = false;
+  std::vector<Seen> seen_;
+  std::unordered_map<uint64_t, int32_t> seen_index_;  // used once seen_ outgrows a linear scan
+};
+
+}  // namespace tarmac::grammar
