@@ -29,6 +29,7 @@ class AutomatonBuilder {
       MinimizeRuleDfa(&dfa);
     }
     ComputeReachable();
+    ComputeNullable();
     TARMAC_RETURN_IF_ERROR(CheckLeftRecursion());
     return Globalize();
   }
@@ -154,21 +155,26 @@ class AutomatonBuilder {
     }
   }
 
+  // nullable_[r]: rule r can complete without consuming a byte.
+  void ComputeNullable() {
+    nullable_.assign(n_, false);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int32_t r = 0; r < n_; ++r) {
+        if (!reachable_[r] || nullable_[r] ||
+            !ReachesFinal(dfas_[r], [&](int32_t callee) { return nullable_[callee]; }, false))
+          continue;
+        nullable_[r] = true;
+        changed = true;
+      }
+    }
+  }
+
   // A rule is left-recursive when it can call itself, directly or through other rules,
   // before consuming a byte. Edges of the "calls before a byte" graph: from each state the
   // start reaches through calls of nullable rules only.
   Status CheckLeftRecursion() const {
-    std::vector<bool> nullable(n_, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (int32_t r = 0; r < n_; ++r) {
-        if (!reachable_[r] || nullable[r] ||
-            !ReachesFinal(dfas_[r], [&](int32_t callee) { return nullable[callee]; }, false))
-          continue;
-        nullable[r] = true;
-        changed = true;
-      }
-    }
+    const std::vector<bool>& nullable = nullable_;
     std::vector<std::vector<int32_t>> first_calls(n_);
     for (int32_t r = 0; r < n_; ++r) {
       if (!reachable_[r]) continue;
@@ -224,6 +230,7 @@ class AutomatonBuilder {
     a.root_rule_ = g_.root();
     a.rule_start_.assign(n_, -1);
     a.rule_called_.assign(n_, false);
+    a.rule_nullable_ = nullable_;
     for (int32_t r = 0; r < n_; ++r) a.rule_names_.push_back(g_.rule(r).name);
     int32_t next = 0;
     for (int32_t r = 0; r < n_; ++r) {
@@ -261,6 +268,7 @@ class AutomatonBuilder {
   std::vector<RuleDfa> dfas_;
   std::vector<bool> productive_;
   std::vector<bool> reachable_;
+  std::vector<bool> nullable_;
 };
 
 Result<Automaton> Automaton::Build(const Grammar& grammar, const AutomatonLimits& limits) {

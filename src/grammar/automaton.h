@@ -79,6 +79,8 @@ class Automaton {
   const std::string& rule_name(int32_t rule) const { return rule_names_[rule]; }
   // False when no call edge enters the rule: completing it means the whole input is complete.
   bool rule_called(int32_t rule) const { return rule_called_[rule]; }
+  // The rule can complete without consuming a byte.
+  bool rule_nullable(int32_t rule) const { return rule_nullable_[rule]; }
 
  private:
   friend class AutomatonBuilder;
@@ -88,6 +90,7 @@ class Automaton {
   std::vector<int32_t> rule_start_;  // -1 for rules dropped as unreachable
   std::vector<std::string> rule_names_;
   std::vector<bool> rule_called_;
+  std::vector<bool> rule_nullable_;
   int32_t root_rule_ = -1;
 };
 

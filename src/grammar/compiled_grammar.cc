@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/thread_pool.h"
+#include "grammar/mask_classes.h"
 #include "grammar/token_walker.h"
 
 namespace tarmac::grammar {
@@ -48,12 +49,22 @@ Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const Gr
 void CompiledGrammar::Precompute(int num_threads) {
   const Automaton& a = automaton_;
   const TokenTable& t = *tokens_;
-  masks_.assign(a.num_states(), StateMask{});
   stats_.num_states = a.num_states();
-  std::vector<int32_t> todo;
-  for (int32_t s = 0; s < a.num_states(); ++s)
-    if (a.has_bytes(s)) todo.push_back(s);
-  stats_.num_mask_states = static_cast<int32_t>(todo.size());
+  class_ = MaskClasses(a, t.max_token_bytes() + 1);
+  int32_t num_classes = 0;
+  for (int32_t c : class_) num_classes = std::max(num_classes, c + 1);
+  masks_.assign(num_classes, StateMask{});
+  // One representative state with byte edges per class.
+  std::vector<int32_t> todo, rep(num_classes, -1);
+  for (int32_t s = 0; s < a.num_states(); ++s) {
+    if (!a.has_bytes(s)) continue;
+    ++stats_.num_mask_states;
+    if (rep[class_[s]] < 0) {
+      rep[class_[s]] = s;
+      todo.push_back(s);
+    }
+  }
+  stats_.num_mask_classes = static_cast<int32_t>(todo.size());
 
   std::unique_ptr<ThreadPool> threads;
   if (num_threads > 1 && todo.size() > 1) threads = std::make_unique<ThreadPool>(num_threads);
@@ -66,9 +77,9 @@ void CompiledGrammar::Precompute(int num_threads) {
     // The root rule completing is the end of the output: nothing after it is context.
     const bool bottom_is_end = !a.rule_called(a.state(s).rule);
     std::vector<StackNode>& pool = pools[thread];
-    pool.assign(1, StackNode{s, -1});
+    pool.clear();
     walkers[thread].Walk(
-        &pool, 0, AllTokens{&t},
+        &pool, StackNode{s, -1}, AllTokens{&t},
         [&](int32_t k, bool accepted, bool bottom_seen) {
           if (accepted) {
             c.accepted_ids.push_back(t.sorted_id(k));
@@ -94,16 +105,16 @@ void CompiledGrammar::Precompute(int num_threads) {
     } else {
       for (int32_t i = 0; i < n; ++i) batch[i] = classify(todo[b + i], 0);
     }
-    for (int32_t i = 0; i < n; ++i) Store(todo[b + i], std::move(batch[i]));
+    for (int32_t i = 0; i < n; ++i) Store(class_[todo[b + i]], std::move(batch[i]));
   }
   stats_.mask_bytes = static_cast<int64_t>(ids_.size() * 4 + words_.size() * 8 + uncertain_.size() * 6);
 }
 
 // Keeps the smallest of: accepted ids, text tokens not accepted, a bitset.
-void CompiledGrammar::Store(int32_t s, Classified&& c) {
+void CompiledGrammar::Store(int32_t cls, Classified&& c) {
   const TokenTable& t = *tokens_;
   const size_t words = t.text_mask().size();
-  StateMask& m = masks_[s];
+  StateMask& m = masks_[cls];
   const size_t accepted = c.accepted_ids.size();
   const size_t rejected = static_cast<size_t>(t.num_sorted()) - accepted;
   if (words * 8 < 4 * std::min(accepted, rejected)) {
@@ -139,7 +150,7 @@ void CompiledGrammar::Store(int32_t s, Classified&& c) {
 }
 
 void CompiledGrammar::WriteContextFreeMask(int32_t s, uint64_t* out) const {
-  const StateMask& m = masks_[s];
+  const StateMask& m = masks_[class_[s]];
   const std::vector<uint64_t>& text = tokens_->text_mask();
   switch (m.storage) {
     case Storage::kNone:

@@ -9,8 +9,9 @@
 // each of its stack tops and checks only the uncertain tokens against the real stack. A rule
 // no one calls (the root) completes the whole output, so for its states nothing is uncertain.
 //
-// Each state keeps its accepted set in the smallest form: a list of accepted ids, a list of
-// the text tokens not accepted, or a bitset.
+// States that classify every token alike (mask_classes.h: e.g. the positions of a long
+// counted repetition) share one precomputed entry. Each entry keeps its accepted set in the
+// smallest form: a list of accepted ids, a list of the text tokens not accepted, or a bitset.
 //
 // Immutable after Compile; share it (shared_ptr) between every request that uses the grammar
 // with this vocabulary, from any thread.
@@ -35,7 +36,8 @@ struct CompileOptions {
 
 struct CompileStats {
   int32_t num_states = 0;          // automaton states
-  int32_t num_mask_states = 0;     // states with byte edges (one precomputed mask each)
+  int32_t num_mask_states = 0;     // states with byte edges
+  int32_t num_mask_classes = 0;    // precomputed masks (states with equal masks share one)
   int64_t num_uncertain = 0;       // uncertain (state, token) pairs over all states
   int64_t mask_bytes = 0;          // storage of the precomputed masks
   double automaton_ms = 0;
@@ -59,10 +61,12 @@ class CompiledGrammar {
   // Uncertain tokens of state s as sorted positions (TokenTable order) and the common prefix
   // of each with the previous one.
   std::span<const int32_t> uncertain_positions(int32_t s) const {
-    return {uncertain_.data() + masks_[s].unc_begin, masks_[s].unc_end - masks_[s].unc_begin};
+    const StateMask& m = masks_[class_[s]];
+    return {uncertain_.data() + m.unc_begin, m.unc_end - m.unc_begin};
   }
   std::span<const uint16_t> uncertain_lcps(int32_t s) const {
-    return {uncertain_lcp_.data() + masks_[s].unc_begin, masks_[s].unc_end - masks_[s].unc_begin};
+    const StateMask& m = masks_[class_[s]];
+    return {uncertain_lcp_.data() + m.unc_begin, m.unc_end - m.unc_begin};
   }
 
  private:
@@ -77,11 +81,12 @@ class CompiledGrammar {
   CompiledGrammar(Automaton automaton, std::shared_ptr<const TokenTable> tokens)
       : automaton_(std::move(automaton)), tokens_(std::move(tokens)) {}
   void Precompute(int num_threads);
-  void Store(int32_t s, Classified&& c);
+  void Store(int32_t cls, Classified&& c);
 
   Automaton automaton_;
   std::shared_ptr<const TokenTable> tokens_;
-  std::vector<StateMask> masks_;
+  std::vector<int32_t> class_;     // per state: index into masks_
+  std::vector<StateMask> masks_;   // per mask class
   std::vector<int32_t> ids_;
   std::vector<uint64_t> words_;
   std::vector<int32_t> uncertain_;

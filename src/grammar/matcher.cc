@@ -76,16 +76,16 @@ void GrammarMatcher::FillNextTokenMask(TokenBitmask* mask) {
   if (st.terminated || st.tops_end == st.tops_begin) {
     mask->Clear();
   } else {
-    grammar_->WriteContextFreeMask(pool_[tops_[st.tops_begin]].state, words);
+    grammar_->WriteContextFreeMask(tops_[st.tops_begin].state, words);
     scratch_mask_.resize(nw);
     for (uint32_t i = st.tops_begin + 1; i < st.tops_end; ++i) {
-      grammar_->WriteContextFreeMask(pool_[tops_[i]].state, scratch_mask_.data());
+      grammar_->WriteContextFreeMask(tops_[i].state, scratch_mask_.data());
       for (size_t w = 0; w < nw; ++w) words[w] |= scratch_mask_[w];
     }
     // Tokens that run past the end of a top's rule: try them on the real stack.
     for (uint32_t i = st.tops_begin; i < st.tops_end; ++i) {
-      const int32_t top = tops_[i];
-      const int32_t s = pool_[top].state;
+      const StackNode top = tops_[i];
+      const int32_t s = top.state;
       const TokenSubset subset{tokens_, grammar_->uncertain_positions(s), grammar_->uncertain_lcps(s)};
       if (subset.size() == 0) continue;
       walker_.Walk(

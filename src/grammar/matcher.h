@@ -69,9 +69,9 @@ class GrammarMatcher {
   StackStepper stepper_;
   TokenWalker walker_;
   std::vector<StackNode> pool_;
-  std::vector<int32_t> tops_;
+  std::vector<StackNode> tops_;
   std::vector<Step> steps_;
-  std::vector<int32_t> cur_, next_;
+  std::vector<StackNode> cur_, next_;
   std::vector<uint64_t> scratch_mask_;
 };
 

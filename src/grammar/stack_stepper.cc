@@ -11,7 +11,7 @@ uint64_t Key(int32_t state, int32_t parent) {
 
 }  // namespace
 
-void StackStepper::Begin(std::vector<StackNode>* pool, std::vector<int32_t>* out) {
+void StackStepper::Begin(std::vector<StackNode>* pool, std::vector<StackNode>* out) {
   pool_ = pool;
   out_ = out;
   bottom_ = false;
@@ -19,19 +19,28 @@ void StackStepper::Begin(std::vector<StackNode>* pool, std::vector<int32_t>* out
   seen_index_.clear();
 }
 
-bool StackStepper::Expand(std::vector<StackNode>* pool, int32_t state, int32_t parent, std::vector<int32_t>* out) {
+bool StackStepper::Expand(std::vector<StackNode>* pool, int32_t state, int32_t parent, std::vector<StackNode>* out) {
   Begin(pool, out);
   Visit(state, parent, -1);
   return bottom_;
 }
 
-bool StackStepper::Step(std::vector<StackNode>* pool, std::span<const int32_t> tops, uint8_t b,
-                        std::vector<int32_t>* out) {
+bool StackStepper::Step(std::vector<StackNode>* pool, std::span<const StackNode> tops, uint8_t b,
+                        std::vector<StackNode>* out) {
+  if (tops.size() == 1) {
+    // One stack moving inside its rule (no call, cannot complete): no closure to run.
+    const int32_t next = a_->Next(tops[0].state, b);
+    if (next < 0) return false;
+    const AutomatonState& st = a_->state(next);
+    if (!st.final && st.calls_begin == st.calls_end) {
+      out->push_back({next, tops[0].parent});
+      return false;
+    }
+  }
   Begin(pool, out);
-  for (int32_t top : tops) {
-    const StackNode n = (*pool_)[top];
-    const int32_t next = a_->Next(n.state, b);
-    if (next >= 0) Visit(next, n.parent, -1);
+  for (const StackNode& top : tops) {
+    const int32_t next = a_->Next(top.state, b);
+    if (next >= 0) Visit(next, top.parent, -1);
   }
   return bottom_;
 }
@@ -52,7 +61,7 @@ int32_t StackStepper::Find(int32_t state, int32_t parent) {
   return i;
 }
 
-int32_t StackStepper::NodeOf(int32_t i) {
+int32_t StackStepper::FrameOf(int32_t i) {
   if (seen_[i].node < 0) {
     seen_[i].node = static_cast<int32_t>(pool_->size());
     pool_->push_back({seen_[i].state, seen_[i].parent});
@@ -70,9 +79,9 @@ void StackStepper::Visit(int32_t state, int32_t parent, int32_t existing) {
   seen_[i].expanded = true;
   if (existing >= 0 && seen_[i].node < 0) seen_[i].node = existing;
   const AutomatonState& st = a_->state(state);
-  if (st.bytes_end > st.bytes_begin) out_->push_back(NodeOf(i));
+  if (st.bytes_end > st.bytes_begin) out_->push_back({state, parent});
   for (const CallEdge& call : a_->calls(state)) {
-    const int32_t frame = NodeOf(Find(call.target, parent));
+    const int32_t frame = FrameOf(Find(call.target, parent));
     Visit(call.callee_start, frame, -1);
   }
   if (st.final) {

@@ -49,6 +49,7 @@ void TokenTable::Index() {
     TARMAC_CHECK(pieces_[id].size() < 65536);
     text_mask_[id >> 6] |= 1ull << (id & 63);
     sorted_ids_.push_back(id);
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(pieces_[id].size()));
   }
   std::stable_sort(sorted_ids_.begin(), sorted_ids_.end(),
                    [&](int32_t a, int32_t b) { return pieces_[a] < pieces_[b]; });

@@ -39,6 +39,7 @@ class TokenTable {
 
   // Text tokens in byte order: position i in [0, num_sorted()).
   int32_t num_sorted() const { return static_cast<int32_t>(sorted_ids_.size()); }
+  int32_t max_token_bytes() const { return max_token_bytes_; }
   int32_t sorted_id(int32_t i) const { return sorted_ids_[i]; }
   std::string_view sorted_bytes(int32_t i) const { return pieces_[sorted_ids_[i]]; }
   // Length of the common prefix of positions i-1 and i (0 for i == 0).
@@ -58,6 +59,7 @@ class TokenTable {
   std::vector<uint16_t> lcp_;
   std::vector<uint32_t> subtree_offset_;
   std::vector<int32_t> subtree_end_;
+  int32_t max_token_bytes_ = 0;
 };
 
 }  // namespace tarmac::grammar

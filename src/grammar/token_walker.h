@@ -51,7 +51,7 @@ class TokenWalker {
   explicit TokenWalker(const Automaton* automaton) : stepper_(automaton) {}
 
   template <typename Tokens, typename OnEnd, typename OnDead>
-  void Walk(std::vector<StackNode>* pool, int32_t start_top, const Tokens& tokens, OnEnd on_end, OnDead on_dead) {
+  void Walk(std::vector<StackNode>* pool, StackNode start_top, const Tokens& tokens, OnEnd on_end, OnDead on_dead) {
     levels_.clear();
     tops_.clear();
     tops_.push_back(start_top);
@@ -81,7 +81,11 @@ class TokenWalker {
           break;
         }
         const uint32_t begin = static_cast<uint32_t>(tops_.size());
-        tops_.insert(tops_.end(), scratch_.begin(), scratch_.end());
+        if (scratch_.size() == 1) {
+          tops_.push_back(scratch_[0]);
+        } else {
+          tops_.insert(tops_.end(), scratch_.begin(), scratch_.end());
+        }
         levels_.push_back({begin, static_cast<uint32_t>(tops_.size()), static_cast<uint32_t>(pool->size()), bottom,
                            cur.bottom_seen || bottom});
         ++d;
@@ -106,8 +110,8 @@ class TokenWalker {
 
   StackStepper stepper_;
   std::vector<Level> levels_;
-  std::vector<int32_t> tops_;
-  std::vector<int32_t> scratch_;
+  std::vector<StackNode> tops_;
+  std::vector<StackNode> scratch_;
 };
 
 }  // namespace tarmac::grammar

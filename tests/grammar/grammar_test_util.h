@@ -2,7 +2,9 @@
 // Llama-3.2 one), compiling, brute-force masks, random walks through a matcher.
 #pragma once
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <map>
 #include <memory>
 #include <random>
@@ -89,26 +91,45 @@ inline std::string Bytes(const TokenTable& t, const std::vector<int32_t>& ids) {
   return s;
 }
 
-// Random allowed tokens until the grammar ends (end-of-generation picked with probability
-// p_end whenever allowed, always when nothing else is) or max_tokens pass. Returns the text, or
-// nullopt when it did not end in time.
-inline std::optional<std::string> RandomWalk(GrammarMatcher* m, std::mt19937_64* rng, int max_tokens,
-                                             double p_end = 0.25) {
+struct WalkOptions {
+  int max_tokens = 400;
+  double p_end = 0.3;         // stop with this probability wherever the grammar may end
+  double closer_boost = 30;   // weight of tokens holding '"', ']' or '}' (walks then finish)
+  bool check_brute_force = false;  // compare every mask with BruteForceMask
+};
+
+// Random allowed tokens until the grammar ends (then an end-of-generation token, which must
+// be allowed) or max_tokens pass. Returns the text, or nullopt when it did not end in time.
+inline std::optional<std::string> RandomWalk(GrammarMatcher* m, std::mt19937_64* rng, const WalkOptions& opts = {}) {
   TokenBitmask mask;
   std::vector<int32_t> ids;
   const TokenTable& t = m->grammar().tokens();
-  for (int step = 0; step < max_tokens; ++step) {
-    if (m->CanEnd() && (!m->CanContinue() || std::uniform_real_distribution<double>(0, 1)(*rng) < p_end))
-      return Bytes(t, ids);
+  for (int step = 0; step < opts.max_tokens; ++step) {
     m->FillNextTokenMask(&mask);
-    std::vector<int32_t> allowed;
-    for (int32_t id : mask.AllowedIds())
-      if (!t.is_eog(id)) allowed.push_back(id);
-    if (allowed.empty()) {
-      ADD_FAILURE() << "no text token allowed and the grammar cannot end, after: " << Bytes(t, ids);
+    if (opts.check_brute_force) {
+      const TokenBitmask brute = BruteForceMask(*m);
+      EXPECT_EQ(mask.AllowedIds(), brute.AllowedIds()) << "mask differs from brute force after: " << Bytes(t, ids);
+      if (mask.AllowedIds() != brute.AllowedIds()) return std::nullopt;
+    }
+    std::vector<int32_t> text, eog;
+    for (int32_t id : mask.AllowedIds()) (t.is_eog(id) ? eog : text).push_back(id);
+    EXPECT_EQ(!eog.empty(), m->CanEnd());
+    if (m->CanEnd() && (text.empty() || std::uniform_real_distribution<double>(0, 1)(*rng) < opts.p_end)) {
+      EXPECT_TRUE(m->AcceptToken(eog[0]));
+      EXPECT_TRUE(m->IsTerminated());
+      return Bytes(t, ids);
+    }
+    if (text.empty()) {
+      ADD_FAILURE() << "no token allowed and the grammar cannot end, after: " << Bytes(t, ids);
       return std::nullopt;
     }
-    const int32_t id = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(*rng)];
+    std::vector<double> weights;
+    for (int32_t id : text) {
+      const std::string_view b = t.bytes(id);
+      weights.push_back(b.find_first_of("\"]}") != std::string_view::npos ? opts.closer_boost : 1.0);
+    }
+    std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+    const int32_t id = text[pick(*rng)];
     if (!m->AcceptToken(id)) {
       ADD_FAILURE() << "mask allowed token " << id << " that AcceptToken refused";
       return std::nullopt;
@@ -116,6 +137,21 @@ inline std::optional<std::string> RandomWalk(GrammarMatcher* m, std::mt19937_64*
     ids.push_back(id);
   }
   return std::nullopt;
+}
+
+// True if text is a complete sentence of the grammar.
+inline bool Matches(const std::shared_ptr<const CompiledGrammar>& g, std::string_view text) {
+  GrammarMatcher m(g);
+  return m.AcceptBytes(text) && m.CanEnd();
+}
+
+// python3 with jsonschema (Debian's interpreter first: one earlier on PATH may lack it), or "".
+inline std::string PythonWithJsonschema() {
+  for (const char* candidate : {"/usr/bin/python3", "python3"}) {
+    const std::string probe = std::string(candidate) + " -c 'import jsonschema' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) return candidate;
+  }
+  return "";
 }
 
 }  // namespace tarmac::grammar::testing
