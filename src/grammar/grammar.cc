@@ -39,7 +39,11 @@ void AppendEscapedCodepoint(uint32_t cp, bool in_class, std::string* out) {
     default: break;
   }
   if (!in_class && cp == '"') { *out += "\\\""; return; }
-  if (in_class && (cp == ']' || cp == '[' || cp == '-' || cp == '^')) {
+  if (in_class && cp == '^') {  // GBNF has no \^ escape
+    *out += "\\x5E";
+    return;
+  }
+  if (in_class && (cp == ']' || cp == '[' || cp == '-')) {
     out->push_back('\\');
     out->push_back(static_cast<char>(cp));
     return;
