@@ -60,6 +60,8 @@ class Automaton {
     return {calls_.data() + states_[s].calls_begin, states_[s].calls_end - states_[s].calls_begin};
   }
   bool has_bytes(int32_t s) const { return states_[s].bytes_end > states_[s].bytes_begin; }
+  // Neither final nor calling: a stack entering s needs no closure.
+  bool plain(int32_t s) const { return !states_[s].final && states_[s].calls_end == states_[s].calls_begin; }
 
   // The state reached from s on byte b, or -1.
   int32_t Next(int32_t s, uint8_t b) const {

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
+
+#include "base/hash.h"
+#include "grammar/partition_refiner.h"
 
 #include "grammar/utf8_ranges.h"
 
@@ -236,33 +240,34 @@ class Determinizer {
   DfaBudget* budget_;
   std::vector<uint32_t> stamp_;
   uint32_t epoch_ = 0;
-  std::map<std::vector<int32_t>, int32_t> ids_;
+  struct SetHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+      uint64_t h = v.size();
+      for (int32_t x : v) h = SplitMix64(h ^ static_cast<uint32_t>(x));
+      return h;
+    }
+  };
+  std::unordered_map<std::vector<int32_t>, int32_t, SetHash> ids_;
   std::vector<std::vector<int32_t>> sets_;
 };
 
-// A state's moves with targets replaced by their classes, as one comparable key.
-std::vector<int64_t> Signature(const RuleDfaState& st, const std::vector<int32_t>& cls) {
-  std::vector<int64_t> sig;
-  sig.push_back(0);  // the state's own class, filled in by the caller
+// A state's signature: its class, its byte moves (adjacent ranges into one class merged)
+// and calls with targets replaced by their classes.
+void AppendSignature(const RuleDfaState& st, int32_t own, const std::vector<int32_t>& cls, std::vector<int64_t>* sig) {
+  sig->push_back(own);
   int64_t prev_hi = -2, prev_cls = -1;
   for (const ByteEdge& e : st.bytes) {
     const int64_t c = cls[e.target];
     if (c == prev_cls && prev_hi + 1 == e.lo) {
-      sig.back() = e.hi;  // extend the previous range
+      sig->back() = e.hi;  // extend the previous range
     } else {
-      sig.push_back(c);
-      sig.push_back(e.lo);
-      sig.push_back(e.hi);
+      sig->insert(sig->end(), {c, e.lo, e.hi});
     }
     prev_hi = e.hi;
     prev_cls = c;
   }
-  sig.push_back(-3);
-  for (const CallEdge& e : st.calls) {
-    sig.push_back(e.rule);
-    sig.push_back(cls[e.target]);
-  }
-  return sig;
+  sig->push_back(-3);
+  for (const CallEdge& e : st.calls) sig->insert(sig->end(), {e.rule, cls[e.target]});
 }
 
 }  // namespace
@@ -278,21 +283,18 @@ Result<RuleDfa> BuildRuleDfa(const Rule& rule, DfaBudget* budget) {
 
 void MinimizeRuleDfa(RuleDfa* dfa, int max_rounds) {
   const size_t n = dfa->states.size();
-  std::vector<int32_t> cls(n);
+  std::vector<int32_t> cls(n), next;
   for (size_t s = 0; s < n; ++s) cls[s] = dfa->states[s].final ? 1 : 0;
   size_t num_classes = 0;
+  PartitionRefiner refiner;
   for (int round = 0;; ++round) {
     if (round > max_rounds) return;
-    std::map<std::vector<int64_t>, int32_t> ids;
-    std::vector<int32_t> next(n);
-    for (size_t s = 0; s < n; ++s) {
-      std::vector<int64_t> sig = Signature(dfa->states[s], cls);
-      sig[0] = cls[s];
-      next[s] = ids.emplace(std::move(sig), static_cast<int32_t>(ids.size())).first->second;
-    }
-    const bool stable = ids.size() == num_classes;
-    num_classes = ids.size();
-    cls = std::move(next);
+    const size_t count = refiner.Round(
+        static_cast<int32_t>(n),
+        [&](int32_t s, std::vector<int64_t>* sig) { AppendSignature(dfa->states[s], cls[s], cls, sig); }, &next);
+    const bool stable = count == num_classes;
+    num_classes = count;
+    cls.swap(next);
     if (stable) break;
   }
   if (num_classes == n) return;

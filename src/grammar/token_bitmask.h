@@ -46,11 +46,21 @@ class TokenBitmask {
   }
 
   // Sets every disallowed logit to -inf. Logits past size() (a model's padded rows) are
-  // disallowed too.
+  // disallowed too. Word by word: an all-allowed word is skipped, the others select per bit.
   void ApplyToLogits(std::span<float> logits) const {
-    for (size_t i = 0; i < logits.size(); ++i)
-      if (static_cast<int64_t>(i) >= n_ || !Test(static_cast<int32_t>(i)))
-        logits[i] = -std::numeric_limits<float>::infinity();
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const size_t n = logits.size();
+    for (size_t base = 0; base < n; base += 64) {
+      const uint64_t bits = base / 64 < words_.size() ? words_[base / 64] : 0;
+      const size_t count = std::min<size_t>(64, n - base);
+      if (bits == ~0ull && count == 64) continue;
+      float* x = logits.data() + base;
+      if (bits == 0) {
+        std::fill_n(x, count, neg_inf);
+        continue;
+      }
+      for (size_t j = 0; j < count; ++j) x[j] = ((bits >> j) & 1) ? x[j] : neg_inf;
+    }
   }
 
  private:

@@ -54,6 +54,11 @@ void TokenTable::Index() {
   std::stable_sort(sorted_ids_.begin(), sorted_ids_.end(),
                    [&](int32_t a, int32_t b) { return pieces_[a] < pieces_[b]; });
   const int32_t n = num_sorted();
+  sorted_offset_.assign(1, 0);
+  for (int32_t id : sorted_ids_) {
+    sorted_bytes_ += pieces_[id];
+    sorted_offset_.push_back(static_cast<uint32_t>(sorted_bytes_.size()));
+  }
   lcp_.assign(n, 0);
   subtree_offset_.assign(n + 1, 0);
   for (int32_t i = 0; i < n; ++i) {

@@ -41,7 +41,9 @@ class TokenTable {
   int32_t num_sorted() const { return static_cast<int32_t>(sorted_ids_.size()); }
   int32_t max_token_bytes() const { return max_token_bytes_; }
   int32_t sorted_id(int32_t i) const { return sorted_ids_[i]; }
-  std::string_view sorted_bytes(int32_t i) const { return pieces_[sorted_ids_[i]]; }
+  std::string_view sorted_bytes(int32_t i) const {
+    return {sorted_bytes_.data() + sorted_offset_[i], sorted_offset_[i + 1] - sorted_offset_[i]};
+  }
   // Length of the common prefix of positions i-1 and i (0 for i == 0).
   int32_t lcp(int32_t i) const { return lcp_[i]; }
   // First position after i whose bytes do not start with the first depth+1 bytes of
@@ -56,6 +58,8 @@ class TokenTable {
   std::vector<int32_t> eog_ids_;
   std::vector<uint64_t> text_mask_, eog_mask_;
   std::vector<int32_t> sorted_ids_;
+  std::string sorted_bytes_;  // the sorted tokens' bytes back to back: walks read them in order
+  std::vector<uint32_t> sorted_offset_;
   std::vector<uint16_t> lcp_;
   std::vector<uint32_t> subtree_offset_;
   std::vector<int32_t> subtree_end_;

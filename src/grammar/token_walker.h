@@ -48,7 +48,7 @@ struct TokenSubset {
 
 class TokenWalker {
  public:
-  explicit TokenWalker(const Automaton* automaton) : stepper_(automaton) {}
+  explicit TokenWalker(const Automaton* automaton) : a_(automaton), stepper_(automaton) {}
 
   template <typename Tokens, typename OnEnd, typename OnDead>
   void Walk(std::vector<StackNode>* pool, StackNode start_top, const Tokens& tokens, OnEnd on_end, OnDead on_dead) {
@@ -71,6 +71,17 @@ class TokenWalker {
           break;
         }
         const Level cur = levels_[d];
+        if (cur.tops_end - cur.tops_begin == 1) {
+          // One stack moving inside its rule: no closure, no stepper call.
+          const StackNode top = tops_[cur.tops_begin];
+          const int32_t next = a_->Next(top.state, static_cast<uint8_t>(bytes[d]));
+          if (next >= 0 && a_->plain(next)) {
+            tops_.push_back({next, top.parent});
+            levels_.push_back({cur.tops_end, cur.tops_end + 1, cur.pool_size, false, cur.bottom_seen});
+            ++d;
+            continue;
+          }
+        }
         scratch_.clear();
         const bool bottom = stepper_.Step(pool, {tops_.data() + cur.tops_begin, cur.tops_end - cur.tops_begin},
                                           static_cast<uint8_t>(bytes[d]), &scratch_);
@@ -108,6 +119,7 @@ class TokenWalker {
     pool->resize(levels_[depth].pool_size);
   }
 
+  const Automaton* a_;
   StackStepper stepper_;
   std::vector<Level> levels_;
   std::vector<StackNode> tops_;

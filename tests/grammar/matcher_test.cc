@@ -128,6 +128,19 @@ TEST(GrammarMatcherTest, EndOfGenerationOnlyWhereTheGrammarEnds) {
   EXPECT_FALSE(m.CanContinue());
 }
 
+TEST(GrammarMatcherTest, MaskAppliesToLogitsIncludingPaddedRows) {
+  TokenBitmask mask(130);
+  for (int32_t id : {0, 63, 64, 65, 127, 129}) mask.Set(id);
+  std::vector<float> logits(200, 1.0f);
+  mask.ApplyToLogits(logits);
+  for (int32_t i = 0; i < 200; ++i) EXPECT_EQ(logits[i] == 1.0f, i < 130 && mask.Test(i)) << i;
+  TokenBitmask all(128);
+  for (int32_t i = 0; i < 128; ++i) all.Set(i);
+  std::vector<float> keep(128, 2.0f);
+  all.ApplyToLogits(keep);
+  EXPECT_EQ(keep, std::vector<float>(128, 2.0f));
+}
+
 TEST(GrammarMatcherTest, RefusedTokenLeavesStateUnchanged) {
   auto g = FromGbnf(R"(root ::= "abc" | "ab" "x")", ToyTable());
   ASSERT_NE(g, nullptr);
