@@ -62,6 +62,11 @@ class Automaton {
   bool has_bytes(int32_t s) const { return states_[s].bytes_end > states_[s].bytes_begin; }
   // Neither final nor calling: a stack entering s needs no closure.
   bool plain(int32_t s) const { return !states_[s].final && states_[s].calls_end == states_[s].calls_begin; }
+  // Final with no moves: a stack resuming at s completes at once.
+  bool pass_through(int32_t s) const {
+    const AutomatonState& st = states_[s];
+    return st.final && st.bytes_end == st.bytes_begin && st.calls_end == st.calls_begin;
+  }
 
   // The state reached from s on byte b, or -1.
   int32_t Next(int32_t s, uint8_t b) const {

@@ -9,6 +9,7 @@ namespace tarmac::grammar {
 namespace {
 
 constexpr int32_t kMaxRepeat = 100000;
+constexpr int kMaxNesting = 256;  // parentheses: bounds the parser's and the compiler's recursion
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -149,9 +150,12 @@ class GbnfParser {
       return AnyChar();
     }
     if (c == '(') {
+      if (nesting_ >= kMaxNesting) return Error("parentheses nested deeper than {}", kMaxNesting);
       ++pos_;
+      ++nesting_;
       SkipSpace(true);
       TARMAC_ASSIGN_OR_RETURN(Expr inner, ParseAlternates(true));
+      --nesting_;
       SkipSpace(true);
       if (Peek() != ')') return Error("expected ')'");
       ++pos_;
@@ -289,6 +293,7 @@ class GbnfParser {
 
   std::string_view src_;
   size_t pos_ = 0;
+  int nesting_ = 0;
   Grammar g_;
   std::map<std::string, int32_t> ids_;
   std::vector<bool> defined_;

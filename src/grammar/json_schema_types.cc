@@ -15,6 +15,8 @@ namespace {
 constexpr int64_t kMaxCount = 10000;
 // Inline object layouts up to this many property slots; larger ones chain rules (below).
 constexpr size_t kInlineObjectSlots = 4096;
+// Longest property name (the additional-name automaton recurses over its characters).
+constexpr size_t kMaxNameBytes = 1024;
 
 Result<std::optional<int32_t>> ReadCount(const Json& s, const char* key, const std::string& path) {
   if (!s.contains(key)) return std::optional<int32_t>();
@@ -92,6 +94,8 @@ Result<Expr> SchemaCompiler::CompileObject(const Json& s, const std::string& pat
     if (!r.is_array()) return InvalidArgument("{}.required: must be an array of strings", path);
     for (const Json& name : r) {
       if (!name.is_string()) return InvalidArgument("{}.required: must be an array of strings", path);
+      if (name.get<std::string>().size() > kMaxNameBytes)
+        return Unimplemented("{}.required: names longer than {} bytes are not supported", path, kMaxNameBytes);
       if (std::find(required.begin(), required.end(), name.get<std::string>()) == required.end())
         required.push_back(name.get<std::string>());
     }
@@ -125,6 +129,8 @@ Result<Expr> SchemaCompiler::CompileObject(const Json& s, const std::string& pat
   if (has_props) {
     for (const auto& [name, ps] : s["properties"].items()) {
       const std::string ppath = ChildPath(ChildPath(path, "properties"), name);
+      if (name.size() > kMaxNameBytes)
+        return Unimplemented("{}.properties: names longer than {} bytes are not supported", path, kMaxNameBytes);
       if (ps.is_boolean() && !ps.get<bool>()) {
         if (is_required(name)) return InvalidArgument("{}: the property is required but its schema is 'false'", ppath);
         names.push_back(name);  // never present; still not an additional name

@@ -6,6 +6,7 @@ namespace tarmac::grammar {
 namespace {
 
 constexpr int32_t kMaxRepeat = 10000;
+constexpr int kMaxNesting = 256;  // groups: bounds the parser's and the compiler's recursion
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -189,6 +190,7 @@ class RegexParser {
   }
 
   Result<Expr> ParseGroup() {
+    if (nesting_ >= kMaxNesting) return Error("groups nested deeper than {}", kMaxNesting);
     ++pos_;  // '('
     if (Peek() == '?') {
       if (Peek(1) == ':') {
@@ -207,7 +209,9 @@ class RegexParser {
         return Error("lookaround and inline flags ('(?...') are not supported");
       }
     }
+    ++nesting_;
     TARMAC_ASSIGN_OR_RETURN(Expr inner, ParseAlternation());
+    --nesting_;
     if (Peek() != ')' || AtEnd()) return Error("missing ')'");
     ++pos_;
     return inner;
@@ -334,6 +338,7 @@ class RegexParser {
 
   std::string_view src_;
   size_t begin_ = 0, end_ = 0, pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -63,8 +63,11 @@ int32_t StackStepper::Find(int32_t state, int32_t parent) {
 
 int32_t StackStepper::FrameOf(int32_t i) {
   if (seen_[i].node < 0) {
-    seen_[i].node = static_cast<int32_t>(pool_->size());
-    pool_->push_back({seen_[i].state, seen_[i].parent});
+    const int32_t id = static_cast<int32_t>(pool_->size());
+    const int32_t state = seen_[i].state, parent = seen_[i].parent;
+    const int32_t resume = !a_->pass_through(state) ? id : parent < 0 ? -1 : (*pool_)[parent].resume;
+    seen_[i].node = id;
+    pool_->push_back({state, parent, resume});
   }
   return seen_[i].node;
 }
@@ -72,25 +75,32 @@ int32_t StackStepper::FrameOf(int32_t i) {
 // The closure: a state with byte edges is a top; each call pushes the callee above a frame
 // that resumes at the call's target; a final state resumes the parent (or reaches the
 // bottom). (state, parent) pairs are visited once per step, which also ends the cycles that
-// nullable rules inside loops create.
+// nullable rules inside loops create. Completing resumes the parent in a loop, not by
+// recursion, and skips frames that would only complete (StackNode::resume): a right-recursive
+// grammar can end thousands of frames in one step. Calls recurse, but only as deep as rules
+// can call each other before a byte (no left recursion).
 void StackStepper::Visit(int32_t state, int32_t parent, int32_t existing) {
-  const int32_t i = Find(state, parent);
-  if (seen_[i].expanded) return;
-  seen_[i].expanded = true;
-  if (existing >= 0 && seen_[i].node < 0) seen_[i].node = existing;
-  const AutomatonState& st = a_->state(state);
-  if (st.bytes_end > st.bytes_begin) out_->push_back({state, parent});
-  for (const CallEdge& call : a_->calls(state)) {
-    const int32_t frame = FrameOf(Find(call.target, parent));
-    Visit(call.callee_start, frame, -1);
-  }
-  if (st.final) {
-    if (parent < 0) {
-      bottom_ = true;
-    } else {
-      const StackNode p = (*pool_)[parent];
-      Visit(p.state, p.parent, parent);
+  while (true) {
+    const int32_t i = Find(state, parent);
+    if (seen_[i].expanded) return;
+    seen_[i].expanded = true;
+    if (existing >= 0 && seen_[i].node < 0) seen_[i].node = existing;
+    const AutomatonState& st = a_->state(state);
+    if (st.bytes_end > st.bytes_begin) out_->push_back({state, parent});
+    for (const CallEdge& call : a_->calls(state)) {
+      const int32_t frame = FrameOf(Find(call.target, parent));
+      Visit(call.callee_start, frame, -1);
     }
+    if (!st.final) return;
+    const int32_t resume = parent < 0 ? -1 : (*pool_)[parent].resume;
+    if (resume < 0) {
+      bottom_ = true;
+      return;
+    }
+    const StackNode p = (*pool_)[resume];
+    existing = resume;
+    state = p.state;
+    parent = p.parent;
   }
 }
 

@@ -23,6 +23,9 @@ namespace tarmac::grammar {
 struct StackNode {
   int32_t state;
   int32_t parent;  // -1: the bottom
+  // Pool nodes only: the node a completed callee really resumes at, skipping frames that
+  // would complete at once and do nothing else (right recursion piles them up); -1: the bottom.
+  int32_t resume = -1;
 };
 
 class StackStepper {

@@ -78,6 +78,8 @@ TEST(GrammarJsonSchemaTest, UnsupportedAndInvalidConstructsNameTheirPath) {
     const std::string msg = CompileError(c.schema);
     EXPECT_NE(msg.find(c.expected), std::string::npos) << c.schema << "\n  got: " << (msg.empty() ? "(no error)" : msg);
   }
+  const std::string long_name = "{\"properties\":{\"" + std::string(2000, 'k') + "\":{}}}";
+  EXPECT_NE(CompileError(long_name).find("schema.properties: names longer than 1024 bytes"), std::string::npos);
 }
 
 TEST(GrammarJsonSchemaTest, ObjectLayout) {

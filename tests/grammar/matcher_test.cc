@@ -168,6 +168,25 @@ ws ::= [ \n]{0,3}
   CheckMasksAndRollback(g, 40, 40, 3);
 }
 
+TEST(GrammarMatcherTest, LongRightRecursionStaysLinear) {
+  // Each "x" leaves a frame that completes at once when the input ends; the closure must not
+  // walk all of them on every byte (nor recurse once per frame).
+  auto g = FromGbnf("root ::= \"x\" root? | \"y\"", ToyTable());
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  const std::string xs(200000, 'x');
+  ASSERT_TRUE(m.AcceptBytes(xs));
+  EXPECT_TRUE(m.CanEnd());
+  ASSERT_TRUE(m.AcceptBytes("xy"));
+  EXPECT_TRUE(m.CanEnd());
+  CheckMasksAndRollback(g, 10, 20, 4);
+  auto nested = FromGbnf("root ::= \"(\" root? \")\"", ToyTable());
+  ASSERT_NE(nested, nullptr);
+  GrammarMatcher n(nested);
+  ASSERT_TRUE(n.AcceptBytes(std::string(50000, '(') + std::string(50000, ')')));
+  EXPECT_TRUE(n.CanEnd());
+}
+
 TEST(GrammarMatcherTest, LeftRecursionIsRefused) {
   auto g = ParseGbnf("root ::= a\na ::= b? a \"x\" | \"y\"\nb ::= \"z\"");
   ASSERT_TRUE(g.ok());

@@ -159,6 +159,17 @@ TEST(GrammarGbnfTest, ErrorsNameLineAndColumn) {
   }
 }
 
+TEST(GrammarRegexTest, NestingIsBounded) {
+  const std::string deep = std::string(300, '(') + "a" + std::string(300, ')');
+  auto re = ParseRegex(deep);
+  ASSERT_FALSE(re.ok());
+  EXPECT_NE(re.status().message().find("nested deeper than 256"), std::string::npos) << re.status().message();
+  auto g = ParseGbnf("root ::= " + deep);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("nested deeper than 256"), std::string::npos) << g.status().message();
+  EXPECT_TRUE(ParseRegex(std::string(200, '(') + "a" + std::string(200, ')')).ok());
+}
+
 TEST(GrammarGbnfTest, PrintedGrammarParsesBack) {
   const std::string text = R"(root ::= item ("," item)* | "[" [^\]\n]* "]"
 item ::= [a-z\u00e0-\u00ff]+ "\t"? | "\"" . "\"")";
