@@ -1,7 +1,8 @@
 // Grammar pieces for JSON text: whitespace, strings (with length bounds, escaped regexes and
 // formats), numbers, literals of given values, and "any JSON value". The JSON Schema compiler
-// (json_schema.h) assembles them; the tool-call grammars reuse them. Pure functions except
-// JsonValueRules, which adds rules to a grammar.
+// (json_schema.h) assembles them; the tool-call grammars reuse them. Pure functions, except
+// JsonValueRules, which adds rules to the grammar it is given (one per grammar being built,
+// one thread).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -185,6 +186,26 @@ TEST(GrammarMatcherTest, LongRightRecursionStaysLinear) {
   GrammarMatcher n(nested);
   ASSERT_TRUE(n.AcceptBytes(std::string(50000, '(') + std::string(50000, ')')));
   EXPECT_TRUE(n.CanEnd());
+}
+
+TEST(GrammarMatcherTest, OneCompiledGrammarServesMatchersOnManyThreads) {
+  auto g = FromGbnf(R"(root ::= "[" ([a-z]+ ("," [a-z]+)*)? "]")", ToyTable());
+  ASSERT_NE(g, nullptr);
+  std::vector<std::thread> threads;
+  std::vector<int> done(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int w = 0; w < 200; ++w) {
+        GrammarMatcher m(g);
+        testing::WalkOptions opts;
+        opts.max_tokens = 60;
+        if (testing::RandomWalk(&m, &rng, opts)) ++done[t];
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int d : done) EXPECT_GT(d, 100);
 }
 
 TEST(GrammarMatcherTest, LeftRecursionIsRefused) {
