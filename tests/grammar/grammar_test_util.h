@@ -96,6 +96,7 @@ struct WalkOptions {
   double p_end = 0.3;         // stop with this probability wherever the grammar may end
   double closer_boost = 30;   // weight of tokens holding '"', ']' or '}' (walks then finish)
   bool check_brute_force = false;  // compare every mask with BruteForceMask
+  std::vector<TokenBitmask>* masks = nullptr;  // if set: the mask before each token
 };
 
 // Random allowed tokens until the grammar ends (then an end-of-generation token, which must
@@ -106,6 +107,7 @@ inline std::optional<std::string> RandomWalk(GrammarMatcher* m, std::mt19937_64*
   const TokenTable& t = m->grammar().tokens();
   for (int step = 0; step < opts.max_tokens; ++step) {
     m->FillNextTokenMask(&mask);
+    if (opts.masks) opts.masks->push_back(mask);
     if (opts.check_brute_force) {
       const TokenBitmask brute = BruteForceMask(*m);
       EXPECT_EQ(mask.AllowedIds(), brute.AllowedIds()) << "mask differs from brute force after: " << Bytes(t, ids);

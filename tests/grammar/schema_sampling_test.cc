@@ -102,8 +102,18 @@ void SampleAndValidate(const std::string& vocab_path, int walks, int brute_force
       WalkOptions opts;
       opts.check_brute_force = w < brute_force_walks;
       opts.max_tokens = 1500;
+      std::vector<TokenBitmask> masks;
+      opts.masks = &masks;
       auto out = testing::RandomWalk(&m, &rng, opts);
       if (!out) continue;
+      // Rolling back (the end-of-generation token and) k tokens restores the mask seen then.
+      const int32_t k = static_cast<int32_t>(rng() % (m.num_accepted() + 1));
+      m.Rollback(k);
+      if (m.num_accepted() < static_cast<int32_t>(masks.size())) {
+        TokenBitmask again;
+        m.FillNextTokenMask(&again);
+        EXPECT_EQ(again.AllowedIds(), masks[m.num_accepted()].AllowedIds()) << c.name << ": rollback of " << k;
+      }
       ++ended;
       c.outputs.push_back(*out);
       for (std::string& mu : Mutants(*out, &rng)) {
