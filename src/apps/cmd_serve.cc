@@ -39,6 +39,7 @@ struct ServeArgs {
 struct ModelToServe {
   std::string path, name;
   std::optional<int32_t> threads;
+  std::vector<int> cpus;
   std::optional<router::AdmissionLimits> limits;
 };
 
@@ -48,7 +49,7 @@ Result<std::vector<ModelToServe>> ModelsToServe(const ServeArgs& a, const config
   if (cfg != nullptr) {
     if (!a.models.empty()) return InvalidArgument("give the models in --config or with -m, not both");
     for (const config::ModelEntry& m : cfg->models) {
-      ModelToServe t{m.path, m.info.name, m.threads, std::nullopt};
+      ModelToServe t{m.path, m.info.name, m.threads, m.cpus, std::nullopt};
       if (m.max_concurrent || m.max_queue) {
         router::AdmissionLimits l = a.server.admission;
         if (m.max_concurrent) l.max_concurrent = *m.max_concurrent;
@@ -64,7 +65,7 @@ Result<std::vector<ModelToServe>> ModelsToServe(const ServeArgs& a, const config
     std::string name = std::filesystem::path(path).stem().string();
     for (const ModelToServe& m : out)
       if (m.name == name) return InvalidArgument("two models are named '{}' (names are file stems)", name);
-    out.push_back({path, name, std::nullopt, std::nullopt});
+    out.push_back({path, name, std::nullopt, {}, std::nullopt});
   }
   return out;
 }
@@ -162,6 +163,7 @@ int RunServe(const ServeArgs& a) {
     ec.warmup = !a.no_warmup;
     ec.metrics = sc.metrics;
     if (mt.threads) ec.threads = *mt.threads;
+    ec.cpus = mt.cpus;
     auto sm = router::PoolModel::Create(mt.name, loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
                                         a.check_integrity);
     if (!sm.ok()) {

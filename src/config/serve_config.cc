@@ -267,8 +267,8 @@ Result<std::unique_ptr<router::Policy>> ParsePolicy(const At& a, int depth) {
 }
 
 Result<ModelEntry> ParseModel(const At& a) {
-  TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"path", "name", "tier", "price_per_1k", "threads", "allowed_risk", "allowed_sla",
-                                       "max_concurrent", "max_queue"}));
+  TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"path", "name", "tier", "price_per_1k", "threads", "cpus", "allowed_risk",
+                                       "allowed_sla", "max_concurrent", "max_queue"}));
   ModelEntry m;
   if (!a.has("path")) return a.Error("a model needs 'path'");
   TARMAC_ASSIGN_OR_RETURN(m.path, String(a.Key("path")));
@@ -290,6 +290,14 @@ Result<ModelEntry> ParseModel(const At& a) {
   }
   if (a.has("threads")) {
     TARMAC_ASSIGN_OR_RETURN(m.threads, Integer(a.Key("threads"), 1, 256));
+  }
+  if (a.has("cpus")) {
+    const At c = a.Key("cpus");
+    if (!c.node.IsSequence() || c.node.size() == 0) return c.Error("expected a non-empty list of CPU ids");
+    for (size_t i = 0; i < c.node.size(); ++i) {
+      TARMAC_ASSIGN_OR_RETURN(int64_t id, Integer(c.Index(i), 0, 4095));
+      m.cpus.push_back(static_cast<int>(id));
+    }
   }
   if (a.has("allowed_risk")) {
     const At r = a.Key("allowed_risk");

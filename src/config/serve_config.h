@@ -10,6 +10,7 @@
 //       tier: small               # descriptive
 //       price_per_1k: 0.02        # or "measured" (the default: CPU-seconds per 1000 tokens)
 //       threads: 1                # engine threads (default: --threads)
+//       cpus: [1]                 # CPUs its engine's threads run on (default: any)
 //       allowed_risk: [low]       # default: [low, high]
 //       allowed_sla: [standard]   # default: every tier
 //       max_concurrent: 64        # this model's share of admission (default: the totals)
@@ -56,6 +57,7 @@ struct ModelEntry {
   std::string path;
   router::ModelInfo info;  // name (default: the file stem), tier, price, allowed risk / SLA
   std::optional<int32_t> threads;
+  std::vector<int> cpus;  // empty: any
   std::optional<int32_t> max_concurrent, max_queue;
 };
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/cpu_affinity.h"
 #include "engine/engine_core.h"
 
 namespace tarmac::engine {
@@ -24,6 +25,8 @@ EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(c
   // (Members, not a promise on this frame: the thread may still be inside set_value when the
   // waiter returns and destroys it.)
   thread_ = std::thread([this] {
+    // Pinning was checked when the config was resolved; a failure here only loses isolation.
+    if (!core_->config().cpus.empty()) (void)PinCurrentThread(core_->config().cpus);
     if (core_->config().warmup) core_->Warmup();
     {
       std::lock_guard<std::mutex> lock(mu_);

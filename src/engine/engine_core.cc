@@ -37,6 +37,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
   c.kv.blocks = shape.num_blocks;
   c.kv.memory_bytes = bpb * shape.num_blocks;
   auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
+  if (!c.cpus.empty()) TARMAC_RETURN_IF_ERROR(core->pool_threads_.PinWorkers(c.cpus));
   const SpeculationConfig& sp = c.spec;
   const bool use_draft = sp.mode == SpecMode::kDraft || (sp.mode == SpecMode::kAuto && sp.draft_model);
   if (use_draft) {

@@ -12,16 +12,15 @@ namespace tarmac::router {
 
 void QualityEstimate::Observe(double score) {
   score = std::clamp(score, 0.0, 1.0);
-  // Decay toward the prior, then add the observation.
-  alpha_ = 1.0 + decay_ * (alpha_ - 1.0) + score;
-  beta_ = 1.0 + decay_ * (beta_ - 1.0) + (1.0 - score);
+  weight_ = decay_ * weight_ + 1.0;
+  sum_ = decay_ * sum_ + score;
+  sum_sq_ = decay_ * sum_sq_ + score * score;
 }
 
 double QualityEstimate::Sample(std::mt19937_64& rng) const {
-  // Beta(a, b) = X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b).
-  const double x = std::gamma_distribution<double>(alpha_, 1.0)(rng);
-  const double y = std::gamma_distribution<double>(beta_, 1.0)(rng);
-  return x + y > 0 ? x / (x + y) : 0.5;
+  const double mean = Mean();
+  const double var = std::max(sum_sq_ / weight_ - mean * mean, 1e-6);
+  return std::normal_distribution<double>(mean, std::sqrt(var / weight_))(rng);
 }
 
 ArgminPolicy::ArgminPolicy(ArgminParams p) : p_(std::move(p)), rng_(p_.seed) { TARMAC_CHECK(!p_.models.empty()); }

@@ -5,8 +5,9 @@
 // per (request bucket, model) from scores in [0, 1] (POST /v1/feedback, and implicit signals:
 // an escalation scores the small model low for the bucket, errors score 0).
 //
-// Quality is a Beta posterior per (bucket, model), decayed at every observation so it follows
-// a shift; decisions use a Thompson sample of it (exploration that fades as evidence grows).
+// Quality per (bucket, model) is the decayed mean and variance of its scores (every observation
+// fades the older ones, so the estimate follows a shift); decisions use a Thompson sample from
+// the normal posterior of that mean (exploration that fades as evidence grows).
 // With probability `explore` a uniformly random allowed candidate is chosen instead, so a model
 // that stopped being picked gets its latency measured again (its step costs only update while
 // it runs).
@@ -32,22 +33,26 @@ struct ArgminParams {
   double lambda_latency = 1.0;      // per second
   double lambda_quality = 1.0;
   double explore = 0.05;            // probability of a random candidate
-  double decay = 0.98;              // weight kept per observation of a (bucket, model)
+  double decay = 0.99;              // weight kept per observation of a (bucket, model)
   uint64_t seed = 1;
 };
 
-// Beta(alpha, beta) per key with prior (1, 1), decayed toward it at each observation.
+// The decayed mean and variance of a stream of scores in [0, 1], with a weak prior (one
+// observation of 0.5 with the variance of a uniform score), and samples of the mean from its
+// normal posterior.
 class QualityEstimate {
  public:
   explicit QualityEstimate(double decay) : decay_(decay) {}
   void Observe(double score);
-  double Mean() const { return alpha_ / (alpha_ + beta_); }
+  double Mean() const { return sum_ / weight_; }
   double Sample(std::mt19937_64& rng) const;
-  double evidence() const { return alpha_ + beta_ - 2.0; }
+  double evidence() const { return weight_ - 1.0; }  // decayed observations
 
  private:
   double decay_;
-  double alpha_ = 1.0, beta_ = 1.0;
+  double weight_ = 1.0;           // decayed count, the prior's included
+  double sum_ = 0.5;              // decayed sum of scores
+  double sum_sq_ = 0.25 + 1.0 / 12;  // decayed sum of squares (prior: mean 0.5, variance 1/12)
 };
 
 class ArgminPolicy final : public Policy {
