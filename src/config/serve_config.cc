@@ -19,6 +19,7 @@ struct At {
   YAML::Node node;
   std::string path;
   const std::string* origin;
+  const std::set<std::string>* models = nullptr;  // the configured model names, once parsed
 
   template <typename... Args>
   Status Error(fmt::format_string<Args...> f, Args&&... args) const {
@@ -28,11 +29,11 @@ struct At {
   // Const access: reading a missing key must not add it.
   At Key(const std::string& k) const {
     const YAML::Node& n = node;
-    return {n[k], path.empty() ? k : path + "." + k, origin};
+    return {n[k], path.empty() ? k : path + "." + k, origin, models};
   }
   At Index(size_t i) const {
     const YAML::Node& n = node;
-    return {n[i], fmt::format("{}[{}]", path, i), origin};
+    return {n[i], fmt::format("{}[{}]", path, i), origin, models};
   }
   bool has(const std::string& k) const {
     const YAML::Node& n = node;
@@ -80,6 +81,13 @@ Result<std::string> Name(const At& a) {
   return s;
 }
 
+// A reference to a configured model: the error names the exact entry.
+Result<std::string> ModelName(const At& a) {
+  TARMAC_ASSIGN_OR_RETURN(std::string s, Name(a));
+  if (a.models != nullptr && !a.models->count(s)) return a.Error("no model named '{}'", s);
+  return s;
+}
+
 Result<double> Number(const At& a) {
   if (!a.node.IsScalar()) return a.Error("expected a number, got {}", KindName(a.node));
   const std::string& s = a.node.Scalar();
@@ -117,16 +125,17 @@ Result<metrics::Risk> RiskOf(const At& a) {
 }
 
 // A name or a list of names.
-Result<std::vector<std::string>> Names(const At& a) {
+// `name` checks each entry (Name or ModelName).
+Result<std::vector<std::string>> Names(const At& a, Result<std::string> (*name)(const At&) = Name) {
   std::vector<std::string> out;
   if (a.node.IsScalar()) {
-    TARMAC_ASSIGN_OR_RETURN(std::string s, Name(a));
+    TARMAC_ASSIGN_OR_RETURN(std::string s, name(a));
     out.push_back(std::move(s));
     return out;
   }
   if (!a.node.IsSequence() || a.node.size() == 0) return a.Error("expected a name or a non-empty list of names");
   for (size_t i = 0; i < a.node.size(); ++i) {
-    TARMAC_ASSIGN_OR_RETURN(std::string s, Name(a.Index(i)));
+    TARMAC_ASSIGN_OR_RETURN(std::string s, name(a.Index(i)));
     out.push_back(std::move(s));
   }
   return out;
@@ -174,8 +183,8 @@ Result<router::CascadeParams> ParseCascade(const At& a) {
   TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"small", "large", "k", "min_mean_logprob", "min_margin", "mode"}));
   router::CascadeParams p;
   if (!a.has("small") || !a.has("large")) return a.Error("a cascade needs 'small' and 'large'");
-  TARMAC_ASSIGN_OR_RETURN(p.small, Name(a.Key("small")));
-  TARMAC_ASSIGN_OR_RETURN(p.large, Name(a.Key("large")));
+  TARMAC_ASSIGN_OR_RETURN(p.small, ModelName(a.Key("small")));
+  TARMAC_ASSIGN_OR_RETURN(p.large, ModelName(a.Key("large")));
   if (p.small == p.large) return a.Error("'small' and 'large' are the same model '{}'", p.small);
   if (a.has("k")) {
     TARMAC_ASSIGN_OR_RETURN(p.k, Integer(a.Key("k"), 1, 1024));
@@ -200,7 +209,7 @@ Result<router::ArgminParams> ParseArgmin(const At& a) {
   TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"models", "lambda_cost", "lambda_latency", "lambda_quality", "explore", "decay", "seed"}));
   router::ArgminParams p;
   if (!a.has("models")) return a.Error("argmin needs 'models'");
-  TARMAC_ASSIGN_OR_RETURN(p.models, Names(a.Key("models")));
+  TARMAC_ASSIGN_OR_RETURN(p.models, Names(a.Key("models"), ModelName));
   auto weight = [&](const char* k, double* out) -> Status {
     if (!a.has(k)) return Status::Ok();
     TARMAC_ASSIGN_OR_RETURN(*out, Number(a.Key(k)));
@@ -223,7 +232,7 @@ Result<router::ArgminParams> ParseArgmin(const At& a) {
 Result<std::unique_ptr<router::Policy>> ParsePolicy(const At& a, int depth) {
   if (depth > 16) return a.Error("policies nest deeper than 16 levels");
   if (a.node.IsScalar()) {
-    TARMAC_ASSIGN_OR_RETURN(std::string m, Name(a));
+    TARMAC_ASSIGN_OR_RETURN(std::string m, ModelName(a));
     return std::unique_ptr<router::Policy>(std::make_unique<router::ModelPolicy>(m));
   }
   if (!a.node.IsMap() || a.node.size() == 0)
@@ -262,7 +271,7 @@ Result<std::unique_ptr<router::Policy>> ParsePolicy(const At& a, int depth) {
     TARMAC_ASSIGN_OR_RETURN(router::ArgminParams p, ParseArgmin(a.Key("argmin")));
     return std::unique_ptr<router::Policy>(std::make_unique<router::ArgminPolicy>(std::move(p)));
   }
-  TARMAC_ASSIGN_OR_RETURN(std::string m, Name(a.Key("model")));
+  TARMAC_ASSIGN_OR_RETURN(std::string m, ModelName(a.Key("model")));
   return std::unique_ptr<router::Policy>(std::make_unique<router::ModelPolicy>(m));
 }
 
@@ -423,11 +432,6 @@ Status CrossCheck(const ServeConfig& c, const std::string& origin) {
       return InvalidField(path + ".name", "{}: {}.name: route '{}' has the name of a model", origin, path, r.name);
     if (!models.count(r.baseline))
       return InvalidField(path + ".baseline", "{}: {}.baseline: '{}' is not one of the models", origin, path, r.baseline);
-    std::vector<std::string> used;
-    if (r.policy) r.policy->Models(&used);
-    for (const std::string& m : used)
-      if (!models.count(m))
-        return InvalidField(path + ".policy", "{}: {}.policy: model '{}' is not one of the models", origin, path, m);
     for (size_t k = 0; k < i; ++k)
       if (c.router.routes[k].name == r.name)
         return InvalidField(path + ".name", "{}: {}.name: route '{}' is defined twice", origin, path, r.name);
@@ -478,7 +482,13 @@ Result<ServeConfig> ParseServeConfig(std::string_view yaml, const std::string& o
     TARMAC_ASSIGN_OR_RETURN(c.router.default_task, Name(top.Key("default_task")));
   }
   if (top.has("task_rules")) TARMAC_RETURN_IF_ERROR(ParseTaskRules(top.Key("task_rules"), &c.router.task_rules));
-  if (top.has("routes")) TARMAC_RETURN_IF_ERROR(ParseRoutes(top.Key("routes"), &c.router.routes));
+  std::set<std::string> names;
+  for (const ModelEntry& m : c.models) names.insert(m.info.name);
+  if (top.has("routes")) {
+    At routes = top.Key("routes");
+    routes.models = &names;
+    TARMAC_RETURN_IF_ERROR(ParseRoutes(routes, &c.router.routes));
+  }
   TARMAC_RETURN_IF_ERROR(CrossCheck(c, origin));
   return c;
 }
