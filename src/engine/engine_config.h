@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "metrics/registry.h"
@@ -54,6 +55,7 @@ struct EngineConfig {
   KvConfig kv;
   SpeculationConfig spec;
   int32_t threads = 1;  // compute threads of this engine's pool
+  std::vector<int> cpus;  // CPUs its threads (step thread and pool) run on; empty: any
   // EngineClient::Create runs the model's throwaway warm-up passes on the engine's thread before
   // it returns, so the first request does not pay for first use; counted nowhere.
   bool warmup = true;
