@@ -14,6 +14,7 @@ PACKAGES=(
   libxxhash-dev                       # xxHash: chained block hashes of the prefix cache
   libopenblas-dev                     # benchmark reference only (sgemm)
   python3 python3-jinja2              # python3-jinja2: reference renderings for the chat-template tests
+  python3-jsonschema                  # the independent validator of the grammar tests
 )
 
 missing=()

@@ -46,6 +46,7 @@ struct OfflineArgs {
   uint64_t seed = 1;
   bool json = false;
   float temp = 0.0f;
+  int logprobs = 0;  // alternatives per token each request asks for
   std::string workload = "random";  // random | text | copy | quote | mixed
   std::string prompt_file;
 };
@@ -158,6 +159,7 @@ int RunBenchOffline(const OfflineArgs& a) {
     r.prompt.insert(r.prompt.end(), own.begin(), own.end());
     r.max_tokens = spread(a.output_len);
     r.sampling.temperature = a.temp;
+    r.sampling.top_logprobs = a.logprobs;
     r.sampling.seed = a.seed * 1000003 + static_cast<uint64_t>(i);
     r.ignore_eos = true;
     r.task = a.workload;
@@ -450,6 +452,8 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
   cmd->add_flag("--json", a->json, "one JSON object");
   cmd->add_option("--temp", a->temp, "sampling temperature (0: greedy)")->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--logprobs", a->logprobs, "top alternatives per token each request asks for (what they cost)")
+      ->capture_default_str()->check(CLI::Range(0, 20));
   cmd->add_option("--workload", a->workload,
                   "random: random ids; text: slices of --prompt-file; copy: a slice then its first "
                   "half again (but the small models continue rather than copy); quote: a slice "

@@ -1,11 +1,13 @@
 // `tarmac serve`: the OpenAI-compatible HTTP server (src/server). Binds the port first (so
-// /health answers 503 while models load), loads every -m model with its own engine, then
-// serves until SIGTERM/SIGINT, draining in-flight requests for up to --drain-timeout.
+// /health answers 503 while models load), loads every model (-m, or the --config file's) with
+// its own engine, sets the config's routes, then serves until SIGTERM/SIGINT, draining
+// in-flight requests for up to --drain-timeout.
 #include <sys/resource.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "apps/engine_flags.h"
 #include "base/clock.h"
 #include "base/thread_pool.h"
+#include "config/serve_config.h"
 #include "control/controller.h"
 #include "control/slo_tracker.h"
 #include "metrics/registry.h"
@@ -27,6 +30,7 @@ namespace {
 
 struct ServeArgs {
   std::vector<std::string> models;
+  std::string config_file;
   std::string api_key_file;
   server::ServerConfig server;  // the flags write into it: its defaults are the flags'
   EngineFlags engine;
@@ -36,41 +40,113 @@ struct ServeArgs {
   bool check_integrity = false;
 };
 
+// One model to serve: its file, name and the config's overrides.
+struct ModelToServe {
+  std::string path, name;
+  std::optional<int32_t> threads;
+  std::vector<int> cpus;
+  std::optional<router::AdmissionLimits> limits;
+};
+
+// The models from -m (names are file stems) or from the config; errors name the problem.
+Result<std::vector<ModelToServe>> ModelsToServe(const ServeArgs& a, const config::ServeConfig* cfg) {
+  std::vector<ModelToServe> out;
+  if (cfg != nullptr) {
+    if (!a.models.empty()) return InvalidArgument("give the models in --config or with -m, not both");
+    for (const config::ModelEntry& m : cfg->models) {
+      ModelToServe t{m.path, m.info.name, m.threads, m.cpus, std::nullopt};
+      if (m.max_concurrent || m.max_queue) {
+        router::AdmissionLimits l = a.server.admission;
+        if (m.max_concurrent) l.max_concurrent = *m.max_concurrent;
+        if (m.max_queue) l.max_queue = *m.max_queue;
+        t.limits = l;
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+  if (a.models.empty()) return InvalidArgument("give at least one model with -m FILE, or a --config file");
+  for (const std::string& path : a.models) {
+    std::string name = std::filesystem::path(path).stem().string();
+    for (const ModelToServe& m : out)
+      if (m.name == name) return InvalidArgument("two models are named '{}' (names are file stems)", name);
+    out.push_back({path, name, std::nullopt, {}, std::nullopt});
+  }
+  return out;
+}
+
+// API keys from --api-key-file, the config's api_key_file and each tenant's own file.
+Result<std::optional<server::ApiKeyStore>> Keys(const ServeArgs& a, const config::ServeConfig* cfg) {
+  std::optional<server::ApiKeyStore> keys;
+  auto add = [&](const std::string& path, const std::string& tenant) -> Status {
+    auto k = server::ApiKeyStore::Load(path, tenant);
+    if (!k.ok()) return k.status();
+    if (!keys) {
+      keys = std::move(k).value();
+      return Status::Ok();
+    }
+    return keys->Merge(*k);
+  };
+  if (cfg != nullptr && !cfg->api_key_file.empty() && !a.api_key_file.empty())
+    return InvalidArgument("give the API key file in --config (api_key_file) or with --api-key-file, not both");
+  if (!a.api_key_file.empty()) TARMAC_RETURN_IF_ERROR(add(a.api_key_file, ""));
+  if (cfg != nullptr) {
+    if (!cfg->api_key_file.empty()) TARMAC_RETURN_IF_ERROR(add(cfg->api_key_file, ""));
+    for (const config::TenantEntry& t : cfg->tenants)
+      if (!t.api_key_file.empty()) TARMAC_RETURN_IF_ERROR(add(t.api_key_file, t.name));
+  }
+  return keys;
+}
+
+// The SLO targets: from --slo or from the config's slos, not both (none: no tier has targets).
+Result<control::SloTargets> Targets(const ServeArgs& a, const config::ServeConfig* cfg) {
+  if (cfg != nullptr && !cfg->slos.empty()) {
+    if (!a.control.slo.empty()) return InvalidArgument("give the SLO targets in --config (slos) or with --slo, not both");
+    return cfg->slos;
+  }
+  return SloTargetsFrom(a.control);
+}
+
+// What the config holds that this build does not act on yet is refused, never ignored.
+Status Unsupported(const config::ServeConfig& cfg, const std::string& path) {
+  for (const config::TenantEntry& t : cfg.tenants)
+    if (!t.scopes.empty())
+      return InvalidArgument("{}: tenants: '{}' has scopes, which only the scoped caches use, and this build does not "
+                             "have them yet; remove them", path, t.name);
+  return Status::Ok();
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "tarmac serve: %s\n", st.message().c_str());
+  return st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
 int RunServe(const ServeArgs& a) {
+  std::optional<config::ServeConfig> cfg;
+  if (!a.config_file.empty()) {
+    auto c = config::LoadServeConfig(a.config_file);
+    if (!c.ok()) return Fail(c.status());
+    if (Status st = Unsupported(*c, a.config_file); !st.ok()) return Fail(st);
+    cfg = std::move(c).value();
+  }
+  const config::ServeConfig* config = cfg ? &*cfg : nullptr;
+  auto models = ModelsToServe(a, config);
+  if (!models.ok()) return Fail(models.status());
   server::ServerConfig sc = a.server;
   sc.metrics = std::make_shared<metrics::Registry>();
-  if (!a.api_key_file.empty()) {
-    auto keys = server::ApiKeyStore::Load(a.api_key_file);
-    if (!keys.ok()) {
-      std::fprintf(stderr, "tarmac serve: --api-key-file: %s\n", keys.status().message().c_str());
-      return 2;
-    }
-    sc.keys = std::move(keys).value();
-  }
-  auto targets = SloTargetsFrom(a.control);
-  if (!targets.ok()) {
-    std::fprintf(stderr, "tarmac serve: %s\n", targets.status().message().c_str());
-    return 2;
-  }
-  if (Status st = a.control.config.Validate(); !st.ok()) {
-    std::fprintf(stderr, "tarmac serve: %s\n", st.message().c_str());
-    return 2;
-  }
+  auto keys = Keys(a, config);
+  if (!keys.ok()) return Fail(keys.status());
+  sc.keys = std::move(keys).value();
+  auto targets = Targets(a, config);
+  if (!targets.ok()) return Fail(targets.status());
+  if (Status st = a.control.config.Validate(); !st.ok()) return Fail(st);
   // The SLO bookkeeping always runs (the report's attainment); the controller only when on.
   sc.slo_tracker = std::make_shared<control::SloTracker>(sc.metrics, std::move(targets).value(), 60.0,
                                                          a.control.config.window_s, NowSeconds());
   if (a.control.controller == "on")
     sc.controller = std::make_shared<control::Controller>(a.control.config, sc.slo_tracker, sc.metrics);
-  std::vector<std::string> names;
-  for (const std::string& path : a.models) {
-    std::string name = std::filesystem::path(path).stem().string();
-    for (const std::string& n : names) {
-      if (n == name) {
-        std::fprintf(stderr, "tarmac serve: two models are named '%s' (names are file stems)\n", name.c_str());
-        return 2;
-      }
-    }
-    names.push_back(name);
+  if (config != nullptr) {
+    for (const config::TenantEntry& t : config->tenants) sc.tenants[t.name] = {t.sla, t.risk};
   }
   // One descriptor per connection: raise the soft limit to the hard one (often 1024 -> 1M).
   if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -78,50 +154,55 @@ int RunServe(const ServeArgs& a) {
     setrlimit(RLIMIT_NOFILE, &rl);
   }
   auto srv = server::Server::Create(sc);
-  if (!srv.ok()) {
-    std::fprintf(stderr, "tarmac serve: %s\n", srv.status().message().c_str());
-    return srv.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
-  }
+  if (!srv.ok()) return Fail(srv.status());
   server::Server& server = **srv;
   std::fprintf(stderr, "tarmac serve: listening on http://%s:%d (loading %zu model(s))\n", sc.host.c_str(),
-               server.port(), a.models.size());
+               server.port(), models->size());
   std::thread io([&server] { server.Run(); });
 
   std::vector<SpecSetup> specs;  // draft models, outliving the engines like `loaded`
-  specs.reserve(a.models.size());
+  specs.reserve(models->size());
   std::vector<LoadedModel> loaded;  // outlive the server's engines (joined below first)
-  loaded.reserve(a.models.size());
+  loaded.reserve(models->size());
   int rc = 0;
-  for (size_t i = 0; i < a.models.size(); ++i) {
-    auto lm = LoadModelAndTokenizer(a.models[i], /*quiet=*/false, a.mmap);
+  for (const ModelToServe& mt : *models) {
+    auto lm = LoadModelAndTokenizer(mt.path, /*quiet=*/false, a.mmap);
     if (!lm.ok()) {
-      std::fprintf(stderr, "tarmac serve: %s\n", lm.status().message().c_str());
-      rc = 2;
+      rc = Fail(lm.status());
       break;
     }
     loaded.push_back(std::move(lm).value());
-    auto spec = LoadSpec(a.engine.spec, a.models[i]);
+    auto spec = LoadSpec(a.engine.spec, mt.path);
     if (!spec.ok()) {
-      std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), spec.status().message().c_str());
-      rc = 2;
+      rc = Fail(Status(spec.status().code(), mt.path + ": " + spec.status().message()));
       break;
     }
     specs.push_back(std::move(spec).value());
     engine::EngineConfig ec = ToEngineConfig(a.engine, specs.back());
     ec.warmup = !a.no_warmup;
     ec.metrics = sc.metrics;
-    ec.on_request_finished = sc.slo_tracker->HookFor(names[i]);
-    auto sm = router::PoolModel::Create(names[i], loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
+    ec.on_request_finished = sc.slo_tracker->HookFor(mt.name);
+    if (mt.threads) ec.threads = *mt.threads;
+    ec.cpus = mt.cpus;
+    auto sm = router::PoolModel::Create(mt.name, loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
                                         a.check_integrity);
     if (!sm.ok()) {
-      std::fprintf(stderr, "tarmac serve: %s: %s\n", a.models[i].c_str(), sm.status().message().c_str());
-      rc = 2;
+      rc = Fail(Status(sm.status().code(), mt.path + ": " + sm.status().message()));
       break;
     }
-    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", names[i].c_str(),
+    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", mt.name.c_str(),
                  (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0);
-    if (sc.controller) sc.controller->AddModel(names[i], (*sm)->engine.get());
-    server.AddModel(std::move(sm).value());
+    if (sc.controller) sc.controller->AddModel(mt.name, (*sm)->engine.get());
+    server.AddModel(std::move(sm).value(), mt.limits);
+  }
+  if (rc == 0 && config != nullptr && !config->router.routes.empty()) {
+    std::vector<std::string> names;
+    for (const router::RouteConfig& r : config->router.routes) names.push_back(r.name);
+    if (Status st = server.SetRoutes(std::move(cfg->router)); !st.ok()) {
+      rc = Fail(Status(st.code(), a.config_file + ": " + st.message()));
+    } else {
+      for (const std::string& n : names) std::fprintf(stderr, "tarmac serve: route '%s'\n", n.c_str());
+    }
   }
   if (rc != 0) {
     server.Stop();
@@ -142,7 +223,11 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   auto* cmd = app.add_subcommand("serve", "serve models over an OpenAI-compatible HTTP API");
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->models, "GGUF model file (repeatable; the request's 'model' is the file stem)")
-      ->required()->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--config", a->config_file,
+                  "deployment file (YAML): models, tenants, SLO targets (slos), routes such as 'auto' with rules, cascade or argmin "
+                  "policies and a baseline (instead of -m)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")->capture_default_str()
       ->check(CLI::Range(0, 65535));

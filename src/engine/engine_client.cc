@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/cpu_affinity.h"
 #include "engine/engine_core.h"
 
 namespace tarmac::engine {
@@ -24,6 +25,8 @@ EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(c
   // (Members, not a promise on this frame: the thread may still be inside set_value when the
   // waiter returns and destroys it.)
   thread_ = std::thread([this] {
+    // Pinning was checked when the config was resolved; a failure here only loses isolation.
+    if (!core_->config().cpus.empty()) (void)PinCurrentThread(core_->config().cpus);
     if (core_->config().warmup) core_->Warmup();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -41,6 +44,13 @@ EngineClient::~EngineClient() { Shutdown(); }
 Result<ValidRequest> EngineClient::Validate(EngineRequest r) const { return core_->Validate(std::move(r)); }
 EngineStats EngineClient::Stats() const { return core_->Stats(); }
 const EngineMetrics& EngineClient::metrics() const { return core_->metrics(); }
+const metrics::CostCurve& EngineClient::decode_costs() const { return core_->decode_costs(); }
+const metrics::CostCurve& EngineClient::prefill_costs() const { return core_->prefill_costs(); }
+
+bool EngineClient::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stop_;
+}
 std::vector<prefix::BlockEvent> EngineClient::DrainEvents(size_t max) { return core_->DrainEvents(max); }
 const EngineConfig& EngineClient::config() const { return core_->config(); }
 int64_t EngineClient::kv_bytes() const { return core_->kv_bytes(); }

@@ -65,6 +65,11 @@ class EngineClient {
   // Counters and occupancy now, read from atomics (no work on the step thread).
   EngineStats Stats() const;
   const EngineMetrics& metrics() const;
+  // Measured step costs (EngineCore::decode_costs / prefill_costs). Thread-safe.
+  const metrics::CostCurve& decode_costs() const;
+  const metrics::CostCurve& prefill_costs() const;
+  // False once Shutdown has begun (Submit then fails).
+  bool accepting() const;
   // Up to `max` of the oldest prefix-cache events not drained yet (config event_capacity > 0).
   std::vector<prefix::BlockEvent> DrainEvents(size_t max = SIZE_MAX);
   // Requests submitted and not yet running (the engine's queue and its inbox).

@@ -1,5 +1,6 @@
 #include "engine/engine_config.h"
 
+#include "base/cpu_affinity.h"
 #include "model/model_config.h"
 
 namespace tarmac::engine {
@@ -42,6 +43,7 @@ Result<EngineConfig> ResolveEngineConfig(const model::ModelConfig& mc, EngineCon
   if (c.event_capacity < 0)
     return InvalidField("event_capacity", "event capacity must be >= 0, got {}", c.event_capacity);
   if (c.model_name.empty()) return InvalidField("model_name", "the model name must not be empty");
+  if (!c.cpus.empty()) TARMAC_RETURN_IF_ERROR(CheckCpus(c.cpus));
   if (c.spec.mode == SpecMode::kAuto) c.spec.policy = true;
   if (c.sched.max_context == 0) c.sched.max_context = mc.n_ctx_train;
   if (c.sched.max_context < 1 || c.sched.max_context > mc.n_ctx_train) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine_types.h"
@@ -56,6 +57,7 @@ struct EngineConfig {
   KvConfig kv;
   SpeculationConfig spec;
   int32_t threads = 1;  // compute threads of this engine's pool
+  std::vector<int> cpus;  // CPUs its threads (step thread and pool) run on; empty: any
   // EngineClient::Create runs the model's throwaway warm-up passes on the engine's thread before
   // it returns, so the first request does not pay for first use; counted nowhere.
   bool warmup = true;

@@ -37,6 +37,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
   c.kv.blocks = shape.num_blocks;
   c.kv.memory_bytes = bpb * shape.num_blocks;
   auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
+  if (!c.cpus.empty()) TARMAC_RETURN_IF_ERROR(core->pool_threads_.PinWorkers(c.cpus));
   const SpeculationConfig& sp = c.spec;
   const bool use_draft = sp.mode == SpecMode::kDraft || (sp.mode == SpecMode::kAuto && sp.draft_model);
   if (use_draft) {
@@ -414,7 +415,11 @@ bool EngineCore::Step() {
   const double forward_s = NowSeconds() - tf;
   // The policy's step costs are those of decode steps (plain decodes and verifications): a
   // step that also carries a prefill chunk costs what its prompt tokens cost.
-  if (prefill_tokens == 0) policy_.ObserveStep(batch_.n_tokens(), forward_s);
+  if (prefill_tokens == 0) {
+    policy_.ObserveStep(batch_.n_tokens(), forward_s);
+  } else {
+    prefill_costs_.Observe(batch_.n_tokens(), forward_s);
+  }
   sched_->Commit(out);
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();

@@ -90,6 +90,10 @@ class EngineCore {
   // Thread-safe.
   std::vector<prefix::BlockEvent> DrainEvents(size_t max = SIZE_MAX);
   const EngineMetrics& metrics() const { return *metrics_; }
+  // Measured step costs (seconds against tokens in the step): decode steps (plain decodes and
+  // verifications; the speculation policy's) and steps that carry prefill. Thread-safe.
+  const metrics::CostCurve& decode_costs() const { return policy_.step_costs(); }
+  const metrics::CostCurve& prefill_costs() const { return prefill_costs_; }
   // Scheduler (pool, tree, refcounts) and the draft proposer's KV.
   Status CheckIntegrity() const;
   // Hashes of the blocks the prefix cache holds now (tests of the event stream). Step thread.
@@ -139,6 +143,7 @@ class EngineCore {
   std::unordered_map<int64_t, ActiveRequest> active_;
   std::unique_ptr<speculative::Proposer> proposer_;  // null: no speculation
   speculative::SpecPolicy policy_;
+  metrics::CostCurve prefill_costs_;
   EngineKnobs knobs_;
   std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
   model::ForwardBatch batch_;

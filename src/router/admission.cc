@@ -61,6 +61,17 @@ void Admission::Withdraw(int64_t id) {
   entries_.erase(it);
 }
 
+std::vector<int64_t> Admission::Transfer(int64_t id, const std::string& model) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.running) return {};
+  Model& to = At(model);
+  if (it->second.model == &to) return {};
+  --it->second.model->running;
+  ++to.running;
+  it->second.model = &to;
+  return StartWaiting();
+}
+
 void Admission::Start(int64_t id, Entry& e) {
   Model* m = e.model;
   m->queue.erase(e.key);
@@ -79,6 +90,10 @@ std::vector<int64_t> Admission::Finish(int64_t id) {
   --it->second.model->running;
   --running_total_;
   entries_.erase(it);
+  return StartWaiting();
+}
+
+std::vector<int64_t> Admission::StartWaiting() {
   std::vector<int64_t> start;
   while (running_total_ < totals_.max_concurrent) {
     // The most important head among the queues of models with a free slot.

@@ -40,6 +40,10 @@ class Admission {
   std::vector<int64_t> Finish(int64_t id);
   // A queued request gave up (client gone, timeout) before it started.
   void Withdraw(int64_t id);
+  // A running request now runs on `model` (a cascade escalated it): its slot moves there,
+  // whatever that model's limit (the request was admitted once already). Returns the queued
+  // requests that start in the slot it left.
+  std::vector<int64_t> Transfer(int64_t id, const std::string& model);
 
   int32_t running() const { return running_total_; }
   int32_t queued() const { return static_cast<int32_t>(queued_.size()); }
@@ -66,6 +70,7 @@ class Admission {
   };
   Model& At(const std::string& model);
   void Start(int64_t id, Entry& e);
+  std::vector<int64_t> StartWaiting();  // while there is room: the most important queued first
 
   AdmissionLimits totals_;
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;

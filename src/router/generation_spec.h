@@ -47,7 +47,10 @@ struct GenerationSpec {
   std::string task;                       // the request bucket's task ("" = default)
   std::string sla;                        // SLA tier ("" = default)
   metrics::Risk risk = metrics::Risk::kLow;
+  bool risk_given = false;                // risk came from the request or the tenant (else rules may set it)
   std::string tenant = "default";         // whose prefix-cache namespace
+  bool streaming = false;                 // the answer streams (a target may not wait for its end)
+  std::string last_user_message;          // chat: the last user message's text (routing rules)
 };
 
 // One model's engine requests for a spec, in choice order (choice i is request i).

@@ -12,6 +12,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/request_stream.h"
@@ -19,6 +21,14 @@
 #include "router/pool_model.h"
 
 namespace tarmac::router {
+
+// What a routed response says about its route (the `tarmac` object, x-tarmac-route).
+struct RouteInfo {
+  std::string route, policy, model, reason;
+  bool escalated = false;  // a cascade handed the request to its large model
+  std::string escalated_from;  // then: its small model
+  bool fallback = false;   // the baseline served it instead of the policy's choice
+};
 
 class Target {
  public:
@@ -33,6 +43,26 @@ class Target {
   virtual bool Next(size_t choice, engine::TokenEvent* ev) = 0;
   // Cancels every unfinished choice; their last events (cancelled) still arrive.
   virtual void Cancel() = 0;
+
+  // Whether events may be held back (then the response's headers wait for the first release).
+  virtual bool holds_back() const { return false; }
+
+  // Routed targets only (a plain model's are no-ops).
+  // What the response says about its route.
+  virtual std::optional<RouteInfo> route_info() const { return std::nullopt; }
+  // Before Start: move to the route's next candidate (the baseline) because `reason` (its
+  // admission refused the request, its engine stopped). Prepare again after it. Errors: no
+  // candidate is left (the message names the models tried).
+  virtual Status Fallback(const std::string& reason) {
+    return Unavailable(reason);
+  }
+  // Every choice finished: the response's id (for feedback) and whether it failed.
+  virtual void Finished(const std::string& response_id, bool error) { (void)response_id, (void)error; }
+
+ protected:
+  static Status Unavailable(const std::string& why) {
+    return Status(StatusCode::kResourceExhausted, why);
+  }
 };
 
 // One model's engine. With hold_back_tokens = k > 0, a choice's events are released only once
@@ -47,6 +77,7 @@ class EngineTarget final : public Target {
   Status Start(PreparedRequests prepared, std::function<void()> notify) override;
   bool Next(size_t choice, engine::TokenEvent* ev) override;
   void Cancel() override;
+  bool holds_back() const override { return hold_back_ > 0; }
 
  private:
   struct Choice {

@@ -1,6 +1,7 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -37,7 +38,9 @@ Status SamplingParams::Validate(int32_t n_vocab) const {
 }
 
 Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
-    : params_(params), n_vocab_(n_vocab), rng_(params.seed ? *params.seed : std::random_device{}()) {
+    : params_(params), n_vocab_(n_vocab), rng_(params.seed ? *params.seed : std::random_device{}()),
+      has_processors_(!params.logit_bias.empty() || params.repetition_penalty != 1.0f ||
+                      params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
   TARMAC_CHECK(params.Validate(n_vocab).ok());
 }
 
@@ -133,18 +136,33 @@ void TopLogprobs(std::span<const float> logits, int32_t n, int32_t chosen, Sampl
   out->logprob = logits[chosen] - log_z;
   out->top.clear();
   if (n <= 0) return;
-  std::vector<int32_t> idx(logits.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  n = std::min<int32_t>(n, static_cast<int32_t>(idx.size()));
-  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-  });
-  for (int32_t i = 0; i < n; ++i) out->top.push_back({idx[i], logits[idx[i]] - log_z});
+  n = std::min<int32_t>(n, static_cast<int32_t>(logits.size()));
+  // One pass keeping the n largest, most likely first (equal logits: the lower id first, as
+  // ids are visited in order and a later equal one ranks after): most logits fail the first
+  // comparison, so a cascade's 2 alternatives per token cost about one read of the row.
+  constexpr int32_t kMaxTop = 32;
+  TARMAC_CHECK(n <= kMaxTop);
+  std::array<int32_t, kMaxTop + 1> top;
+  int32_t size = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+    const float v = logits[i];
+    if (size == n && !(v > logits[top[static_cast<size_t>(size - 1)]])) continue;
+    int32_t at = size;
+    while (at > 0 && v > logits[top[static_cast<size_t>(at - 1)]]) {
+      top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
+      --at;
+    }
+    top[static_cast<size_t>(at)] = i;
+    if (size < n) ++size;
+  }
+  for (int32_t t = 0; t < size; ++t) out->top.push_back({top[static_cast<size_t>(t)], logits[top[static_cast<size_t>(t)]] - log_z});
 }
 
 SampleResult Sampler::Sample(std::span<float> logits) {
-  // Logprobs describe the model's own distribution, before any processing.
-  const std::vector<float> raw(logits.begin(), logits.end());
+  // Logprobs describe the model's own distribution, before any processing: a copy of the row
+  // when processors change it.
+  std::vector<float> raw;
+  if (has_processors_) raw.assign(logits.begin(), logits.end());
   ApplyProcessors(logits);
   SampleResult r;
   if (params_.temperature == 0.0f) {
@@ -167,7 +185,8 @@ SampleResult Sampler::Sample(std::span<float> logits) {
     }
     if (r.id < 0) r.id = last_nonzero;  // rounding left u just above the total
   }
-  TopLogprobs(raw, params_.top_logprobs, r.id, &r);
+  TopLogprobs(has_processors_ ? std::span<const float>(raw) : std::span<const float>(logits), params_.top_logprobs,
+              r.id, &r);
   return r;
 }
 

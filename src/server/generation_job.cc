@@ -15,6 +15,7 @@ std::optional<ApiError> GenerationJob::Prepare() {
   if (!p.ok()) return FromStatus(p.status());
   prepared_ = std::move(p).value();
   render_.SetModel(target_->model().name, target_->model().tokenizer);
+  render_.SetRoute(target_->route_info());
   render_.SetChoices(prepared_.prompt_index, prepared_.prompt_tokens);
   return std::nullopt;
 }
@@ -29,12 +30,32 @@ void GenerationJob::CancelAll() {
   if (started_) target_->Cancel();
 }
 
+std::optional<ApiError> GenerationJob::Fallback(const std::string& reason) {
+  TARMAC_CHECK(!started_);
+  if (Status st = target_->Fallback(reason); !st.ok()) return FromStatus(st);
+  return Prepare();
+}
+
+void GenerationJob::Finished(bool error) {
+  if (finished_) return;
+  finished_ = true;
+  target_->Finished(render_.id(), error);
+}
+
 bool GenerationJob::Poll(std::string* sse) {
   if (!started_) return false;
   std::string frames;
   for (size_t i = 0; i < render_.choices().size(); ++i) {
     engine::TokenEvent ev;
-    while (!render_.choices()[i].done() && target_->Next(i, &ev)) render_.OnEvent(i, std::move(ev), &frames);
+    while (!render_.choices()[i].done() && target_->Next(i, &ev)) {
+      if (!released_) {
+        // The answering model and the route are known once anything is released.
+        render_.SetModel(target_->model().name, target_->model().tokenizer);
+        render_.SetRoute(target_->route_info());
+        released_ = true;
+      }
+      render_.OnEvent(i, std::move(ev), &frames);
+    }
   }
   if (sse != nullptr) *sse += frames;
   return render_.all_done();

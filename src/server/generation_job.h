@@ -30,8 +30,17 @@ class GenerationJob {
   int64_t admission_tokens() const { return prepared_.admission_tokens; }
   int32_t priority() const { return req_.spec.priority; }
   bool streaming() const { return req_.stream; }
-  // The model whose admission queue the job waits in.
+  // The model whose admission queue the job waits in (a cascade's changes when it escalates).
   const std::string& model_name() const { return target_->model().name; }
+  // Routed requests: the route, and moving to the route's next model (its baseline) when the
+  // current one refused the request; prepares again. Errors: none is left (a 503 naming the
+  // models tried), or the new model refuses the request's shape.
+  bool routed() const { return target_->route_info().has_value(); }
+  std::optional<router::RouteInfo> route_info() const { return target_->route_info(); }
+  std::optional<ApiError> Fallback(const std::string& reason);
+  // The response's headers must wait for the first released event (a held-back decision).
+  bool holds_back() const { return target_->holds_back(); }
+  bool released() const { return released_; }
 
   // Submits every choice. On error nothing stays submitted.
   std::optional<ApiError> Start(const std::function<void()>& notify);
@@ -39,6 +48,8 @@ class GenerationJob {
   // every choice has finished.
   bool Poll(std::string* sse);
   void CancelAll();
+  // Every choice finished (or the job gave up): tells the target, once.
+  void Finished(bool error);
 
   const OpenAiRenderer& render() const { return render_; }
 
@@ -48,6 +59,8 @@ class GenerationJob {
   router::PreparedRequests prepared_;
   OpenAiRenderer render_;
   bool started_ = false;
+  bool released_ = false;  // some event went to the renderer
+  bool finished_ = false;
 };
 
 }  // namespace tarmac::server

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <cstdio>
+#include <future>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -28,6 +29,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() {
   // Engines stop before the sessions that borrow them go away with the io_context.
   impl_->pool.Shutdown();
+  impl_->router.reset();
   impl_->inflight.clear();
 }
 
@@ -35,9 +37,23 @@ int Server::port() const { return impl_->acceptor.local_endpoint().port(); }
 
 std::shared_ptr<metrics::Registry> Server::registry() const { return impl_->config.metrics; }
 
-void Server::AddModel(std::unique_ptr<router::PoolModel> model) {
+Status Server::SetRoutes(router::RouterConfig routes) {
+  auto holder = std::make_shared<router::RouterConfig>(std::move(routes));
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  asio::post(impl_->ioc, [impl = impl_.get(), holder, done] {
+    auto r = std::make_unique<router::Router>(std::move(*holder), &impl->pool, impl->config.metrics);
+    Status st = r->Validate();
+    if (st.ok()) impl->router = std::move(r);
+    done->set_value(st);
+  });
+  return result.get();
+}
+
+void Server::AddModel(std::unique_ptr<router::PoolModel> model, std::optional<router::AdmissionLimits> limits) {
   std::shared_ptr<router::PoolModel> holder(model.release());
-  asio::post(impl_->ioc, [impl = impl_.get(), holder]() mutable {
+  asio::post(impl_->ioc, [impl = impl_.get(), holder, limits]() mutable {
+    if (limits) impl->pool.admission().SetModelLimits(holder->name, *limits);
     impl->pool.Add(std::unique_ptr<router::PoolModel>(new router::PoolModel(std::move(*holder))));
   });
 }

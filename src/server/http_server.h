@@ -5,6 +5,8 @@
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
 //   GET  /v1/slo (the per-bucket SLO report, JSON: control/slo_report.h)
+//   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+// A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
 // Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +26,7 @@
 #include "metrics/registry.h"
 #include "router/admission.h"
 #include "router/pool_model.h"
+#include "router/router.h"
 #include "server/auth.h"
 #include "server/limits.h"
 
@@ -32,6 +36,12 @@ class SloTracker;
 }  // namespace tarmac::control
 
 namespace tarmac::server {
+
+// What a tenant's requests get when they do not say (SLA tier, risk).
+struct TenantDefaults {
+  std::string sla;                    // "" : none
+  std::optional<metrics::Risk> risk;
+};
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -52,6 +62,7 @@ struct ServerConfig {
   // outlive the server's I/O; the controller is stopped before the engines go.
   std::shared_ptr<control::SloTracker> slo_tracker;
   std::shared_ptr<control::Controller> controller;
+  std::map<std::string, TenantDefaults> tenants;  // by tenant name
 };
 
 class Server {
@@ -61,7 +72,11 @@ class Server {
 
   int port() const;
   std::shared_ptr<metrics::Registry> registry() const;
-  void AddModel(std::unique_ptr<router::PoolModel> model);
+  // limits: the model's share of admission (default: the totals).
+  void AddModel(std::unique_ptr<router::PoolModel> model, std::optional<router::AdmissionLimits> limits = std::nullopt);
+  // The routes (virtual model names) over the models added so far. Waits for the I/O thread;
+  // errors (Router::Validate) leave the server without routes.
+  Status SetRoutes(router::RouterConfig routes);
   void SetReady();
   // Serves until drained. Returns 0.
   int Run();

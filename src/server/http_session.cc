@@ -123,7 +123,8 @@ void Session::Handle() {
   static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
-                                  {"/metrics", http::verb::get},        {"/v1/slo", http::verb::get}};
+                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post},
+                                  {"/v1/slo", http::verb::get}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
@@ -182,6 +183,7 @@ void Session::Handle() {
   if (route_ == "/v1/models") return HandleModels(one_model);
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
+  if (route_ == "/v1/feedback") return HandleFeedback(tenant);
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
 }
 
@@ -191,6 +193,11 @@ void Session::HandleModels(const std::string& one) {
                 {"root", m.name}, {"max_model_len", m.max_context}};
   };
   if (!one.empty()) {
+    if (srv_->IsRoute(one)) {
+      Respond(200, "application/json", DumpJson(Json{{"id", one}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"},
+                                                     {"root", one}, {"tarmac", {{"route", true}}}}));
+      return;
+    }
     const router::PoolModel* m = srv_->FindModel(one);
     if (!m) return RespondError(NotFound("The model '" + one + "' does not exist", "model", "model_not_found"));
     Respond(200, "application/json", DumpJson(card(*m)));
@@ -198,6 +205,11 @@ void Session::HandleModels(const std::string& one) {
   }
   Json data = Json::array();
   for (const auto& m : srv_->pool.models()) data.push_back(card(*m));
+  if (srv_->router) {
+    for (const std::string& r : srv_->router->route_names())
+      data.push_back(Json{{"id", r}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"}, {"root", r},
+                          {"tarmac", {{"route", true}}}});
+  }
   Respond(200, "application/json", DumpJson(Json{{"object", "list"}, {"data", std::move(data)}}));
 }
 
@@ -240,11 +252,29 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   }
   GenRequest req;
   if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
-  router::PoolModel* m = srv_->FindModel(req.model);
-  if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
   req.spec.tenant = tenant;
-  if (auto e = ApplyController(srv_->config.controller.get(), &req, &srv_->metrics)) return RespondError(*e);
-  gen_ = std::make_unique<GenerationJob>(std::move(req), std::make_unique<router::EngineTarget>(m));
+  if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {
+    if (req.spec.sla.empty()) req.spec.sla = t->second.sla;
+    if (!req.spec.risk_given && t->second.risk) {
+      req.spec.risk = *t->second.risk;
+      req.spec.risk_given = true;
+    }
+  }
+  // The controller judges a routed request by its route's baseline (the model always there).
+  const bool routed = srv_->IsRoute(req.model);
+  const std::string controlled = routed ? srv_->router->baseline(req.model) : req.model;
+  if (routed || srv_->FindModel(req.model) != nullptr) {
+    if (auto e = ApplyController(srv_->config.controller.get(), controlled, &req, &srv_->metrics)) return RespondError(*e);
+  }
+  std::unique_ptr<router::Target> target;
+  if (routed) {
+    target = srv_->router->MakeTarget(req.model, tenant);
+  } else if (router::PoolModel* m = srv_->FindModel(req.model)) {
+    target = std::make_unique<router::EngineTarget>(m);  // a model by name: no routing
+  } else {
+    return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
+  }
+  gen_ = std::make_unique<GenerationJob>(std::move(req), std::move(target));
   if (auto e = gen_->Prepare()) {
     gen_.reset();
     return RespondError(*e);
@@ -253,24 +283,54 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   parser_.reset();
   gen_id_ = srv_->next_gen_id++;
   client_gone_ = timed_out_ = false;
+  headers_sent_ = false;
   aborted_.reset();
-  switch (srv_->pool.admission().Arrive(gen_->model_name(), gen_id_, gen_->admission_tokens(), gen_->priority())) {
-    case router::Admission::Decision::kRejected:
-      gen_.reset();
-      srv_->metrics.CountRejected("queue_full");
-      return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
-    case router::Admission::Decision::kQueued:
-      srv_->inflight[gen_id_] = shared_from_this();
-      state_ = State::kQueued;
-      ArmTimeout();
-      WatchDisconnect();
-      return;
-    case router::Admission::Decision::kRun:
-      srv_->inflight[gen_id_] = shared_from_this();
-      ArmTimeout();
-      StartGeneration();
-      return;
+  ArmTimeout();
+  Admit();
+}
+
+void Session::Admit() {
+  for (;;) {
+    admitted_model_ = gen_->model_name();
+    switch (srv_->pool.admission().Arrive(admitted_model_, gen_id_, gen_->admission_tokens(), gen_->priority())) {
+      case router::Admission::Decision::kQueued:
+        srv_->inflight[gen_id_] = shared_from_this();
+        state_ = State::kQueued;
+        WatchDisconnect();
+        return;
+      case router::Admission::Decision::kRun:
+        srv_->inflight[gen_id_] = shared_from_this();
+        StartGeneration();
+        return;
+      case router::Admission::Decision::kRejected:
+        break;
+    }
+    if (gen_->routed()) {
+      // The route's next model takes it, if one is left.
+      if (auto e = gen_->Fallback(admitted_model_ + "'s queue is full")) {
+        gen_timer_.cancel();
+        gen_->Finished(true);
+        gen_.reset();
+        srv_->metrics.CountRejected("queue_full");
+        return RespondError(*e);
+      }
+      continue;
+    }
+    gen_timer_.cancel();
+    gen_.reset();
+    srv_->metrics.CountRejected("queue_full");
+    return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
   }
+}
+
+void Session::HandleFeedback(const std::string& tenant) {
+  FeedbackRequest r;
+  if (auto e = ParseFeedbackRequest(parser_->get().body(), &r)) return RespondError(*e);
+  if (!srv_->router) return RespondError(NotFound("no routed response with id '" + r.id + "' (this server has no routes)", "id"));
+  Status st = srv_->router->Feedback(r.id, tenant, r.score);
+  if (st.code() == StatusCode::kNotFound) return RespondError(NotFound(st.message(), "id"));
+  if (!st.ok()) return RespondError(FromStatus(st));
+  Respond(200, "application/json", "{\"status\":\"ok\"}");
 }
 
 void Session::ArmTimeout() {
@@ -300,20 +360,38 @@ void Session::StartGeneration() {
       });
   };
   if (auto e = gen_->Start(notify)) {
-    gen_timer_.cancel();
+    // Keep the session alive while it gives its slot back (Release may drop the last reference).
+    std::shared_ptr<Session> self = shared_from_this();
     srv_->Release(gen_id_, true);
-    gen_.reset();
     state_ = State::kResponding;
+    if (e->status == 503 && gen_->routed()) {
+      // The model stopped taking requests: the route's baseline may.
+      if (auto f = gen_->Fallback(admitted_model_ + " is not accepting requests"); !f) {
+        gen_id_ = srv_->next_gen_id++;
+        return Admit();
+      } else {
+        e = f;
+      }
+    }
+    gen_timer_.cancel();
+    gen_->Finished(true);
+    gen_.reset();
     return RespondError(*e);
   }
-  if (gen_->streaming()) {
-    Write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
-          "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n");
-    std::string prelude = gen_->render().StreamPrelude();
-    if (!prelude.empty()) Write(HexChunk(prelude));
-  }
+  if (gen_->streaming() && !gen_->holds_back()) WriteStreamHeaders();
   WatchDisconnect();
   OnEngineEvents();
+}
+
+void Session::WriteStreamHeaders() {
+  if (headers_sent_) return;
+  headers_sent_ = true;
+  std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+                  "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
+  if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  Write(h + "\r\n");
+  std::string prelude = gen_->render().StreamPrelude();
+  if (!prelude.empty()) Write(HexChunk(prelude));
 }
 
 void Session::OnEngineEvents() {
@@ -327,6 +405,18 @@ void Session::OnEngineEvents() {
     std::fprintf(stderr, "tarmac serve: internal error streaming a response: %s\n", e.what());
     gen_->CancelAll();
   }
+  // A cascade that escalated runs on another model now: its admission slot follows.
+  if (gen_->model_name() != admitted_model_) {
+    admitted_model_ = gen_->model_name();
+    for (int64_t next : srv_->pool.admission().Transfer(gen_id_, admitted_model_)) {
+      auto n = srv_->inflight.find(next);
+      if (n != srv_->inflight.end()) {
+        std::shared_ptr<Session> s = n->second;
+        asio::post(srv_->ioc, [s] { s->StartGeneration(); });
+      }
+    }
+  }
+  if (gen_->streaming() && !client_gone_ && (gen_->released() || done)) WriteStreamHeaders();
   if (gen_->streaming() && !client_gone_ && !sse.empty()) Write(HexChunk(sse));
   if (done) FinishGeneration();
 }
@@ -335,6 +425,7 @@ void Session::FinishGeneration() {
   gen_timer_.cancel();
   state_ = State::kResponding;
   std::unique_ptr<GenerationJob> gen = std::move(gen_);
+  gen->Finished(aborted_.has_value() || gen->render().EngineError().has_value());
   const int64_t id = gen_id_;
   if (client_gone_) {
     srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
@@ -354,7 +445,9 @@ void Session::FinishGeneration() {
   } else if (auto e = gen->render().EngineError()) {
     RespondError(*e);
   } else {
-    Respond(200, "application/json", gen->render().ResponseBody());
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (auto info = gen->route_info()) extra.emplace_back("x-tarmac-route", RouteHeader(*info));
+    Respond(200, "application/json", gen->render().ResponseBody(), extra);
   }
   srv_->Release(id, true);
 }

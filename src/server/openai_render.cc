@@ -42,6 +42,27 @@ Json Bytes(const std::string& s) {
 
 std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+Json RouteJson(const router::RouteInfo& info) {
+  Json j = {{"route", info.route}, {"policy", info.policy}, {"model", info.model}, {"escalated", info.escalated},
+            {"fallback", info.fallback}, {"reason", info.reason}};
+  return j;
+}
+
+std::string RouteHeader(const router::RouteInfo& info) {
+  std::string reason;
+  for (char c : info.reason) {
+    if (c == '"' || c == '\\') reason += '\\';
+    if (c == '\r' || c == '\n') continue;
+    reason += c;
+  }
+  return fmt::format("route={}; policy={}; model={}; escalated={}; fallback={}; reason=\"{}\"", info.route, info.policy,
+                     info.model, info.escalated ? "yes" : "no", info.fallback ? "yes" : "no", reason);
+}
+
+void OpenAiRenderer::SetRoute(const std::optional<router::RouteInfo>& info) {
+  route_ = info ? RouteJson(*info) : Json(nullptr);
+}
+
 OpenAiRenderer::OpenAiRenderer(ApiKind kind, bool stream, bool include_usage, bool logprobs, int32_t n)
     : kind_(kind), stream_(stream), include_usage_(include_usage), logprobs_(logprobs), n_(n),
       id_(RandomId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-")),
@@ -159,6 +180,7 @@ void OpenAiRenderer::OnEvent(size_t i, engine::TokenEvent ev, std::string* sse) 
   Json j = ChunkBase();
   j["choices"] = Json::array({std::move(ch)});
   if (include_usage_) j["usage"] = nullptr;
+  if (ev.last() && !route_.is_null()) j["tarmac"] = route_;
   *sse += "data: " + DumpJson(j) + "\n\n";
 }
 
@@ -227,6 +249,7 @@ std::string OpenAiRenderer::ResponseBody() const {
   }
   j["choices"] = std::move(arr);
   j["usage"] = Usage();
+  if (!route_.is_null()) j["tarmac"] = route_;
   return DumpJson(j);
 }
 

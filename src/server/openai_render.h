@@ -15,6 +15,7 @@
 
 #include "engine/engine_types.h"
 #include "server/api_error.h"
+#include "router/target.h"
 #include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +41,10 @@ class OpenAiRenderer {
   // The model that answers: its name goes into every chunk and body; its tokenizer renders
   // logprob pieces. Preconditions: called before the first event; tokenizer outlives this.
   void SetModel(std::string name, const tok::Tokenizer* tokenizer);
+  // A routed response's route, written as the `tarmac` object into the body and into each
+  // choice's last chunk.
+  void SetRoute(const std::optional<router::RouteInfo>& info);
+  const std::string& id() const { return id_; }
   // One choice per entry of prompt_index; prompt_tokens per prompt (for usage).
   void SetChoices(const std::vector<int32_t>& prompt_index, std::vector<int64_t> prompt_tokens);
 
@@ -73,7 +78,12 @@ class OpenAiRenderer {
   const tok::Tokenizer* tok_ = nullptr;
   std::vector<ChoiceState> choices_;
   std::vector<int64_t> prompt_tokens_;
+  nlohmann::ordered_json route_;  // null: not routed
 };
+
+// The `tarmac` object of a routed response, and its x-tarmac-route header value.
+nlohmann::ordered_json RouteJson(const router::RouteInfo& info);
+std::string RouteHeader(const router::RouteInfo& info);
 
 // Serialises JSON as one line, replacing invalid UTF-8 (partial characters of byte tokens).
 std::string DumpJson(const nlohmann::ordered_json& j);

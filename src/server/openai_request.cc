@@ -81,6 +81,14 @@ std::optional<ApiError> GetFloat(const Json& j, const char* key, double lo, doub
   return std::nullopt;
 }
 
+std::optional<ApiError> GetDouble(const Json& j, const char* key, double lo, double hi, double* out) {
+  float f = 0;
+  if (auto e = GetFloat(j, key, lo, hi, &f)) return e;
+  auto it = j.find(key);
+  if (it != j.end() && it->is_number()) *out = it->get<double>();
+  return std::nullopt;
+}
+
 std::optional<ApiError> GetString(const Json& j, const char* key, std::string* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
@@ -413,6 +421,15 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
     auto r = metrics::ParseRisk(risk);
     if (!r.ok()) return BadRequest("risk", "'risk' must be 'low' or 'high', got '" + risk + "'", "invalid_value");
     out->spec.risk = *r;
+    out->spec.risk_given = true;
+  }
+  out->spec.streaming = out->stream;
+  // What routing rules match against: the last user message, or the first text prompt.
+  if (kind == ApiKind::kChat) {
+    for (const Json& m : out->spec.messages)
+      if (m["role"] == "user") out->spec.last_user_message = m["content"].get<std::string>();
+  } else if (!out->spec.prompts.empty() && !out->spec.prompts[0].is_ids) {
+    out->spec.last_user_message = out->spec.prompts[0].text;
   }
   return std::nullopt;
 }
@@ -434,6 +451,21 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequ
   }
   if (auto e = GetBool(j, "add_special_tokens", &out->add_special_tokens)) return e;
   if (auto e = GetBool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseFeedbackRequest(std::string_view body, FeedbackRequest* out) {
+  Json j;
+  if (auto e = ParseJsonObject(body, &j)) return e;
+  if (auto e = CheckKnown(j, {"id", "score"})) return e;
+  auto id = j.find("id");
+  if (id == j.end() || id->is_null()) return BadRequest("id", "'id' is required (a routed response's id)", "missing_required_parameter");
+  if (!id->is_string()) return WrongType("id", "a string", *id);
+  out->id = id->get<std::string>();
+  if (out->id.empty() || out->id.size() > 256) return BadRequest("id", "'id' must be 1 to 256 bytes", "invalid_value");
+  auto sc = j.find("score");
+  if (sc == j.end() || sc->is_null()) return BadRequest("score", "'score' is required (a number in [0, 1])", "missing_required_parameter");
+  if (auto e = GetDouble(j, "score", 0, 1, &out->score)) return e;
   return std::nullopt;
 }
 

@@ -55,6 +55,13 @@ struct TokenizeRequest {
 };
 std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out);
 
+// POST /v1/feedback: a score in [0, 1] for a routed response.
+struct FeedbackRequest {
+  std::string id;
+  double score = 0;
+};
+std::optional<ApiError> ParseFeedbackRequest(std::string_view body, FeedbackRequest* out);
+
 struct DetokenizeRequest {
   std::string model;
   std::vector<int32_t> tokens;

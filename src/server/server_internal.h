@@ -44,6 +44,7 @@ struct Server::Impl {
   void BeginDrain();
   void CheckDrained();
   router::PoolModel* FindModel(const std::string& name) const { return pool.Find(name); }
+  bool IsRoute(const std::string& name) const { return router && router->IsRoute(name); }
   // A generation request (id) left the admission queue or the engine: frees its slot, starts
   // queued requests, forgets the session.
   void Release(int64_t id, bool was_running);
@@ -60,6 +61,7 @@ struct Server::Impl {
   bool drain_deadline_passed = false;
   bool stopped = false;
   router::ModelPool pool;  // destroyed before ioc (declared after it)
+  std::unique_ptr<router::Router> router;  // null: no routes; borrows the pool
   RateLimiter limiter;
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
@@ -86,6 +88,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(beast::error_code ec);
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);
+  void HandleFeedback(const std::string& tenant);
+  // Admits the current job into its model's admission, falling back along its route while
+  // refused (a routed request); responds when every candidate refused.
+  void Admit();
+  // The streamed response's headers (once), with the route when there is one.
+  void WriteStreamHeaders();
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
   void HandleSlo();  // slo_route.cc
@@ -117,6 +125,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Current generation.
   std::unique_ptr<GenerationJob> gen_;
   int64_t gen_id_ = 0;
+  std::string admitted_model_;  // whose admission slot the job holds
+  bool headers_sent_ = false;
   bool client_gone_ = false;
   bool timed_out_ = false;
   std::optional<ApiError> aborted_;

@@ -9,11 +9,11 @@
 
 namespace tarmac::server {
 
-std::optional<ApiError> ApplyController(const control::Controller* controller, GenRequest* req,
-                                        ServerMetrics* metrics) {
+std::optional<ApiError> ApplyController(const control::Controller* controller, const std::string& model,
+                                        GenRequest* req, ServerMetrics* metrics) {
   if (controller == nullptr) return std::nullopt;
   const std::string tier = req->spec.sla.empty() ? std::string(metrics::kDefaultSla) : req->spec.sla;
-  const control::AdmitDecision d = controller->Admit(req->model, tier);
+  const control::AdmitDecision d = controller->Admit(model, tier);
   if (d.shed) {
     metrics->CountRejected("shed");
     return TooManyRequests(fmt::format("the server is shedding SLA tier '{}' to keep higher tiers within their SLO "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -17,10 +18,11 @@ class Controller;
 namespace tarmac::server {
 
 // With no controller: nothing (admission exactly as without one). Otherwise asks it about the
-// request's model and SLA tier: a shed tier is a 429 with Retry-After (counted as rejected,
+// model that answers for the request (`model`: the one it names, or its route's baseline) and
+// its SLA tier: a shed tier is a 429 with Retry-After (counted as rejected,
 // reason "shed"); a capped tier's max_tokens is lowered to the cap (its default too); a
 // deprioritized tier's priority is raised to the low class (a larger value) if below it.
-std::optional<ApiError> ApplyController(const control::Controller* controller, GenRequest* req,
-                                        ServerMetrics* metrics);
+std::optional<ApiError> ApplyController(const control::Controller* controller, const std::string& model,
+                                        GenRequest* req, ServerMetrics* metrics);
 
 }  // namespace tarmac::server

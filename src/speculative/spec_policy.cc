@@ -11,66 +11,7 @@ SpecPolicy::SpecPolicy(const SpecPolicyConfig& config) : config_(config) {
   config_.max_k = std::clamp(config_.max_k, 0, kMaxDraft);
 }
 
-int SpecPolicy::Bin(int32_t tokens) {
-  int b = 0;
-  while ((1 << (b + 1)) <= tokens && b < 15) ++b;
-  return b;
-}
-
-double SpecPolicy::StepSeconds(int32_t tokens) const {
-  // Piecewise linear through the measured (mean tokens, mean seconds) of each bin; below
-  // them, proportional to tokens. Above them a guess, replaced by the measurement of the
-  // first step of that size: with one measurement, proportional (the pessimistic guess);
-  // otherwise along the slope from the largest measurement back to one at most half its
-  // size, but no less than 3/4 of the proportional slope. A bandwidth-bound step has a large
-  // fixed part, which the proportional guess scales up too (so moderate batches never
-  // speculated); the 3/4 floor keeps nearby sizes' noise from making larger steps look free
-  // (bench/NOTES.md).
-  double value, top_t, top_s, base_t, base_s;
-  if (steps_.Within(tokens, &value, &top_t, &top_s)) return value;
-  if (top_t < 0) return 0;
-  if (!steps_.LargestUpTo(top_t / 2, &base_t, &base_s)) return top_s * tokens / top_t;
-  const double slope = std::max((top_s - base_s) / (top_t - base_t), 0.75 * top_s / top_t);
-  return top_s + slope * (tokens - top_t);
-}
-
-void SpecPolicy::CostCurve::Observe(int32_t n, double s) {
-  const int b = Bin(n);
-  if (count[b] < 10) ++count[b];
-  const double w = 1.0 / count[b];  // 1, 1/2, ..., 1/10, then 1/10 for good
-  seconds[b] = (1 - w) * seconds[b] + w * s;
-  size[b] = (1 - w) * size[b] + w * n;
-}
-
-bool SpecPolicy::CostCurve::Within(double n, double* value, double* top_n,
-                                   double* top_s) const {
-  double prev_n = -1, prev_s = 0;
-  for (int b = 0; b < 16; ++b) {
-    if (size[b] <= 0) continue;
-    if (n <= size[b]) {
-      *value = prev_n < 0 ? seconds[b] * n / size[b]  // below every measurement
-                          : prev_s + (n - prev_n) / (size[b] - prev_n) * (seconds[b] - prev_s);
-      return true;
-    }
-    prev_n = size[b];
-    prev_s = seconds[b];
-  }
-  *top_n = prev_n;
-  *top_s = prev_s;
-  return false;
-}
-
-bool SpecPolicy::CostCurve::LargestUpTo(double n, double* at_n, double* at_s) const {
-  bool found = false;
-  for (int b = 0; b < 16; ++b) {
-    if (size[b] > 0 && size[b] <= n) {
-      *at_n = size[b];
-      *at_s = seconds[b];
-      found = true;
-    }
-  }
-  return found;
-}
+double SpecPolicy::StepSeconds(int32_t tokens) const { return steps_.Seconds(tokens); }
 
 bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket, int32_t other_drafts,
                                     int32_t max_k) const {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "metrics/cost_curve.h"
 #include "metrics/request_bucket.h"
 
 namespace tarmac::speculative {
@@ -69,6 +70,8 @@ class SpecPolicy {
   double PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket = -1,
                         int32_t other_drafts = 0) const;
   double StepSeconds(int32_t tokens) const;  // measured or inferred target step time
+  // The target's decode steps: seconds against tokens in the step (thread-safe to read).
+  const metrics::CostCurve& step_costs() const { return steps_; }
   // Measured or inferred seconds of one draft round for `requests` requests: piecewise linear
   // through the measured sizes, proportional to requests beyond them (a round for 49
   // requests is not priced as one for 1).
@@ -99,7 +102,6 @@ class SpecPolicy {
     double Estimate() const { return accepted / (accepted + rejected); }
   };
   Acc& At(metrics::BucketId b);  // grown on first use (ids are dense)
-  static int Bin(int32_t tokens);  // log2 bin of a token count
   // The decode step (batch + other_drafts tokens), the verify step with k drafts for each of
   // in_bucket requests, and k draft rounds for in_bucket requests, in seconds: false while
   // any of them is unmeasured.
@@ -109,26 +111,10 @@ class SpecPolicy {
   int32_t MaxK(int32_t cap) const { return cap < 0 ? config_.max_k : std::min(cap, config_.max_k); }
   bool OthersAllow(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts) const;
 
-  // Measured seconds by size (tokens of a step, requests of a draft round): per log2 size
-  // bin, EMAs of the size and of the seconds (0 size: nothing measured).
-  struct CostCurve {
-    std::array<double, 16> size{}, seconds{};
-    std::array<int32_t, 16> count{};  // observations per bin (the first 10 are averaged)
-    // The first observations of a bin are averaged (weight 1/count), later ones decay (0.1):
-    // a cold first step must not set the price until ten more of that size have run (at a
-    // probe every 32 steps, the whole of a short run).
-    void Observe(int32_t n, double s);
-    // Piecewise linear through the measurements; below them proportional. Beyond the largest
-    // returns false (nothing measured: top_n < 0) with the largest measurement in top_n/top_s.
-    bool Within(double n, double* value, double* top_n, double* top_s) const;
-    // The largest measurement of size at most n: false if none.
-    bool LargestUpTo(double n, double* at_n, double* at_s) const;
-  };
-
   SpecPolicyConfig config_;
   std::vector<Acc> acc_;  // by bucket id
-  CostCurve steps_;   // target decode steps by tokens
-  CostCurve drafts_;  // draft rounds by requests
+  metrics::CostCurve steps_;   // target decode steps by tokens
+  metrics::CostCurve drafts_;  // draft rounds by requests
   bool draft_measured_ = false;  // a draft round was observed (n-gram rounds may cost ~0 s)
 };
 

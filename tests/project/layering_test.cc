@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 // grammar sits between chat_template and metrics).
 const std::vector<std::string> kOrder = {"base",    "tensor", "kernels", "gguf",        "tokenizer", "chat_template",
                                          "grammar", "metrics", "model",  "kv",          "prefix",    "sampling",
-                                         "speculative", "sched", "engine", "router",     "cache",     "control",
+                                         "speculative", "sched", "engine", "router",     "cache",     "control", "config",
                                          "server",  "apps"};
 
 int Rank(const std::string& m) {
@@ -56,8 +56,11 @@ std::vector<fs::path> SourceFiles() {
 std::string ModuleOf(const fs::path& file) { return fs::relative(file, kSrc).begin()->string(); }
 
 TEST(Layering, EveryModuleHasARank) {
-  for (const auto& e : fs::directory_iterator(kSrc))
-    if (e.is_directory()) EXPECT_GE(Rank(e.path().filename().string()), 0) << e.path() << ": add it to kOrder (and DESIGN.md)";
+  for (const auto& e : fs::directory_iterator(kSrc)) {
+    if (e.is_directory()) {
+      EXPECT_GE(Rank(e.path().filename().string()), 0) << e.path() << ": add it to kOrder (and DESIGN.md)";
+    }
+  }
 }
 
 TEST(Layering, ModulesIncludeOnlyModulesBelowThem) {

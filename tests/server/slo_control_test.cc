@@ -23,7 +23,7 @@ TEST(SloControlTest, NoControllerNoChange) {
   auto registry = std::make_shared<metrics::Registry>();
   ServerMetrics sm(registry);
   GenRequest r = Req("batch", 500);
-  EXPECT_FALSE(ApplyController(nullptr, &r, &sm).has_value());
+  EXPECT_FALSE(ApplyController(nullptr, r.model, &r, &sm).has_value());
   EXPECT_EQ(r.spec.max_tokens, 500);
 }
 
@@ -53,30 +53,30 @@ TEST(SloControlTest, ShedsAndCapsTheLowestTierOnly) {
   controller.Tick(5.5);  // pressured: the lowest tiers in the low priority class
   GenRequest early = Req("standard", 500), urgent = Req("standard", 500), top0 = Req("premium", 500);
   urgent.spec.priority = -5;
-  EXPECT_FALSE(ApplyController(&controller, &early, &sm).has_value());
+  EXPECT_FALSE(ApplyController(&controller, early.model, &early, &sm).has_value());
   EXPECT_EQ(early.spec.priority, 1);
   EXPECT_EQ(early.spec.max_tokens, 500);
-  EXPECT_FALSE(ApplyController(&controller, &urgent, &sm).has_value());
+  EXPECT_FALSE(ApplyController(&controller, urgent.model, &urgent, &sm).has_value());
   EXPECT_EQ(urgent.spec.priority, 1);
-  EXPECT_FALSE(ApplyController(&controller, &top0, &sm).has_value());
+  EXPECT_FALSE(ApplyController(&controller, top0.model, &top0, &sm).has_value());
   EXPECT_EQ(top0.spec.priority, 0);
   controller.Tick(6.0);  // degraded: the max_tokens cap
   GenRequest capped = Req("standard", 500), dflt = Req("", std::nullopt), small = Req("standard", 8);
-  EXPECT_FALSE(ApplyController(&controller, &capped, &sm).has_value());
+  EXPECT_FALSE(ApplyController(&controller, capped.model, &capped, &sm).has_value());
   EXPECT_EQ(capped.spec.max_tokens, 32);
-  EXPECT_FALSE(ApplyController(&controller, &dflt, &sm).has_value());  // "" is the default tier, standard
+  EXPECT_FALSE(ApplyController(&controller, dflt.model, &dflt, &sm).has_value());  // "" is the default tier, standard
   EXPECT_EQ(dflt.spec.max_tokens, 32);
-  EXPECT_FALSE(ApplyController(&controller, &small, &sm).has_value());
+  EXPECT_FALSE(ApplyController(&controller, small.model, &small, &sm).has_value());
   EXPECT_EQ(small.spec.max_tokens, 8);
   controller.Tick(6.5);  // shedding
   GenRequest shed = Req("standard", 500), top = Req("premium", 500);
-  auto e = ApplyController(&controller, &shed, &sm);
+  auto e = ApplyController(&controller, shed.model, &shed, &sm);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->status, 429);
   EXPECT_GE(e->retry_after_s, 1);
   EXPECT_EQ(e->code, "slo_shed");
   EXPECT_NE(e->message.find("standard"), std::string::npos);
-  EXPECT_FALSE(ApplyController(&controller, &top, &sm).has_value());
+  EXPECT_FALSE(ApplyController(&controller, top.model, &top, &sm).has_value());
   EXPECT_EQ(top.spec.max_tokens, 500);
   EXPECT_EQ(registry->Collect("tarmac:requests_rejected_total", 0).Find({"shed"})->value, 1);
 }
