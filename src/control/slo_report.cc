@@ -118,6 +118,46 @@ Json ControllerJson(const ControllerView& v, double now_s, double uptime_s, cons
           {"recent_actions", recent}};
 }
 
+void Count(RouteCounts* c, const std::string& outcome, int64_t n) {
+  if (outcome == "served") c->served += n;
+  else if (outcome == "escalated") c->escalated += n;
+  else if (outcome == "fallback") c->fallback += n;
+  else c->errors += n;
+}
+
+// tarmac:route_requests_total{route, model_name, outcome, <bucket labels>}: each series' route,
+// answering model, outcome, bucket and count.
+struct RoutedSeries {
+  std::string route, model, outcome;
+  metrics::BucketId bucket = metrics::kNoBucket;
+  int64_t n = 0;
+};
+std::vector<RoutedSeries> Routed(const Families& f, const std::map<std::vector<std::string>, metrics::BucketId>& ids) {
+  std::vector<RoutedSeries> out;
+  for (const metrics::SeriesSnapshot& s : f["tarmac:route_requests_total"].series) {
+    if (s.labels.size() < 3) continue;
+    RoutedSeries r{s.labels[0], s.labels[1], s.labels[2], metrics::kNoBucket, static_cast<int64_t>(s.value)};
+    auto it = ids.find(std::vector<std::string>(s.labels.begin() + 3, s.labels.end()));
+    if (it != ids.end()) r.bucket = it->second;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Json RouteCountsJson(const RouteCounts& c) {
+  return {{"requests", c.total()}, {"served", c.served}, {"escalated", c.escalated}, {"fallback", c.fallback},
+          {"errors", c.errors}, {"escalation_rate", Num(Ratio(c.escalated, c.total()))},
+          {"fallback_rate", Num(Ratio(c.fallback, c.total()))}};
+}
+
+Json RouteSpanJson(const RouteReport::Span& s) {
+  Json j = RouteCountsJson(s.counts);
+  Json shares = Json::object();
+  for (const auto& [m, n] : s.by_model) shares[m] = Num(Ratio(n, s.counts.total()));
+  j["model_share"] = shares;
+  return j;
+}
+
 // Every model with an engine in the registry.
 std::vector<std::string> ModelNames(const Families& f) {
   std::vector<std::string> out;
@@ -131,6 +171,8 @@ std::vector<metrics::BucketId> BucketsOf(const std::string& model, const Familie
   std::map<std::vector<std::string>, metrics::BucketId> ids;
   for (metrics::BucketId b = 0; b < table.size(); ++b) ids[table.LabelValues(b)] = b;
   std::vector<metrics::BucketId> out;
+  for (const RoutedSeries& r : Routed(f, ids))
+    if (r.model == model && r.bucket != metrics::kNoBucket) out.push_back(r.bucket);
   for (const auto& [b, v] : tracked) out.push_back(b);
   for (const char* name : {"tarmac:e2e_request_latency_seconds", "tarmac:spec_decode_decisions_total",
                            "tarmac:spec_decode_num_draft_tokens_total"}) {
@@ -147,7 +189,7 @@ std::vector<metrics::BucketId> BucketsOf(const std::string& model, const Familie
 
 BucketReport Bucket(const std::string& model, metrics::BucketId b, const Families& f, const metrics::BucketTable& table,
                     const SloTargets& targets, const std::map<metrics::BucketId, BucketSlo>& tracked,
-                    double window_s, double uptime_s) {
+                    const std::vector<RoutedSeries>& routed, double window_s, double uptime_s) {
   BucketReport r;
   r.id = b;
   r.key = table.Key(b);
@@ -184,6 +226,8 @@ BucketReport Bucket(const std::string& model, metrics::BucketId b, const Familie
   r.accepted_tokens = static_cast<int64_t>(Value(f["tarmac:spec_decode_num_accepted_tokens_total"], labels));
   r.spec_decisions = static_cast<int64_t>(Value(f["tarmac:spec_decode_decisions_total"], labels));
   r.spec_fallbacks = static_cast<int64_t>(Value(f["tarmac:spec_decode_fallbacks_total"], labels));
+  for (const RoutedSeries& s : routed)
+    if (s.model == model && s.bucket == b) Count(&r.routed, s.outcome, s.n);
   return r;
 }
 
@@ -218,6 +262,21 @@ SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tr
   for (metrics::FamilySnapshot& s : registry.Collect(now_s)) f.by_name[s.name] = std::move(s);
   const metrics::BucketTable& table = registry.buckets();
   for (metrics::BucketId b = 0; b < table.size(); ++b) r.bucket_keys[b] = table.Key(b);
+  std::map<std::vector<std::string>, metrics::BucketId> ids;
+  for (metrics::BucketId b = 0; b < table.size(); ++b) ids[table.LabelValues(b)] = b;
+  const std::vector<RoutedSeries> routed = Routed(f, ids);
+  for (const RoutedSeries& s : routed) {
+    auto it = std::find_if(r.routes.begin(), r.routes.end(), [&](const RouteReport& x) { return x.name == s.route; });
+    if (it == r.routes.end()) {
+      r.routes.push_back({s.route, {}, {}});
+      it = r.routes.end() - 1;
+    }
+    Count(&it->all.counts, s.outcome, s.n);
+    it->all.by_model[s.model] += s.n;
+    RouteReport::Span& bs = it->buckets[s.bucket == metrics::kNoBucket ? std::string("(unknown)") : table.Key(s.bucket)];
+    Count(&bs.counts, s.outcome, s.n);
+    bs.by_model[s.model] += s.n;
+  }
   int64_t all_window = 0;
   for (const std::string& name : ModelNames(f)) {
     ModelReport m;
@@ -235,8 +294,13 @@ SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tr
         tracker ? tracker->Buckets(name, now_s) : std::map<metrics::BucketId, BucketSlo>{};
     for (metrics::BucketId b : BucketsOf(name, f, table, tracked)) {
       if (tracked_only && tracked.count(b) == 0) continue;
-      m.buckets.push_back(Bucket(name, b, f, table, r.targets, tracked, r.window_s, r.uptime_s));
+      m.buckets.push_back(Bucket(name, b, f, table, r.targets, tracked, routed, r.window_s, r.uptime_s));
       all_window += m.buckets.back().window.requests;
+      const RouteCounts& c = m.buckets.back().routed;
+      m.routed.served += c.served;
+      m.routed.escalated += c.escalated;
+      m.routed.fallback += c.fallback;
+      m.routed.errors += c.errors;
     }
     if (controller) {
       const std::vector<std::string> names = controller->Models();
@@ -281,7 +345,8 @@ nlohmann::ordered_json ToJson(const SloReport& r) {
             {{"draft_tokens", b.draft_tokens}, {"accepted_tokens", b.accepted_tokens},
              {"rejected_tokens", b.draft_tokens - b.accepted_tokens},
              {"acceptance_rate", Num(Ratio(b.accepted_tokens, b.draft_tokens))}, {"decisions", b.spec_decisions},
-             {"fallbacks", b.spec_fallbacks}, {"fallback_rate", Num(Ratio(b.spec_fallbacks, b.spec_decisions))}}}});
+             {"fallbacks", b.spec_fallbacks}, {"fallback_rate", Num(Ratio(b.spec_fallbacks, b.spec_decisions))}}},
+           {"routed", RouteCountsJson(b.routed)}});
     }
     models.push_back(
         {{"model", m.name},
@@ -296,12 +361,30 @@ nlohmann::ordered_json ToJson(const SloReport& r) {
          {"speculation",
           {{"draft_seconds", m.draft_seconds}, {"verify_seconds", m.verify_seconds}, {"draft_tokens", drafted},
            {"accepted_tokens", accepted}, {"acceptance_rate", Num(Ratio(accepted, drafted))}}},
-         {"route", {{"share", Num(m.route_share)}, {"escalation_rate", nullptr}}},
+         {"route", [&] {
+            Json j = RouteCountsJson(m.routed);
+            j["share"] = Num(m.route_share);
+            return j;
+          }()},
          {"controller", m.controller ? ControllerJson(*m.controller, r.now_s, r.uptime_s, r.bucket_keys) : Json(nullptr)},
          {"buckets", buckets}});
   }
+  Json routes = Json::array();
+  for (const RouteReport& rr : r.routes) {
+    Json j = RouteSpanJson(rr.all);
+    j["route"] = rr.name;
+    Json bs = Json::array();
+    for (const auto& [key, span] : rr.buckets) {
+      Json b = RouteSpanJson(span);
+      b["key"] = key;
+      bs.push_back(std::move(b));
+    }
+    j["buckets"] = std::move(bs);
+    routes.push_back(std::move(j));
+  }
   return {{"object", "slo_report"}, {"window_s", r.window_s}, {"uptime_s", r.uptime_s},
-          {"tiers", tiers},         {"controller", ctl},      {"models", models}};
+          {"tiers", tiers},         {"controller", ctl},      {"models", models},
+          {"routes", routes}};
 }
 
 }  // namespace tarmac::control

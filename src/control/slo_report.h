@@ -37,6 +37,13 @@ struct SpanReport {
   double output_tokens_per_s = 0;
 };
 
+// Routed requests (tarmac:route_requests_total, since start) that a model answered, by how the
+// route ended: served by the model it chose, escalated to it by a cascade, fallen back to it.
+struct RouteCounts {
+  int64_t served = 0, escalated = 0, fallback = 0, errors = 0;
+  int64_t total() const { return served + escalated + fallback + errors; }
+};
+
 struct BucketReport {
   metrics::BucketId id = metrics::kNoBucket;
   std::string key;                                         // BucketTable::Key
@@ -44,6 +51,7 @@ struct BucketReport {
   std::optional<TierSlo> slo;                              // the tier's targets
   SpanReport window, total;
   int64_t draft_tokens = 0, accepted_tokens = 0, spec_decisions = 0, spec_fallbacks = 0;
+  RouteCounts routed;  // routed requests of this bucket that this model answered
 };
 
 struct ModelReport {
@@ -53,8 +61,21 @@ struct ModelReport {
   double prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   double draft_seconds = 0, verify_seconds = 0;
   double route_share = 0;  // this model's share of the window's requests (all models)
+  RouteCounts routed;      // its buckets' routed counts summed
   std::optional<ControllerView> controller;
   std::vector<BucketReport> buckets;
+};
+
+// One route's requests (since start), by bucket: how many, which model answered, the
+// escalation rate (cascade escalations / requests) and the fallback rate.
+struct RouteReport {
+  struct Span {
+    RouteCounts counts;
+    std::map<std::string, int64_t> by_model;  // answering model -> requests
+  };
+  std::string name;
+  Span all;
+  std::map<std::string, Span> buckets;  // by bucket key
 };
 
 struct SloReport {
@@ -63,6 +84,7 @@ struct SloReport {
   bool controller_enabled = false;
   ControllerConfig controller_config;
   std::vector<ModelReport> models;
+  std::vector<RouteReport> routes;  // empty when nothing is routed
   std::map<metrics::BucketId, std::string> bucket_keys;  // every interned bucket's key
 };
 

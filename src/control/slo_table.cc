@@ -85,6 +85,21 @@ void ModelHeader(const Json& m, std::string* out) {
                       Num(At(sp, "verify_seconds"), "{:.2f}"));
 }
 
+// One line per route and per bucket of it: requests, escalation and fallback rates, models.
+void Routes(const Json& routes, std::string* out) {
+  auto line = [](const Json& r) {
+    std::string models;
+    for (const auto& [m, share] : At(r, "model_share").items()) models += fmt::format(" {} {}", m, Pct(share));
+    return fmt::format("{} requests, escalated {}, fallback {}, answered by:{}", Num(At(r, "requests"), "{:.0f}"),
+                       Pct(At(r, "escalation_rate")), Pct(At(r, "fallback_rate")), models.empty() ? " -" : models);
+  };
+  if (!routes.is_array()) return;
+  for (const Json& r : routes) {
+    *out += fmt::format("\nroute {} (since start): {}\n", Str(At(r, "route")), line(r));
+    for (const Json& b : At(r, "buckets")) *out += fmt::format("  [{}] {}\n", Str(At(b, "key")), line(b));
+  }
+}
+
 }  // namespace
 
 std::string RenderSloTable(const nlohmann::json& report, SloSpans spans) {
@@ -106,6 +121,7 @@ std::string RenderSloTable(const nlohmann::json& report, SloSpans spans) {
     Header(&out);
     for (const Json& b : At(m, "buckets")) Row(b, At(b, "total"), &out);
   }
+  Routes(At(report, "routes"), &out);
   return out;
 }
 

@@ -91,12 +91,75 @@ TEST(SloReportTest, BuiltFromTheEnginesSeriesAndTheTracker) {
   EXPECT_DOUBLE_EQ(jb["window"]["slo_attainment"].get<double>(), 0.8);
   EXPECT_EQ(jb["speculation"]["rejected_tokens"], 1);
   EXPECT_DOUBLE_EQ(jb["speculation"]["fallback_rate"].get<double>(), 0.5);
-  EXPECT_TRUE(j["models"][0]["route"]["escalation_rate"].is_null());
+  EXPECT_TRUE(j["models"][0]["route"]["escalation_rate"].is_null());  // nothing routed
+  EXPECT_EQ(j["models"][0]["route"]["requests"], 0);
+  EXPECT_TRUE(j["routes"].empty());
   const std::string table = RenderSloTable(j);
   EXPECT_NE(table.find("model wp"), std::string::npos) << table;
   EXPECT_NE(table.find("premium"), std::string::npos);
   EXPECT_NE(table.find("80.0%"), std::string::npos) << table;
   EXPECT_NE(table.find("controller: off"), std::string::npos) << table;
+}
+
+// The router's series (tarmac:route_requests_total{route, model_name, outcome, bucket...}) give
+// each route's escalation and fallback rates and model shares, overall and per bucket, and each
+// model's bucket its routed counts.
+TEST(SloReportTest, RouteAndEscalationRatesFromTheRoutersSeries) {
+  auto registry = std::make_shared<metrics::Registry>();
+  engine::EngineMetrics small(registry, "small"), large(registry, "large");
+  std::vector<std::string> names = {"route", "model_name", "outcome"};
+  for (const std::string& n : metrics::BucketTable::LabelNames()) names.push_back(n);
+  auto& routed = registry->Counters("tarmac:route_requests_total", "routed", names);
+  const metrics::BucketId qa = registry->buckets().Of({.prompt_tokens = 20, .max_tokens = 16, .task = "qa"});
+  const metrics::BucketId chat = registry->buckets().Of({.prompt_tokens = 900, .max_tokens = 16, .task = "chat"});
+  auto add = [&](const std::string& model, const std::string& outcome, metrics::BucketId b, int n) {
+    metrics::LabelValues l = {"auto", model, outcome};
+    for (const std::string& v : registry->buckets().LabelValues(b)) l.push_back(v);
+    routed.With(l).Add(n);
+  };
+  add("small", "served", qa, 6);      // qa: 6 small, 2 escalated to large, 2 fell back to large
+  add("large", "escalated", qa, 2);
+  add("large", "fallback", qa, 2);
+  add("large", "served", chat, 5);    // chat: all large
+  small.StepDone();
+  large.StepDone();
+  const nlohmann::json j = nlohmann::json::parse(ToJson(BuildSloReport(*registry, nullptr, nullptr, 1)).dump());
+  ASSERT_EQ(j["routes"].size(), 1u);
+  const nlohmann::json& r = j["routes"][0];
+  EXPECT_EQ(r["route"], "auto");
+  EXPECT_EQ(r["requests"], 15);
+  EXPECT_DOUBLE_EQ(r["escalation_rate"].get<double>(), 2.0 / 15);
+  EXPECT_DOUBLE_EQ(r["fallback_rate"].get<double>(), 2.0 / 15);
+  EXPECT_DOUBLE_EQ(r["model_share"]["small"].get<double>(), 6.0 / 15);
+  ASSERT_EQ(r["buckets"].size(), 2u);
+  const std::string qa_key = registry->buckets().Key(qa);
+  bool saw_qa = false;
+  for (const nlohmann::json& b : r["buckets"]) {
+    if (b["key"] != qa_key) {
+      EXPECT_EQ(b["requests"], 5);
+      EXPECT_DOUBLE_EQ(b["escalation_rate"].get<double>(), 0.0);
+      continue;
+    }
+    saw_qa = true;
+    EXPECT_EQ(b["requests"], 10);
+    EXPECT_DOUBLE_EQ(b["escalation_rate"].get<double>(), 0.2);
+    EXPECT_DOUBLE_EQ(b["model_share"]["large"].get<double>(), 0.4);
+  }
+  EXPECT_TRUE(saw_qa);
+  for (const nlohmann::json& m : j["models"]) {
+    if (m["model"] == "large") {
+      EXPECT_EQ(m["route"]["requests"], 9);
+      EXPECT_EQ(m["route"]["escalated"], 2);
+      EXPECT_EQ(m["buckets"].size(), 2u);  // its routed buckets appear without engine series
+    } else {
+      EXPECT_EQ(m["route"]["requests"], 6);
+      ASSERT_EQ(m["buckets"].size(), 1u);
+      EXPECT_EQ(m["buckets"][0]["routed"]["served"], 6);
+    }
+  }
+  const std::string table = RenderSloTable(j);
+  EXPECT_NE(table.find("route auto (since start): 15 requests, escalated 13.3%"), std::string::npos) << table;
+  EXPECT_NE(table.find("escalated 20.0%"), std::string::npos) << table;
 }
 
 TEST(SloReportTest, TheTableSurvivesAnEmptyOrOddDocument) {
