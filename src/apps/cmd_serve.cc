@@ -202,6 +202,7 @@ int RunServe(const ServeArgs& a) {
       rc = Fail(Status(st.code(), a.config_file + ": " + st.message()));
     } else {
       for (const std::string& n : names) std::fprintf(stderr, "tarmac serve: route '%s'\n", n.c_str());
+      if (sc.controller) sc.controller->SetRouteDegrader(server.route_degrader());
     }
   }
   if (rc != 0) {

@@ -1,8 +1,9 @@
 // RouteDegrader: the router's side of the controller's "route to the smaller model" measure.
 // The controller asks whether a model's routes let its lowest SLA tiers (SloTargets::IsLowest)
 // go to a smaller model, and switches that on while the model is degraded on a protected
-// tier's SLO, off when it recovers. Nothing implements it yet: the router (model pool routes,
-// cascade) will; until then the controller never plans the measure.
+// tier's SLO, off when it recovers. server::RouterDegrader implements it over the router
+// (router::Router::SetRouteSmaller); without routes there is none and the controller never
+// plans the measure.
 //
 // Implementations must be thread-safe: the controller calls from its own thread.
 #pragma once

@@ -33,6 +33,7 @@
 namespace tarmac::control {
 class Controller;
 class SloTracker;
+class RouteDegrader;
 }  // namespace tarmac::control
 
 namespace tarmac::server {
@@ -77,6 +78,10 @@ class Server {
   // The routes (virtual model names) over the models added so far. Waits for the I/O thread;
   // errors (Router::Validate) leave the server without routes.
   Status SetRoutes(router::RouterConfig routes);
+  // The routes as the controller's "route to a smaller model" (Controller::SetRouteDegrader):
+  // null before SetRoutes succeeds. The lowest SLA tiers are config.slo_tracker's (none
+  // without one). Lives as long as the server; call after every AddModel.
+  control::RouteDegrader* route_degrader();
   void SetReady();
   // Serves until drained. Returns 0.
   int Run();

@@ -21,6 +21,7 @@
 #include "server/generation_job.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
+#include "server/slo_control.h"
 
 namespace tarmac::server {
 
@@ -62,6 +63,7 @@ struct Server::Impl {
   bool stopped = false;
   router::ModelPool pool;  // destroyed before ioc (declared after it)
   std::unique_ptr<router::Router> router;  // null: no routes; borrows the pool
+  std::unique_ptr<RouterDegrader> degrader;  // over `router`, once it is set
   RateLimiter limiter;
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations

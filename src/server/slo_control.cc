@@ -25,4 +25,8 @@ std::optional<ApiError> ApplyController(const control::Controller* controller, c
   return std::nullopt;
 }
 
+RouterDegrader::RouterDegrader(router::Router* router, const control::SloTargets& targets) : router_(router) {
+  router_->SetLowestTiers([targets](std::string_view sla) { return targets.IsLowest(sla); });
+}
+
 }  // namespace tarmac::server

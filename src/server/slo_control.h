@@ -7,6 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "control/route_degrader.h"
+#include "control/slo_targets.h"
+#include "router/router.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "server/server_metrics.h"
@@ -24,5 +27,18 @@ namespace tarmac::server {
 // deprioritized tier's priority is raised to the low class (a larger value) if below it.
 std::optional<ApiError> ApplyController(const control::Controller* controller, const std::string& model,
                                         GenRequest* req, ServerMetrics* metrics);
+
+// The router as the controller's RouteDegrader: the lowest SLA tiers (targets.IsLowest) of a
+// degraded model's routed requests go to a smaller model of the same route (Router::
+// SetRouteSmaller). Thread-safe as the router's calls are. Preconditions: router outlives it.
+class RouterDegrader final : public control::RouteDegrader {
+ public:
+  RouterDegrader(router::Router* router, const control::SloTargets& targets);
+  bool CanRouteSmaller(const std::string& model) const override { return router_->HasSmallerModel(model); }
+  void SetRouteSmaller(const std::string& model, bool on) override { router_->SetRouteSmaller(model, on); }
+
+ private:
+  router::Router* router_;
+};
 
 }  // namespace tarmac::server
