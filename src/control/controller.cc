@@ -91,7 +91,12 @@ ModelSignals Controller::Signals(Model& m, double now_s) {
   s.now_s = now_s;
   const SloTargets& targets = tracker_->targets();
   for (const TierSlo& t : targets.tiers()) {
-    const TierLatency lat = tracker_->Tier(m.name, t.name, now_s);
+    TierLatency lat = tracker_->Tier(m.name, t.name, now_s);
+    if (lat.samples < config_.min_samples) {
+      const TierLatency recent = tracker_->RecentTier(m.name, t.name, config_.min_samples,
+                                                      now_s - config_.sparse_lookback_windows * config_.window_s);
+      if (recent.samples >= config_.min_samples) lat = recent;
+    }
     s.tiers.push_back({t.name, targets.Rank(t.name) < targets.LowestRank(), t.ttft_ms / 1e3, t.tpot_ms / 1e3,
                        lat.samples, lat.tpot_samples, lat.p99_ttft_s, lat.p99_tpot_s});
   }

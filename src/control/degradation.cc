@@ -42,6 +42,9 @@ Status ControllerConfig::Validate() const {
   if (!positive(window_s) || window_s < interval_s)
     return InvalidField("--controller-window", "--controller-window must be >= --controller-interval ({} s), got {}", interval_s, window_s);
   if (min_samples < 1) return InvalidField("--controller-min-samples", "--controller-min-samples must be >= 1, got {}", min_samples);
+  if (!std::isfinite(sparse_lookback_windows) || sparse_lookback_windows < 1)
+    return InvalidField("controller_sparse_lookback_windows", "the sparse lookback must be >= 1 window, got {}",
+                        sparse_lookback_windows);
   if (up_ticks < 1) return InvalidField("controller_up_ticks", "up ticks must be >= 1, got {}", up_ticks);
   if (down_ticks < 1) return InvalidField("controller_down_ticks", "down ticks must be >= 1, got {}", down_ticks);
   if (!positive(recover_ratio) || recover_ratio > 1)

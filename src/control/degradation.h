@@ -55,6 +55,10 @@ struct ControllerConfig {
   double interval_s = 0.5;       // between ticks
   double window_s = 10;          // control window: tier p99s and draft acceptance
   int32_t min_samples = 8;       // requests of a tier in the window before its p99 counts
+  // A tier with fewer than min_samples in the window (its requests are sparse, or so slow that
+  // few end) is estimated from its last min_samples requests that ended within this many
+  // windows (SloTracker::RecentTier); fewer than that is still no estimate.
+  double sparse_lookback_windows = 4;
   int32_t up_ticks = 2;          // consecutive over ticks before rising a level
   int32_t down_ticks = 6;        // consecutive clear ticks before falling a level
   double recover_ratio = 0.8;    // p99 / target below this is clear

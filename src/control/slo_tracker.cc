@@ -1,5 +1,6 @@
 #include "control/slo_tracker.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -110,6 +111,35 @@ void SloTracker::Observe(const std::string& model, const engine::RequestMetrics&
   if (!w) w = std::make_unique<TierWindows>(control_window_s_);
   w->ttft.Observe(m.ttft_s, now_s);
   if (has_tpot) w->tpot.Observe(tpot_s, now_s);
+  w->recent.push_back({now_s, m.ttft_s, has_tpot ? tpot_s : kNaN});
+  if (w->recent.size() > static_cast<size_t>(kRecent)) w->recent.pop_front();
+}
+
+TierLatency SloTracker::RecentTier(const std::string& model, const std::string& tier, int32_t n, double since_s) const {
+  TierLatency t;
+  t.p99_ttft_s = t.p99_tpot_s = kNaN;
+  std::vector<double> ttft, tpot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tiers_.find({model, tier});
+    if (it == tiers_.end()) return t;
+    const auto& r = it->second->recent;
+    for (auto e = r.rbegin(); e != r.rend() && static_cast<int32_t>(ttft.size()) < n && e->time_s >= since_s; ++e) {
+      ttft.push_back(e->ttft_s);
+      if (!std::isnan(e->tpot_s)) tpot.push_back(e->tpot_s);
+    }
+  }
+  auto p99 = [](std::vector<double>& v) {
+    if (v.empty()) return kNaN;
+    std::sort(v.begin(), v.end());
+    const size_t rank = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size())));
+    return v[std::max<size_t>(rank, 1) - 1];
+  };
+  t.samples = static_cast<int64_t>(ttft.size());
+  t.tpot_samples = static_cast<int64_t>(tpot.size());
+  t.p99_ttft_s = p99(ttft);
+  t.p99_tpot_s = p99(tpot);
+  return t;
 }
 
 std::function<void(const engine::RequestMetrics&, engine::FinishReason, double)> SloTracker::HookFor(

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -84,6 +85,11 @@ class SloTracker {
   // Every bucket of `model` seen so far.
   std::map<metrics::BucketId, BucketSlo> Buckets(const std::string& model, double now_s) const;
   TierLatency Tier(const std::string& model, const std::string& tier, double now_s) const;
+  // The same over the tier's last n ended requests (at most kRecent) that ended at or after
+  // since_s, however many control windows ago: a sparse tier's estimate when too few of its
+  // requests end within one window (the controller's lookback). p99 by nearest rank.
+  static constexpr int32_t kRecent = 64;
+  TierLatency RecentTier(const std::string& model, const std::string& tier, int32_t n, double since_s) const;
   // Models that have ended at least one request.
   std::vector<std::string> Models() const;
   // Per bucket: the window's counts within the totals, judged within requests, met within
@@ -107,6 +113,10 @@ class SloTracker {
   };
   struct TierWindows {
     metrics::WindowQuantiles ttft, tpot;
+    struct Ended {
+      double time_s, ttft_s, tpot_s;  // tpot_s NaN: fewer than 2 tokens
+    };
+    std::deque<Ended> recent;  // the last kRecent, oldest first
     explicit TierWindows(double w) : ttft(w), tpot(w) {}
   };
 

@@ -126,10 +126,36 @@ TEST(ControllerTest, TellsTheRouteDegrader) {
   for (int t = 0; t < 2; ++t) e.controller->Tick(now += 0.5);
   ASSERT_EQ(d.calls.size(), 1u);
   EXPECT_EQ(d.calls[0], std::make_pair(std::string("wp"), true));
+  // Still within the sparse lookback: the old requests are still the estimate.
   now += c.window_s + 1;
+  for (int t = 0; t < 4; ++t) e.controller->Tick(now += 0.5);
+  ASSERT_EQ(d.calls.size(), 1u);
+  // Beyond it: no estimate, so the measures go.
+  now += c.sparse_lookback_windows * c.window_s;
   for (int t = 0; t < 4; ++t) e.controller->Tick(now += 0.5);
   ASSERT_EQ(d.calls.size(), 2u);
   EXPECT_FALSE(d.calls[1].second);
+}
+
+// A tier so slow that fewer than min_samples of its requests end in one window still gets an
+// estimate from its last min_samples within the lookback, and the controller acts.
+TEST(ControllerTest, ASparseTierIsEstimatedOverTheLookback) {
+  ControllerConfig c;
+  c.up_ticks = 1;
+  c.min_samples = 5;
+  c.window_s = 4;
+  Env e(c);
+  double now = 10;
+  for (int i = 0; i < 5; ++i) e.tracker->Observe("wp", M(e.premium, 900), FinishReason::kLength, now += 2.5);
+  ASSERT_LT(e.tracker->Tier("wp", "premium", now).samples, c.min_samples);  // too few in one window
+  e.controller->Tick(now);
+  EXPECT_NE(e.controller->View("wp").level, Level::kNormal);
+  c.sparse_lookback_windows = 1;  // no lookback beyond the window: no estimate, nothing happens
+  Env f(c);
+  now = 10;
+  for (int i = 0; i < 5; ++i) f.tracker->Observe("wp", M(f.premium, 900), FinishReason::kLength, now += 2.5);
+  f.controller->Tick(now);
+  EXPECT_EQ(f.controller->View("wp").level, Level::kNormal);
 }
 
 TEST(ControllerTest, TheTickThreadRunsAndStops) {

@@ -101,6 +101,36 @@ TEST(SloTrackerTest, TierP99OverTheControlWindow) {
   EXPECT_EQ(t.Tier("m", "premium", 1030).samples, 0);
 }
 
+// A sparse tier: its last n requests that ended since a time, however many windows ago; the
+// p99 by nearest rank (the largest of fewer than 100).
+TEST(SloTrackerTest, RecentTierLooksBackOverTheLastRequests) {
+  auto registry = std::make_shared<metrics::Registry>();
+  SloTracker t(registry, SloTargets::FromFlags({"premium=100:20"}).value(), 60, 4, 0);
+  const metrics::BucketId b = registry->buckets().Of({.prompt_tokens = 10, .max_tokens = 8, .sla = "premium"});
+  for (int i = 0; i < 6; ++i) {
+    engine::RequestMetrics m;
+    m.bucket = b;
+    m.prompt_tokens = 10;
+    m.output_tokens = i == 5 ? 1 : 5;  // the last one has no TPOT
+    m.ttft_s = 0.1 * (i + 1);
+    m.e2e_s = m.ttft_s + (m.output_tokens - 1) * 0.01;
+    t.Observe("wp", m, engine::FinishReason::kLength, 2.0 * i);  // one every 2 s: 0, 2, ..., 10
+  }
+  const int64_t in_window = t.Tier("wp", "premium", 10).samples;  // the 4 s window: 8 and 10 (6 at its edge)
+  EXPECT_GE(in_window, 2);
+  EXPECT_LE(in_window, 3);
+  TierLatency r = t.RecentTier("wp", "premium", 4, 0);  // the last 4: 0.3 .. 0.6
+  EXPECT_EQ(r.samples, 4);
+  EXPECT_EQ(r.tpot_samples, 3);
+  EXPECT_DOUBLE_EQ(r.p99_ttft_s, 0.6);
+  EXPECT_NEAR(r.p99_tpot_s, 0.01, 1e-12);
+  r = t.RecentTier("wp", "premium", 10, 5);  // only those that ended at 6, 8, 10
+  EXPECT_EQ(r.samples, 3);
+  EXPECT_DOUBLE_EQ(r.p99_ttft_s, 0.6);
+  EXPECT_EQ(t.RecentTier("wp", "gold", 4, 0).samples, 0);
+  EXPECT_TRUE(std::isnan(t.RecentTier("wp", "gold", 4, 0).p99_ttft_s));
+}
+
 TEST(SloTrackerTest, SinceStartQuantilesAreExactWhileTheSampleHoldsAll) {
   Env e;
   for (int i = 1; i <= 1000; ++i) e.tracker->Observe("m", M(e.premium, i, 1), FinishReason::kLength, 1000 + i);
