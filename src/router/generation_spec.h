@@ -67,6 +67,10 @@ struct PreparedRequests {
 
 Result<PreparedRequests> Prepare(const PoolModel& model, const GenerationSpec& spec);
 
+// The token ids of each prompt of spec as `model` renders and encodes them (what Prepare
+// prefills, before any check). Errors: the chat template rejected the messages.
+Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& model, const GenerationSpec& spec);
+
 // The prefix-cache namespace of (scope, model): HMAC-SHA-256 of the model's name under the
 // scope's namespace key, derived on the server and never sent by clients, so no scope can reuse
 // another scope's cached prefix.
