@@ -113,11 +113,27 @@ Status RedisStore::ConnectLocked() {
   return Status::Ok();
 }
 
+Result<redisReply*> RedisStore::ExecLocked(std::initializer_list<std::string_view> argv, const char* what) {
+  std::vector<const char*> a;
+  std::vector<size_t> len;
+  for (std::string_view s : argv) a.push_back(s.data()), len.push_back(s.size());
+  // A connection that went stale (the server restarted) gets one fresh attempt at once.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool had_connection = ctx_ != nullptr;
+    TARMAC_RETURN_IF_ERROR(ConnectLocked());
+    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(a.size()), a.data(), len.data()));
+    if (r != nullptr) return r;
+    Status st = FailLocked(std::string(what) + " failed");
+    if (!had_connection) return st;
+    retry_at_ = 0;
+  }
+  return FailLocked(std::string(what) + " failed");
+}
+
 Result<std::optional<std::string>> RedisStore::Get(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
-  TARMAC_RETURN_IF_ERROR(ConnectLocked());
-  Reply r(static_cast<redisReply*>(redisCommand(ctx_, "GET %b", key.data(), key.size())));
-  if (!r) return FailLocked("GET failed");
+  TARMAC_ASSIGN_OR_RETURN(redisReply* raw, ExecLocked({"GET", key}, "GET"));
+  Reply r(raw);
   if (r->type == REDIS_REPLY_NIL) return std::optional<std::string>();
   if (r->type != REDIS_REPLY_STRING) return FailLocked("GET: unexpected reply");
   return std::optional<std::string>(std::string(r->str, r->len));
@@ -125,12 +141,10 @@ Result<std::optional<std::string>> RedisStore::Get(const std::string& key) {
 
 Status RedisStore::Put(const std::string& key, const std::string& value, double ttl_s) {
   TARMAC_CHECK(ttl_s > 0);
-  const long long ms = std::max<long long>(1, static_cast<long long>(ttl_s * 1000.0));
+  const std::string ms = std::to_string(std::max<long long>(1, static_cast<long long>(ttl_s * 1000.0)));
   std::lock_guard<std::mutex> l(mu_);
-  TARMAC_RETURN_IF_ERROR(ConnectLocked());
-  Reply r(static_cast<redisReply*>(
-      redisCommand(ctx_, "SET %b %b PX %lld", key.data(), key.size(), value.data(), value.size(), ms)));
-  if (!r) return FailLocked("SET failed");
+  TARMAC_ASSIGN_OR_RETURN(redisReply* raw, ExecLocked({"SET", key, value, "PX", ms}, "SET"));
+  Reply r(raw);
   if (r->type == REDIS_REPLY_ERROR) {
     ++errors_;  // e.g. OOM under maxmemory: the connection is fine
     return Status(StatusCode::kIoError, "redis SET: " + std::string(r->str, r->len));
@@ -140,22 +154,21 @@ Status RedisStore::Put(const std::string& key, const std::string& value, double 
 
 Result<bool> RedisStore::Erase(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
-  TARMAC_RETURN_IF_ERROR(ConnectLocked());
-  Reply r(static_cast<redisReply*>(redisCommand(ctx_, "DEL %b", key.data(), key.size())));
-  if (!r || r->type != REDIS_REPLY_INTEGER) return FailLocked("DEL failed");
+  TARMAC_ASSIGN_OR_RETURN(redisReply* raw, ExecLocked({"DEL", key}, "DEL"));
+  Reply r(raw);
+  if (r->type != REDIS_REPLY_INTEGER) return FailLocked("DEL: unexpected reply");
   return r->integer > 0;
 }
 
 Result<int64_t> RedisStore::ErasePrefix(const std::string& prefix) {
   std::lock_guard<std::mutex> l(mu_);
-  TARMAC_RETURN_IF_ERROR(ConnectLocked());
   const std::string pattern = GlobPrefix(prefix);
   std::string cursor = "0";
   int64_t erased = 0;
   do {
-    Reply r(static_cast<redisReply*>(
-        redisCommand(ctx_, "SCAN %s MATCH %b COUNT 500", cursor.c_str(), pattern.data(), pattern.size())));
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return FailLocked("SCAN failed");
+    TARMAC_ASSIGN_OR_RETURN(redisReply* raw, ExecLocked({"SCAN", cursor, "MATCH", pattern, "COUNT", "500"}, "SCAN"));
+    Reply r(raw);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return FailLocked("SCAN: unexpected reply");
     cursor.assign(r->element[0]->str, r->element[0]->len);
     const redisReply* keys = r->element[1];
     if (keys->elements == 0) continue;

@@ -5,12 +5,14 @@
 //
 // Failure: every call is bounded by the connect and command timeouts; when the server is
 // unreachable the call fails at once (counted in errors) and a reconnect is tried at most
-// every retry_s, so requests keep being served, as misses, until Redis returns.
+// every retry_s, so requests keep being served, as misses, until Redis returns. A connection
+// that broke while idle (Redis restarted) is replaced at once, without failing the call.
 //
 // Thread-safe: one connection under a mutex (callers run it off the I/O thread: blocking()).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -18,6 +20,7 @@
 #include "cache/store.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace tarmac::cache {
 
@@ -53,6 +56,9 @@ class RedisStore final : public Store {
  private:
   Status ConnectLocked();
   Status FailLocked(const std::string& what);  // drops the connection, counts, says why
+  // Runs one command (reconnecting once at once if the connection went stale). The caller frees
+  // the reply.
+  Result<redisReply*> ExecLocked(std::initializer_list<std::string_view> argv, const char* what);
 
   const RedisOptions opt_;
   mutable std::mutex mu_;

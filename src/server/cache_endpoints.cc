@@ -93,13 +93,12 @@ std::optional<ApiError> ParseValuePut(const std::string& body, const cache::Cach
 }  // namespace
 
 void Session::RunCacheOp(std::function<CacheReply()> op) {
-  std::weak_ptr<Session> weak = weak_from_this();
+  // The job holds the session: nothing else does while the cache answers.
+  std::shared_ptr<Session> self = shared_from_this();
   asio::io_context* ioc = &srv_->ioc;
-  auto job = [op = std::move(op), weak, ioc] {
+  auto job = [op = std::move(op), self, ioc] {
     CacheReply r = op();
-    asio::post(*ioc, [weak, r = std::move(r)] {
-      if (auto s = weak.lock()) s->Respond(r.status, "application/json", r.body);
-    });
+    asio::post(*ioc, [self, r = std::move(r)] { self->Respond(r.status, "application/json", r.body); });
   };
   if (!srv_->caches->Submit(std::move(job))) RespondError(Unavailable("the cache is busy; retry later", 1));
 }

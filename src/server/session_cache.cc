@@ -76,9 +76,10 @@ void Session::BeginGeneration(GenRequest req, const std::string& tenant) {
   std::shared_ptr<cache::CacheService> caches = srv_->caches;
   const std::string response_key = lookup ? cache_key_ : std::string();
   const std::string session_key = session_id_.empty() ? std::string() : cache::SessionKey(session_id_);
-  std::weak_ptr<Session> weak = weak_from_this();
+  // The job holds the session: nothing else does while the cache answers.
+  std::shared_ptr<Session> self = shared_from_this();
   asio::io_context* ioc = &srv_->ioc;
-  auto job = [caches, response_key, session_key, tenant, weak, ioc] {
+  auto job = [caches, response_key, session_key, tenant, self, ioc] {
     CacheAnswer a;
     if (!session_key.empty()) {
       cache::Store& st = caches->store(CacheKind::kSession);
@@ -108,9 +109,7 @@ void Session::BeginGeneration(GenRequest req, const std::string& tenant) {
         }
       }
     }
-    asio::post(*ioc, [weak, a = std::move(a)]() mutable {
-      if (auto s = weak.lock()) s->OnCacheAnswer(std::move(a));
-    });
+    asio::post(*ioc, [self, a = std::move(a)]() mutable { self->OnCacheAnswer(std::move(a)); });
   };
   if (!caches->Submit(std::move(job))) {
     caches->CountError(CacheKind::kResponse);

@@ -80,5 +80,17 @@ TEST(RedisStore, OutageFailsFastCountsAndRecovers) {
   EXPECT_EQ(**s.Get("k"), "again");
 }
 
+TEST(RedisStore, AConnectionThatWentStaleIsReplacedWithoutAFailure) {
+  if (!HaveRedis()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer redis;
+  RedisStore s(*ParseRedisUrl(redis.url()));
+  ASSERT_TRUE(s.Put("k", "v", 60).ok());
+  redis.Stop();
+  redis.Start();  // the store's connection is now dead, and it does not know yet
+  EXPECT_TRUE(s.Put("k", "w", 60).ok());
+  EXPECT_EQ(**s.Get("k"), "w");
+  EXPECT_EQ(s.stats().errors, 1);  // the dead connection, counted
+}
+
 }  // namespace
 }  // namespace tarmac::cache
