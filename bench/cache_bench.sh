@@ -8,6 +8,7 @@
 #   bash bench/cache_bench.sh [N] [REPS]     TARMAC_BIN: the binary (default build/bin/tarmac)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 N=${1:-2000}
 REPS=${2:-5}
 BIN=${TARMAC_BIN:-build/bin/tarmac}
@@ -21,16 +22,10 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 start_server() {  # $1: config file; sets PORT and SPID
-  $BIN serve --config "$1" --port 0 -t 2 >"$OUT/serve.log" 2>&1 &
-  SPID=$!
+  tarmac_serve "$OUT/serve.log" --config "$1" -t 2
+  SPID=$SERVE_PID
   PIDS+=("$SPID")
-  PORT=""
-  for _ in $(seq 300); do
-    PORT=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$OUT/serve.log" | grep -oE '[0-9]+$' || true)
-    [[ -n $PORT ]] && grep -q "ready" "$OUT/serve.log" && break
-    sleep 0.1
-  done
-  [[ -n $PORT ]] || { echo "server did not start" >&2; cat "$OUT/serve.log" >&2; exit 1; }
+  PORT=$SERVE_PORT
 }
 stop_server() { kill -TERM "$SPID"; wait "$SPID" 2>/dev/null || true; }
 
