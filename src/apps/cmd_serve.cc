@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,13 +109,14 @@ Result<control::SloTargets> Targets(const ServeArgs& a, const config::ServeConfi
   return SloTargetsFrom(a.control);
 }
 
-// What the config holds that this build does not act on yet is refused, never ignored.
-Status Unsupported(const config::ServeConfig& cfg, const std::string& path) {
-  for (const config::TenantEntry& t : cfg.tenants)
-    if (!t.scopes.empty())
-      return InvalidArgument("{}: tenants: '{}' has scopes, which only the scoped caches use, and this build does not "
-                             "have them yet; remove them", path, t.name);
-  return Status::Ok();
+// The namespace secret: the file's bytes (a trailing newline dropped), at least 16 of them.
+Result<std::string> ReadSecret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cache.secret_file {}: cannot read the file", path);
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.size() < 16) return InvalidArgument("cache.secret_file {}: holds {} bytes; a secret needs at least 16", path, s.size());
+  return s;
 }
 
 int Fail(const Status& st) {
@@ -126,7 +129,6 @@ int RunServe(const ServeArgs& a) {
   if (!a.config_file.empty()) {
     auto c = config::LoadServeConfig(a.config_file);
     if (!c.ok()) return Fail(c.status());
-    if (Status st = Unsupported(*c, a.config_file); !st.ok()) return Fail(st);
     cfg = std::move(c).value();
   }
   const config::ServeConfig* config = cfg ? &*cfg : nullptr;
@@ -146,7 +148,15 @@ int RunServe(const ServeArgs& a) {
   if (a.control.controller == "on")
     sc.controller = std::make_shared<control::Controller>(a.control.config, sc.slo_tracker, sc.metrics);
   if (config != nullptr) {
-    for (const config::TenantEntry& t : config->tenants) sc.tenants[t.name] = {t.sla, t.risk};
+    for (const config::TenantEntry& t : config->tenants)
+      sc.tenants[t.name] = {t.sla, t.risk, t.scopes, t.policy_version, t.session_max_blocks};
+    sc.cache = config->cache;
+    sc.cached_responses = config->cached_responses;
+    if (!config->cache_secret_file.empty()) {
+      auto secret = ReadSecret(config->cache_secret_file);
+      if (!secret.ok()) return Fail(secret.status());
+      sc.cache.secret = std::move(secret).value();
+    }
   }
   // One descriptor per connection: raise the soft limit to the hard one (often 1024 -> 1M).
   if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
