@@ -67,8 +67,6 @@ class Router : public ModelView {
   // A route's baseline model. Preconditions: IsRoute(route).
   const std::string& baseline(const std::string& route) const;
   std::vector<std::string> route_names() const;
-  // The route's baseline model. Preconditions: IsRoute(route).
-  const std::string& baseline(const std::string& route) const;
   // Preconditions: IsRoute(route).
   std::unique_ptr<Target> MakeTarget(const std::string& route, const std::string& tenant);
 
