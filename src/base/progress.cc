@@ -74,6 +74,16 @@ void Progress::Draw(bool force) {
   std::fflush(out_);
 }
 
+void Progress::Note(const std::string& line) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mode_ == Mode::kOff) return;
+    std::fprintf(out_, "%s%s\n", mode_ == Mode::kTerminal ? "\r\033[K" : "", line.c_str());
+    last_draw_s_ = -1;
+  }
+  if (mode_ == Mode::kTerminal) Draw(true);
+}
+
 void Progress::Finish() {
   if (mode_ == Mode::kOff) return;
   if (mode_ == Mode::kTerminal) Draw(true);

@@ -29,6 +29,8 @@ class Progress {
   void Add(int64_t n);
   void Set(int64_t done);
   void Finish();
+  // A line of its own (a warning, a note) without breaking the bar: printed above it.
+  void Note(const std::string& line);
   bool terminal() const { return mode_ == Mode::kTerminal; }
 
   // "[#####.....]  50%  32/64 requests  12.3/s  ETA 2.6 s" (width: the bar's characters).
