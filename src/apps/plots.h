@@ -15,12 +15,15 @@ namespace tarmac::apps {
 
 // One curve: a title and its (x, y) points.
 struct PlotSeries {
+  PlotSeries(std::string t = "", std::vector<std::pair<double, double>> p = {}) : title(std::move(t)), points(std::move(p)) {}
   std::string title;
   std::vector<std::pair<double, double>> points;
   bool y2 = false;  // against the right-hand axis (PlotSpec::y2label)
 };
 
 struct PlotSpec {
+  PlotSpec(std::string n, std::string t, std::string x, std::string y)
+      : name(std::move(n)), title(std::move(t)), xlabel(std::move(x)), ylabel(std::move(y)) {}
   std::string name;            // file stem: NAME.png
   std::string title, xlabel, ylabel;
   std::string y2label;         // set: a right-hand axis for the series with y2

@@ -43,7 +43,7 @@ TEST_F(BenchPlotTest, ServeSweepTableAndFigures) {
   ServerProcess srv({"--spec", "ngram"}, Path("server.log"));
   ASSERT_TRUE(srv.WaitReady()) << Slurp(Path("server.log"));
   const std::string url = "http://127.0.0.1:" + std::to_string(srv.port());
-  RunResult r = RunTarmac({"bench", "serve", "--url", url, "--sweep", "1,3", "--requests", "6", "--max-tokens", "12",
+  RunResult r = RunTarmac({"bench", "serve", "--url", url, "--workload", "long-document", "--sweep", "1,3", "--requests", "6", "--max-tokens", "12",
                            "--slo-tpot-ms", "1000", "--plot", Path("plots")}, dir_.string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Load sweep"), std::string::npos) << r.out;
@@ -59,7 +59,7 @@ TEST_F(BenchPlotTest, ServeSweepTableAndFigures) {
   EXPECT_EQ(DataLines(Path("plots/ttft_cdf.dat"), 1), 6);
   EXPECT_EQ(DataLines(Path("plots/sweep.dat"), 0), 2);
   EXPECT_GT(DataLines(Path("plots/kv_usage.dat"), 0), 0);
-  // n-gram speculation drafts on this text: the acceptance figure is there too.
+  // n-gram speculation drafts on this text (a document of 49 distinct words): the acceptance figure is there too.
   EXPECT_TRUE(IsPng(Path("plots/spec_acceptance.png"))) << r.err;
   EXPECT_TRUE(srv.Alive());
 }

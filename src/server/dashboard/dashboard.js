@@ -262,7 +262,7 @@
       for (const b of model.buckets || []) {
         let labels = b.labels || {};
         if (Array.isArray(labels)) labels = Object.fromEntries(labels.map((p) => (Array.isArray(p) ? p : [p.name, p.value])));
-        idx.buckets.set(bucketKey({model_name: model.name, ...labels}), b);
+        idx.buckets.set(bucketKey({model_name: model.model || model.name, ...labels}), b);
       }
     }
     return idx;
@@ -385,21 +385,22 @@
     const actions = [];
     for (const model of models) {
       const c = model.controller;
-      const measures = (c.measures || []).map((x) => (typeof x === 'string' ? x : (x.measure || x.name || JSON.stringify(x))
-        + (x.reason ? ' (' + x.reason + ')' : '')));
+      // measures: {measure: reason} (GET /v1/slo's controller object).
+      const m = c.measures || {};
+      const measures = Array.isArray(m) ? m.map(String) : Object.entries(m).map(([name, reason]) => name + (reason ? ' (' + reason + ')' : ''));
       const tr = document.createElement('tr');
-      tr.append(cell(model.name, {label: true}), cell(String(c.state), {field: 'state'}),
+      tr.append(cell(model.model || model.name, {label: true}), cell(String(c.state), {field: 'state'}),
                 cell(c.state_for_s === undefined ? '–' : fmtNum(c.state_for_s, 0) + ' s'),
                 cell(measures.join(', ') || 'none', {label: true}));
       rows.push(tr);
-      for (const a of c.recent_actions || []) actions.push({model: model.name, a});
+      for (const a of c.recent_actions || []) actions.push({model: model.model || model.name, a});
     }
     $('controller').tBodies[0].replaceChildren(...rows);
     const items = actions.slice(-12).reverse().map(({model, a}) => {
       const li = document.createElement('li');
-      const when = a.t_s !== undefined ? fmtNum(a.t_s, 1) + ' s: ' : '';
+      const when = typeof a.ago_s === 'number' ? fmtNum(a.ago_s, 1) + ' s ago: ' : '';
       li.textContent = when + model + ': ' + (a.action || '?') + (a.reason ? ' (' + a.reason + ')' : '') +
-                       (a.detail ? ' ' + a.detail : a.details ? ' ' + (typeof a.details === 'string' ? a.details : JSON.stringify(a.details)) : '');
+                       (a.state ? ' [' + a.state + ']' : '') + (a.detail ? ' ' + a.detail : '');
       return li;
     });
     $('actions').replaceChildren(...items);
