@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dashboard and the benchmark figures on wp-11m (issue 24's closing pictures): serves wp-11m
-# with n-gram speculation, takes dashboard screenshots while `bench serve` runs 16 concurrent
+# with the wp-1m draft (--spec draft), takes dashboard screenshots while `bench serve` runs 16 concurrent
 # requests, then runs a load sweep with --plot. Output in ${OUT:-/tmp/tarmac-dashboard-demo}.
 # Run under the benchmark lock: flock /tmp/tarmac-bench.lock bash bench/dashboard_demo.sh
 set -euo pipefail
@@ -13,7 +13,7 @@ PORT=${PORT:-18471}
 BIN=build/bin/tarmac
 mkdir -p "$OUT"
 (cd tests/server/dashboard && flock .npm-install.lock sh -c 'test -f node_modules/.tarmac-installed || (npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.tarmac-installed)')
-"$BIN" serve -m models/wp-11m-f16.gguf --port "$PORT" --threads "$THREADS" --spec ngram > "$OUT/server.log" 2>&1 &
+"$BIN" serve -m models/wp-11m-f16.gguf --port "$PORT" --threads "$THREADS" --spec draft > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.5; done
