@@ -202,7 +202,7 @@ void Session::HandleDashboard(const std::string& target) {
   Respond(200, std::string(a->content_type), std::string(a->body),
           {{"Cache-Control", "no-cache"},
            {"X-Content-Type-Options", "nosniff"},
-           {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}});
+           {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:"}});
 }
 
 void Session::HandleModels(const std::string& one) {
