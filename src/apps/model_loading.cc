@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <string>
 
 #include "base/progress.h"
 #include "tokenizer/vocab_gguf.h"
@@ -26,7 +28,22 @@ void FaultInWeights(const gguf::File& f, bool quiet) {
 
 Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap) {
   LoadedModel out;
-  auto model = model::LlamaModel::Load(path, use_mmap);
+  // One bar per stage of the load (reading the file, re-laying out weights).
+  std::unique_ptr<Progress> progress;
+  std::string stage;
+  model::LlamaModel::ProgressFn on_progress;
+  if (!quiet)
+    on_progress = [&](const std::string& s, int64_t done, int64_t total) {
+      if (!progress || s != stage) {
+        stage = s;
+        progress = std::make_unique<Progress>("loading " + path + ": " + s, total,
+                                              s == "reading" ? Progress::Unit::kBytes : Progress::Unit::kItems,
+                                              s == "reading" ? "" : "matrices");
+      }
+      progress->Set(done);
+    };
+  auto model = model::LlamaModel::Load(path, use_mmap, on_progress);
+  progress.reset();
   if (!model.ok()) return Status(model.status().code(), path + ": " + model.status().message());
   out.model = std::move(model).value();
   const gguf::File& f = out.model->file();

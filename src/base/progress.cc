@@ -49,16 +49,18 @@ std::string Progress::Render(const std::string& stage, int64_t done, int64_t tot
   std::string s = stage + ": ";
   const std::string units = unit_name.empty() ? "" : " " + unit_name;
   const double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0;
-  const std::string rate_s = unit == Unit::kBytes ? fmt::format("{:.1f} MiB/s", rate / (1024.0 * 1024.0))
-                                                  : fmt::format("{:.1f}/s", rate);
+  // No rate (nor ETA) before 0.1 s: one chunk over almost no time says nothing.
+  const bool timed = elapsed_s >= 0.1;
+  const std::string rate_s = !timed ? "" : unit == Unit::kBytes ? fmt::format("  {:.1f} MiB/s", rate / (1024.0 * 1024.0))
+                                                                : fmt::format("  {:.1f}/s", rate);
   if (total > 0) {
     const double f = std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0);
     const int fill = static_cast<int>(std::lround(f * width));
     s += "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
-    s += fmt::format("{:3.0f}%  {}/{}{}  {}", 100 * f, Amount(done, unit), Amount(total, unit), units, rate_s);
-    if (done > 0 && done < total) s += "  ETA " + Seconds(elapsed_s * static_cast<double>(total - done) / static_cast<double>(done));
+    s += fmt::format("{:3.0f}%  {}/{}{}{}", 100 * f, Amount(done, unit), Amount(total, unit), units, rate_s);
+    if (timed && done > 0 && done < total) s += "  ETA " + Seconds(elapsed_s * static_cast<double>(total - done) / static_cast<double>(done));
   } else {
-    s += fmt::format("{}{}  {}", Amount(done, unit), units, rate_s);
+    s += fmt::format("{}{}{}", Amount(done, unit), units, rate_s);
   }
   return s;
 }

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 namespace tarmac {
 namespace {
@@ -25,6 +27,8 @@ TEST(ProgressTest, RendersBarPercentRateAndEta) {
   EXPECT_EQ(Progress::Render("bench", 64, 64, 4.0, Progress::Unit::kItems, "requests", 4),
             "bench: [####] 100%  64/64 requests  16.0/s");  // done: no ETA
   EXPECT_EQ(Progress::Render("load", 1 << 20, 0, 1.0, Progress::Unit::kBytes, "MiB"), "load: 1.0 MiB  1.0 MiB/s");
+  // Before 0.1 s: no rate, no ETA (one chunk over almost no time says nothing).
+  EXPECT_EQ(Progress::Render("load", 1, 4, 0.001, Progress::Unit::kItems, "x", 4), "load: [#...]  25%  1/4 x");
 }
 
 TEST(ProgressTest, NotATerminalOneLinePerStage) {
@@ -45,6 +49,7 @@ TEST(ProgressTest, TerminalDrawsInPlaceAndEndsTheLine) {
   std::FILE* f = std::tmpfile();
   {
     Progress p("quantize", 4, Progress::Unit::kItems, "tensors", Progress::Mode::kTerminal, f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the first 0.1 s: rate and ETA
     p.Add(1);
     p.Finish();
     p.Finish();  // once
