@@ -5,12 +5,13 @@
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+//   GET  /dashboard (the live page; its files under /dashboard/NAME, embedded at build time)
 //   GET/PUT/DELETE /v1/cache/{retrieval|tool}/{key}, DELETE /v1/cache/{retrieval|tool|responses}
 //   GET/PUT /v1/sessions/{id}/state, DELETE /v1/sessions/{id}
 // Responses of deterministic requests are cached when their model or route opts in or the
 // request asks (`cache`), under the request's scope (server_cache.h).
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
-// Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
+// Every route but /health and the dashboard's files needs "Authorization: Bearer KEY" when keys are configured.
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
 // returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for

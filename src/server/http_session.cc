@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "base/clock.h"
+#include "server/dashboard_assets.h"
 #include "server/server_internal.h"
 
 namespace tarmac::server {
@@ -134,6 +135,7 @@ void Session::Handle() {
     one_model = target.substr(11);
   }
   route_ = route ? route->path : !cache_api ? "other" : target.rfind("/v1/cache/", 0) == 0 ? "/v1/cache" : "/v1/sessions";
+  if (!route && !cache_api && (target == "/dashboard" || target.rfind("/dashboard/", 0) == 0)) return HandleDashboard(target);
   if (!route && !cache_api) {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
@@ -185,6 +187,25 @@ void Session::Handle() {
   if (route_ == "/v1/feedback") return HandleFeedback(tenant);
   if (cache_api) return HandleCacheApi(tenant, method, std::string(req.target()));
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
+}
+
+// The dashboard's page and files are public (they hold no data): the page asks for a key and
+// sends it with its requests to /metrics and /v1/slo, which check it as every route does.
+void Session::HandleDashboard(const std::string& target) {
+  route_ = "/dashboard";
+  auto& req = parser_->get();
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use GET)", std::string(req.method_string()), target),
+                            "method_not_allowed");
+    e.status = 405;
+    return RespondError(e);
+  }
+  const DashboardAsset* a = FindDashboardAsset(target);
+  if (!a) return RespondError(NotFound(fmt::format("no dashboard file {} (the page is GET /dashboard)", target)));
+  Respond(200, std::string(a->content_type), std::string(a->body),
+          {{"Cache-Control", "no-cache"},
+           {"X-Content-Type-Options", "nosniff"},
+           {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:"}});
 }
 
 void Session::HandleModels(const std::string& one) {

@@ -120,6 +120,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WriteStreamHeaders();
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
+  void HandleDashboard(const std::string& target);
   void Respond(int status, const std::string& content_type, const std::string& body,
                const std::vector<std::pair<std::string, std::string>>& extra = {});
   void RespondError(const ApiError& e);
