@@ -4,6 +4,10 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+//   GET  /ready (readiness: 200 once every model is loaded and warm and its engine running;
+//        503 while loading or draining)
+//   POST /v1/completions/render, POST /v1/chat/completions/render ({"token_ids": the prompt
+//        ids prefill would use, chat template included})
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
 // Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
@@ -52,6 +56,9 @@ struct ServerConfig {
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
   std::map<std::string, TenantDefaults> tenants;  // by tenant name
+  // When set, the model whose load llm-d's endpoint picker reads under vLLM's metric names
+  // (server_metrics.h: WatchModelForPicker), registered when that model is added.
+  std::string vllm_metrics_model;
 };
 
 class Server {

@@ -122,7 +122,9 @@ void Session::Handle() {
   static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
-                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post}};
+                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post},
+                                  {"/ready", http::verb::get},          {"/v1/completions/render", http::verb::post},
+                                  {"/v1/chat/completions/render", http::verb::post}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
@@ -149,6 +151,7 @@ void Session::Handle() {
     Respond(200, "application/json", "{\"status\":\"ok\"}");
     return;
   }
+  if (route_ == "/ready") return HandleReady();
   if (srv_->draining) {
     keep_alive_ = false;
     srv_->metrics.CountRejected("draining");
@@ -181,6 +184,8 @@ void Session::Handle() {
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
   if (route_ == "/v1/feedback") return HandleFeedback(tenant);
+  if (route_ == "/v1/completions/render") return HandleRender(ApiKind::kCompletion, tenant);
+  if (route_ == "/v1/chat/completions/render") return HandleRender(ApiKind::kChat, tenant);
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
 }
 
@@ -239,6 +244,37 @@ void Session::HandleTokenize(bool detokenize) {
   }
   Respond(200, "application/json",
           DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));
+}
+
+void Session::HandleReady() {
+  // Ready: every model loaded and warmed up (SetReady comes after both), each engine taking
+  // requests, and not draining. Never needs a key, like /health.
+  if (srv_->draining) return RespondError(Unavailable("the server is draining"));
+  if (!srv_->ready) return RespondError(Unavailable("the server is loading models"));
+  Json models = Json::object();
+  for (const auto& m : srv_->pool.models()) {
+    if (!m->engine->accepting()) return RespondError(Unavailable("model '" + m->name + "' is not accepting requests"));
+    models[m->name] = "ready";
+  }
+  Respond(200, "application/json", DumpJson(Json{{"status", "ready"}, {"models", std::move(models)}}));
+}
+
+void Session::HandleRender(ApiKind kind, const std::string& tenant) {
+  // The same parsing, template, tokenizer and checks as the generation request, then the
+  // prompt's token ids instead of a generation.
+  GenRequest req;
+  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
+  req.spec.tenant = tenant;
+  if (srv_->IsRoute(req.model))
+    return RespondError(BadRequest("model", "'" + req.model + "' is a route, and a route picks its model per request: "
+                                            "render with one of the models it routes to"));
+  const router::PoolModel* m = srv_->FindModel(req.model);
+  if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
+  if (kind == ApiKind::kCompletion && req.spec.prompts.size() != 1)
+    return RespondError(BadRequest("prompt", fmt::format("render takes one prompt, got {}", req.spec.prompts.size())));
+  auto prepared = router::Prepare(*m, req.spec);
+  if (!prepared.ok()) return RespondError(FromStatus(prepared.status()));
+  Respond(200, "application/json", DumpJson(Json{{"token_ids", prepared->requests.front().request().prompt}}));
 }
 
 void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {

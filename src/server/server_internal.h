@@ -89,6 +89,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);
   void HandleFeedback(const std::string& tenant);
+  void HandleReady();
+  void HandleRender(ApiKind kind, const std::string& tenant);
   // Admits the current job into its model's admission, falling back along its route while
   // refused (a routed request); responds when every candidate refused.
   void Admit();
