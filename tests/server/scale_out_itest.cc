@@ -230,7 +230,7 @@ TEST_F(ScaleOutTest, RenderEqualsTheRealRequestsPromptTokens) {
 // KV pool that evicts, abandoned streams) a follower holds as many blocks as the cache does,
 // with no orphan parent; a tenant's first block folds its namespace salt in.
 TEST_F(ScaleOutTest, AFollowerOfTheRealServerRebuildsItsCache) {
-  std::ofstream(Path("keys.txt")) << "key-a tenant-a\nkey-b tenant-b\n";
+  std::ofstream(Path("keys.txt")) << "key-aaaa-1 tenant-a\nkey-bbbb-2 tenant-b\n";
   ServerProcess srv({"--kv-events", "tcp://127.0.0.1:*", "--kv-events-replay", "tcp://127.0.0.1:*", "--kv-blocks", "64",
                      "--block-size", "16", "--api-key-file", Path("keys.txt"), "--check-integrity"},
                     Path("server.log"));
@@ -251,7 +251,7 @@ TEST_F(ScaleOutTest, AFollowerOfTheRealServerRebuildsItsCache) {
       "Pierre could not decide whether he should go to the front, or stay in Moscow and wait for Napoleon, "};
   std::mt19937 rng(5);
   for (int i = 0; i < 60; ++i) {
-    const std::string key = rng() % 2 ? "key-a" : "key-b";
+    const std::string key = rng() % 2 ? "key-aaaa-1" : "key-bbbb-2";
     const Json body = {{"model", kModel},
                        {"prompt", stems[rng() % stems.size()] + std::to_string(rng() % 1000) + " and then"},
                        {"max_tokens", 8 + static_cast<int>(rng() % 24)},
@@ -267,14 +267,14 @@ TEST_F(ScaleOutTest, AFollowerOfTheRealServerRebuildsItsCache) {
   }
   // The same prompt under both tenants, last (so it is still cached).
   const Json probe = {{"model", kModel}, {"prompt", stems[0] + "at last"}, {"max_tokens", 1}};
-  const std::vector<int32_t> ids = Render(srv.port(), "/v1/completions/render", probe, "Authorization: Bearer key-a\r\n");
-  for (const char* key : {"key-a", "key-b"})
+  const std::vector<int32_t> ids = Render(srv.port(), "/v1/completions/render", probe, "Authorization: Bearer key-aaaa-1\r\n");
+  for (const char* key : {"key-aaaa-1", "key-bbbb-2"})
     EXPECT_EQ(Post(srv.port(), "/v1/completions", probe.dump(), std::string("Authorization: Bearer ") + key + "\r\n").status, 200);
 
   // Idle: the follower catches up with every message the server says it sent.
   Scrape s;
   for (int i = 0; i < 100; ++i, std::this_thread::sleep_for(20ms)) {
-    s = Parse(Get(srv.port(), "/metrics", "Authorization: Bearer key-a\r\n").body);
+    s = Parse(Get(srv.port(), "/metrics", "Authorization: Bearer key-aaaa-1\r\n").body);
     if (s.Value("tarmac:num_requests_running") == 0) break;
   }
   const double sent = s.Value("tarmac:kv_events_messages_total");
