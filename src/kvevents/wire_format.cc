@@ -64,15 +64,19 @@ void PackHashes(Packer& pk, const Group& g) {
   for (const BlockEvent* e : g.events) pk.pack_uint64(e->hash);
 }
 
-void PackStored(Packer& pk, const Group& g, const WireOptions& o) {
-  const bool map = o.format == EventFormat::kMap;
-  if (map) {
-    pk.pack_map(8);
+// An event's head: the array or map of `fields` fields after the tag, then the tag.
+void BeginEvent(Packer& pk, EventFormat f, std::string_view tag, uint32_t fields) {
+  if (f == EventFormat::kMap) {
+    pk.pack_map(fields + 1);
     PackStr(pk, "type");
   } else {
-    pk.pack_array(8);
+    pk.pack_array(fields + 1);
   }
-  PackStr(pk, kStored);
+  PackStr(pk, tag);
+}
+
+void PackStored(Packer& pk, const Group& g, const WireOptions& o) {
+  BeginEvent(pk, o.format, kStored, 7);
   Field(pk, o.format, "block_hashes");
   PackHashes(pk, g);
   Field(pk, o.format, "parent_block_hash");
@@ -99,27 +103,11 @@ void PackStored(Packer& pk, const Group& g, const WireOptions& o) {
 }
 
 void PackRemoved(Packer& pk, const Group& g, const WireOptions& o) {
-  if (o.format == EventFormat::kMap) {
-    pk.pack_map(3);
-    PackStr(pk, "type");
-  } else {
-    pk.pack_array(3);
-  }
-  PackStr(pk, kRemoved);
+  BeginEvent(pk, o.format, kRemoved, 2);
   Field(pk, o.format, "block_hashes");
   PackHashes(pk, g);
   Field(pk, o.format, "medium");
   PackStr(pk, o.medium);
-}
-
-void PackCleared(Packer& pk, const WireOptions& o) {
-  if (o.format == EventFormat::kMap) {
-    pk.pack_map(1);
-    PackStr(pk, "type");
-  } else {
-    pk.pack_array(1);
-  }
-  PackStr(pk, kCleared);
 }
 
 // ---- decoding ----
@@ -281,7 +269,7 @@ std::string EncodeBatch(double ts, std::span<const BlockEvent> events, const Wir
     switch (g.kind) {
       case BlockEvent::Kind::kStored: PackStored(pk, g, o); break;
       case BlockEvent::Kind::kRemoved: PackRemoved(pk, g, o); break;
-      case BlockEvent::Kind::kCleared: PackCleared(pk, o); break;
+      case BlockEvent::Kind::kCleared: BeginEvent(pk, o.format, kCleared, 0); break;
     }
   }
   pk.pack_int32(o.data_parallel_rank);

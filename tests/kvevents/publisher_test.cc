@@ -20,25 +20,7 @@ namespace {
 
 using engine::EngineConfig;
 using engine::EngineCore;
-using engine::EngineRequest;
-using engine::RequestStream;
 using namespace std::chrono_literals;
-
-EngineRequest Req(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t ns) {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.ns = ns;
-  return r;
-}
-
-std::vector<int32_t> Ids(int32_t n, int32_t base) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 10 + (base + i * 7) % 1500;
-  return v;
-}
 
 std::unique_ptr<EngineCore> MakeEngine(int32_t blocks, int32_t event_capacity, Publisher** notify) {
   EngineConfig cfg;
@@ -68,37 +50,23 @@ void AddEngine(Publisher* pub, EngineCore* core) {
   pub->AddSource({"kv@127.0.0.1:8000@wp-1m", 8, [core](size_t max) { return core->DrainEvents(max); }});
 }
 
-// A randomized workload step: maybe add a request (shared stems over three namespaces), maybe
-// cancel one, step.
-struct Workload {
-  EngineCore* core;
-  std::mt19937_64 rng{7};
-  std::vector<std::vector<int32_t>> stems;
-  std::map<int64_t, std::shared_ptr<RequestStream>> live;
-  int64_t next = 0, cancelled = 0;
-  explicit Workload(EngineCore* c) : core(c) {
-    for (int i = 0; i < 4; ++i) stems.push_back(Ids(24 + 8 * i, 500 * i));
+// An engine and the publisher that drains it (the engine's on_events wakes it).
+struct Rig {
+  Publisher* notify = nullptr;  // read by the engine's on_events
+  std::unique_ptr<EngineCore> core;
+  std::unique_ptr<Publisher> pub;
+  explicit Rig(int32_t event_capacity = 1 << 16) : core(MakeEngine(40, event_capacity, &notify)) {}
+  void Attach(std::unique_ptr<Publisher> p) {
+    pub = std::move(p);
+    notify = pub.get();
+    AddEngine(pub.get(), core.get());
   }
-  void Step() {
-    if (rng() % 2 == 0) {
-      std::vector<int32_t> p = stems[rng() % stems.size()];
-      p.resize(8 + rng() % p.size());
-      const std::vector<int32_t> tail = Ids(static_cast<int32_t>(rng() % 12), static_cast<int32_t>(rng() % 997));
-      p.insert(p.end(), tail.begin(), tail.end());
-      auto s = std::make_shared<RequestStream>(next);
-      ASSERT_TRUE(core->Add(next, Req(p, 1 + static_cast<int32_t>(rng() % 20), rng() % 3), s).ok());
-      live[next++] = s;
-    }
-    if (rng() % 9 == 0 && !live.empty()) {
-      auto it = live.begin();
-      std::advance(it, rng() % live.size());
-      core->Cancel(it->first);
-      live.erase(it);
-      ++cancelled;
-    }
-    core->Step();
-    for (auto it = live.begin(); it != live.end();) it = it->second->done() ? live.erase(it) : std::next(it);
-  }
+};
+
+// The engine tests' randomized workload: shared stems over three namespaces, eviction
+// pressure in a 40-block pool, cancellations.
+struct Workload : testing::CacheChurn {
+  explicit Workload(EngineCore* c) : CacheChurn(c, 7) {}
 };
 
 // Waits until the follower has applied everything published, then compares with the engine.
@@ -117,15 +85,14 @@ void ExpectInSync(Follower& f, BlockSet& set, Publisher& pub, EngineCore& core, 
 }
 
 TEST(KvEventPublisherTest, AFollowerRebuildsExactlyTheEnginesCachedBlocks) {
-  Publisher* notify = nullptr;
-  auto core = MakeEngine(40, 1 << 16, &notify);
-  auto pub = MakePublisher();
-  notify = pub.get();
-  AddEngine(pub.get(), core.get());
+  Rig rig;
+  rig.Attach(MakePublisher());
+  EngineCore* core = rig.core.get();
+  Publisher* pub = rig.pub.get();
   auto f = Follower::Connect(pub->endpoint(), pub->replay_endpoint());
   ASSERT_TRUE(f.ok()) << f.status().message();
   BlockSet set;
-  Workload w(core.get());
+  Workload w(core);
   for (int step = 0; step < 600; ++step) {
     w.Step();
     if (step % 100 == 99) ExpectInSync(**f, set, *pub, *core, "step " + std::to_string(step));
@@ -145,16 +112,15 @@ TEST(KvEventPublisherTest, AFollowerRebuildsExactlyTheEnginesCachedBlocks) {
 // A follower that left and came back gets exactly what it missed from the replay socket: the
 // same bytes an always-connected subscriber saw, no gap, no extra.
 TEST(KvEventPublisherTest, ReplayReturnsExactlyTheMissedMessages) {
-  Publisher* notify = nullptr;
-  auto core = MakeEngine(40, 1 << 16, &notify);
-  auto pub = MakePublisher();
-  notify = pub.get();
-  AddEngine(pub.get(), core.get());
+  Rig rig;
+  rig.Attach(MakePublisher());
+  EngineCore* core = rig.core.get();
+  Publisher* pub = rig.pub.get();
   auto always = Follower::Connect(pub->endpoint(), pub->replay_endpoint());
   ASSERT_TRUE(always.ok());
   std::map<uint64_t, std::string> seen;  // everything, by seq
   auto record = [&](const Message& m) { seen[m.seq] = m.payload; };
-  Workload w(core.get());
+  Workload w(core);
   for (int step = 0; step < 100; ++step) w.Step();
   ASSERT_TRUE(*(*always)->WaitFor(pub->published() - 1, 10s, record));
   const uint64_t left_at = pub->published() - 1;  // the last message the leaver saw
@@ -185,12 +151,11 @@ TEST(KvEventPublisherTest, ReplayReturnsExactlyTheMissedMessages) {
 }
 
 TEST(KvEventPublisherTest, TheReplayBufferKeepsTheNewestMessages) {
-  Publisher* notify = nullptr;
-  auto core = MakeEngine(40, 1 << 16, &notify);
-  auto pub = MakePublisher("tcp://127.0.0.1:*", /*replay=*/5);
-  notify = pub.get();
-  AddEngine(pub.get(), core.get());
-  Workload w(core.get());
+  Rig rig;
+  rig.Attach(MakePublisher("tcp://127.0.0.1:*", /*replay=*/5));
+  EngineCore* core = rig.core.get();
+  Publisher* pub = rig.pub.get();
+  Workload w(core);
   for (int step = 0; step < 80; ++step) {
     w.Step();
     std::this_thread::sleep_for(1ms);
@@ -210,32 +175,28 @@ TEST(KvEventPublisherTest, TheReplayBufferKeepsTheNewestMessages) {
 // A publisher that restarts on the same endpoint counts from 0 again and opens with
 // AllBlocksCleared; a follower that stayed connected notices and starts over.
 TEST(KvEventPublisherTest, AFollowerStartsOverWhenThePublisherRestarts) {
-  Publisher* notify = nullptr;
-  auto core = MakeEngine(40, 1 << 16, &notify);
-  auto pub = MakePublisher();
-  notify = pub.get();
-  AddEngine(pub.get(), core.get());
-  const std::string endpoint = pub->endpoint(), replay = pub->replay_endpoint();
+  auto first = std::make_unique<Rig>();
+  first->Attach(MakePublisher());
+  const std::string endpoint = first->pub->endpoint(), replay = first->pub->replay_endpoint();
   auto f = Follower::Connect(endpoint, replay);
   ASSERT_TRUE(f.ok());
   BlockSet set;
   auto apply = [&](const Message& m) { set.Apply(m.batch); };
-  Workload w(core.get());
+  Workload w(first->core.get());
   for (int step = 0; step < 120; ++step) {
     w.Step();
     std::this_thread::sleep_for(2ms);  // about one message per step
   }
-  ASSERT_TRUE(*(*f)->WaitFor(pub->published() - 1, 10s, apply));
+  ASSERT_TRUE(*(*f)->WaitFor(first->pub->published() - 1, 10s, apply));
   ASSERT_GT(set.size(), 0u);
-  const uint64_t before = pub->published();
+  const uint64_t before = first->pub->published();
   ASSERT_GE(before, 30u);
 
   // The "restart": a new engine and publisher on the same endpoints. The new engine's first
   // events queue up before its publisher exists and go out as one message.
-  notify = nullptr;
-  pub.reset();
-  core = MakeEngine(40, 1 << 16, &notify);
-  Workload w2(core.get());
+  first.reset();
+  Rig rig;
+  Workload w2(rig.core.get());
   w2.rng.seed(99);
   for (int step = 0; step < 30; ++step) w2.Step();
   PublisherConfig c;
@@ -243,31 +204,28 @@ TEST(KvEventPublisherTest, AFollowerStartsOverWhenThePublisherRestarts) {
   c.replay_endpoint = replay;
   auto again = Publisher::Create(c, std::make_shared<metrics::Registry>());
   ASSERT_TRUE(again.ok()) << again.status().message();
-  pub = std::move(again).value();
-  notify = pub.get();
-  AddEngine(pub.get(), core.get());
+  rig.Attach(std::move(again).value());
   // The follower sees numbers it already had with other contents, and replays from 0.
   for (int i = 0; i < 20 && (*f)->restarts() == 0; ++i) {
     w2.Step();
     ASSERT_TRUE((*f)->Pump(50ms, apply).ok());
   }
-  ASSERT_LT(pub->published(), before);  // the numbers repeated throughout
+  ASSERT_LT(rig.pub->published(), before);  // the numbers repeated throughout
   EXPECT_EQ((*f)->restarts(), 1);
   EXPECT_EQ(set.cleared(), 2);
-  ExpectInSync(**f, set, *pub, *core, "after the restart");
+  ExpectInSync(**f, set, *rig.pub, *rig.core, "after the restart");
 }
 
 // Events lost to a full queue: the engine restarts the stream (cleared + every cached block)
 // once there is room, and the follower ends up right again.
 TEST(KvEventPublisherTest, DroppedEventsResynchroniseTheStream) {
-  Publisher* notify = nullptr;  // no publisher draining at first: the queue fills
-  auto core = MakeEngine(40, 64, &notify);
-  Workload w(core.get());
+  Rig rig(/*event_capacity=*/64);  // no publisher draining at first: the queue fills
+  EngineCore* core = rig.core.get();
+  Workload w(core);
   for (int step = 0; step < 200; ++step) w.Step();
   ASSERT_GT(core->Stats().events_dropped, 0);
-  auto pub = MakePublisher();
-  notify = pub.get();
-  AddEngine(pub.get(), core.get());
+  rig.Attach(MakePublisher());
+  Publisher* pub = rig.pub.get();
   auto f = Follower::Connect(pub->endpoint(), pub->replay_endpoint());
   ASSERT_TRUE(f.ok());
   BlockSet set;
