@@ -57,9 +57,10 @@ void StandInPicker::Follow(int r) {
     auto n = (*f)->Pump(std::chrono::milliseconds(20), apply);
     if (!n.ok()) std::fprintf(stderr, "picker: replica %d: %s\n", r, n.status().message().c_str());
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.lost = (*f)->lost();
-    stats_.gaps = (*f)->gaps_filled();
-    stats_.restarts = (*f)->restarts();
+    PerReplica& p = per_[static_cast<size_t>(r)];
+    p.lost = (*f)->lost();
+    p.gaps = (*f)->gaps_filled();
+    p.restarts = (*f)->restarts();
   }
 }
 
@@ -134,10 +135,9 @@ void StandInPicker::Scrape() {
   }
 }
 
-int StandInPicker::Pick(const std::vector<int32_t>& prompt) {
+std::vector<int> StandInPicker::PrefixBlocksLocked(const std::vector<int32_t>& prompt) const {
   const size_t n = replicas_.size();
-  std::vector<double> prefix(n, 0), score(n, 0);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> prefix(n, 0);
   // Longest run of leading blocks per replica.
   std::vector<bool> active(n, true);
   uint64_t parent = 0;
@@ -151,6 +151,20 @@ int StandInPicker::Pick(const std::vector<int32_t>& prompt) {
     }
     if (!any) break;
   }
+  return prefix;
+}
+
+std::vector<int> StandInPicker::PrefixBlocks(const std::vector<int32_t>& prompt) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PrefixBlocksLocked(prompt);
+}
+
+int StandInPicker::Pick(const std::vector<int32_t>& prompt) {
+  const size_t n = replicas_.size();
+  std::vector<double> score(n, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<int> blocks = PrefixBlocksLocked(prompt);
+  const std::vector<double> prefix(blocks.begin(), blocks.end());
   auto minmax = [&](const std::vector<double>& v, bool higher_is_better, double all_equal) {
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
     std::vector<double> out(n, all_equal);
@@ -172,6 +186,11 @@ int StandInPicker::Pick(const std::vector<int32_t>& prompt) {
 StandInPicker::Stats StandInPicker::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
+  for (const PerReplica& p : per_) {
+    s.lost += p.lost;
+    s.gaps += p.gaps;
+    s.restarts += p.restarts;
+  }
   s.keys = index_.size();
   return s;
 }

@@ -60,6 +60,10 @@ class StandInPicker {
   // The replica for a request of these prompt token ids.
   int Pick(const std::vector<int32_t>& prompt);
 
+  // Per replica, how many of the prompt's leading full blocks the index says it holds (the
+  // precise prefix scorer's raw score, before normalisation).
+  std::vector<int> PrefixBlocks(const std::vector<int32_t>& prompt) const;
+
   struct Stats {
     int64_t messages = 0, lost = 0, gaps = 0, restarts = 0;
     size_t keys = 0;  // request keys held by any replica
@@ -72,10 +76,12 @@ class StandInPicker {
   };
   struct PerReplica {
     std::unordered_map<uint64_t, uint64_t> engine_to_request;  // engine key -> request key
+    int64_t lost = 0, gaps = 0, restarts = 0;                   // its follower's counters
   };
   void Follow(int r);
   void Scrape();
   void ApplyBatch(int r, const kvevents::WireBatch& batch);
+  std::vector<int> PrefixBlocksLocked(const std::vector<int32_t>& prompt) const;  // mu_ held
 
   const std::vector<ReplicaAddress> replicas_;
   const PickerWeights w_;
