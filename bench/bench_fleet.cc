@@ -218,6 +218,8 @@ int Run(const Args& a) {
     cached += o.cached_tokens;
     ++per[static_cast<size_t>(o.replica)];
   }
+  const int64_t served = static_cast<int64_t>(work.size()) - failed;
+  const int64_t busiest = *std::max_element(per.begin(), per.end());
   Json queues = Json::array();
   double mean = 0, max = 0;
   for (size_t r = 0; r < n; ++r) {
@@ -237,6 +239,7 @@ int Run(const Args& a) {
               {"e2e_ms", {{"p50", Percentile(e2e, 0.5)}, {"p90", Percentile(e2e, 0.9)}}},
               {"prefix_hit_rate", prompt ? static_cast<double>(cached) / static_cast<double>(prompt) : 0},
               {"requests_per_replica", per},
+              {"busiest_replica_share", served ? static_cast<double>(busiest) / static_cast<double>(served) : 0},
               {"mean_outstanding", queues},
               {"max_over_mean_outstanding", mean > 0 ? max / mean : 0}};
   if (picker) {
