@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "kvevents/block_set.h"
@@ -187,6 +188,48 @@ TEST_F(ScaleOutTest, VllmMetricNamesNeedOneModelNamed) {
   Scrape s = Parse(Get(srv.port(), "/metrics").body);
   ASSERT_EQ(s.samples["vllm:num_requests_waiting"].size(), 1u);
   EXPECT_EQ(s.samples["vllm:num_requests_waiting"].front().first, "vllm:num_requests_waiting{model_name=\"wp-1m-f16\"}");
+}
+
+// --block-size reaches everything the picker reads: cache_config_info, the events' block_size
+// and token ids per hash, and the prefix reuse of a repeated prompt (whole 32-token blocks).
+TEST_F(ScaleOutTest, BlockSizeIsThePickersEverywhere) {
+  ServerProcess srv({"--block-size", "32", "--kv-blocks", "128", "--metrics-names", "vllm", "--kv-events",
+                     "tcp://127.0.0.1:*", "--kv-events-replay", "tcp://127.0.0.1:*"},
+                    Path("server.log"));
+  ASSERT_TRUE(srv.WaitReady());
+  Scrape s = Parse(Get(srv.port(), "/metrics").body);
+  ASSERT_EQ(s.samples["vllm:cache_config_info"].size(), 1u);
+  EXPECT_EQ(s.samples["vllm:cache_config_info"].front().first,
+            "vllm:cache_config_info{block_size=\"32\",num_gpu_blocks=\"128\"}");
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(40 + (i * 37) % 1900);  // 3 full blocks of 32 and 4 tokens
+  const Json body = {{"model", kModel}, {"prompt", ids}, {"max_tokens", 2}};
+  ASSERT_EQ(Post(srv.port(), "/v1/completions", body.dump()).status, 200);
+  Json again = Json::parse(Post(srv.port(), "/v1/completions", body.dump()).body);
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], 96);
+  const KvEndpoints ep = ReadKvEndpoints(Path("server.log"));
+  auto sub = kvevents::Subscriber::Connect(ep.pub, ep.replay);
+  ASSERT_TRUE(sub.ok()) << sub.status().message();
+  // Replayed from 0 until the request's blocks are in (the publisher sends after the response).
+  std::set<std::vector<int32_t>> stored;  // the token ids of every stored block
+  auto has_prompt = [&] {
+    for (size_t b = 0; b < 3; ++b)
+      if (!stored.count(std::vector<int32_t>(ids.begin() + 32 * b, ids.begin() + 32 * (b + 1)))) return false;
+    return true;
+  };
+  for (int attempt = 0; attempt < 50 && !has_prompt(); ++attempt, std::this_thread::sleep_for(100ms)) {
+    auto all = (*sub)->Replay(0, 5s);
+    ASSERT_TRUE(all.ok()) << all.status().message();
+    for (const kvevents::Message& m : *all) {
+      for (const kvevents::WireEvent& e : m.batch.events) {
+        if (e.kind != kvevents::WireEvent::Kind::kStored) continue;
+        EXPECT_EQ(e.block_size, 32);
+        ASSERT_EQ(e.tokens.size(), 32 * e.hashes.size());
+        for (size_t b = 0; b < e.hashes.size(); ++b) stored.emplace(e.tokens.begin() + 32 * b, e.tokens.begin() + 32 * (b + 1));
+      }
+    }
+  }
+  EXPECT_TRUE(has_prompt()) << stored.size() << " blocks stored, not the prompt's three";
 }
 
 // The render endpoints give exactly the prompt the real request prefills: as many tokens as its
