@@ -143,8 +143,8 @@ TEST(WireFormatTest, MalformedPayloadsAreErrorsNamingTheField) {
 TEST(WireFormatTest, AnIndependentDecoderReadsVllmsStructure) {
   // Debian's interpreter, where python3-msgpack installs (not a pyenv shim's).
   const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  if (std::system((python + " -c 'import msgpack' 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << "python3-msgpack is not installed (scripts/install-deps.sh installs it)";
+  ASSERT_EQ(std::system((python + " -c 'import msgpack' 2>/dev/null").c_str()), 0)
+      << "python3-msgpack is not installed (scripts/install-deps.sh installs it)";
   const std::vector<BlockEvent> ev = {Cleared(), Stored(1ull << 63, std::nullopt, {1, 2}), Stored(5, 1ull << 63, {3, 4}),
                                       Removed(5)};
   for (EventFormat f : {EventFormat::kArray, EventFormat::kMap}) {

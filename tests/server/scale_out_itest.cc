@@ -5,6 +5,7 @@
 // (as many as the cache holds, no orphan parent, the namespace salt folded into each tenant's
 // first block), and a restarted server starts again at sequence 0 with AllBlocksCleared.
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -340,6 +341,24 @@ TEST_F(ScaleOutTest, AFollowerOfTheRealServerRebuildsItsCache) {
       EXPECT_EQ(set.blocks().at(h).parent.has_value(), b > 0);
     }
   }
+}
+
+// An independent subscriber (tests/server/kv_events_subscriber.py: Debian's python3-zmq and
+// python3-msgpack, vLLM's framing, no tarmac code) of the real binary's stream and replay socket.
+TEST_F(ScaleOutTest, AnIndependentPythonSubscriberReadsTheRealStream) {
+  ServerProcess srv({"--kv-events", "tcp://127.0.0.1:*", "--kv-events-replay", "tcp://127.0.0.1:*", "--kv-blocks", "32",
+                     "--block-size", "16"},
+                    Path("server.log"));
+  ASSERT_TRUE(srv.WaitReady());
+  const KvEndpoints ep = ReadKvEndpoints(Path("server.log"));
+  ASSERT_FALSE(ep.pub.empty()) << Slurp(Path("server.log"));
+  // Debian's interpreter, where python3-zmq and python3-msgpack install (scripts/install-deps.sh).
+  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string cmd = python + " '" TARMAC_SOURCE_DIR "/tests/server/kv_events_subscriber.py' " + ep.pub + " " +
+                          ep.replay + " 'kv@127.0.0.1:" + std::to_string(srv.port()) + "@" + kModel + "' " +
+                          std::to_string(srv.port()) + " " + kModel + " >" + Path("sub.out") + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << Slurp(Path("sub.out"));
+  EXPECT_NE(Slurp(Path("sub.out")).find(", ok"), std::string::npos) << Slurp(Path("sub.out"));
 }
 
 // Stopped and started again on the same endpoints, the server's stream starts over at 0 with
