@@ -8,8 +8,9 @@
 // tokenized by replica 0), Zipf(--zipf) over them (or --hot F: prompt 0 takes F of the traffic,
 // Zipf over the rest), each followed by a suffix of --suffix-min..--suffix-max token ids from the
 // corpus; --max-tokens generated. Prints one JSON object: TTFT percentiles, the prefix-cache hit
-// rate (cached / prompt tokens, from each response's usage), requests per replica and each
-// replica's time-averaged outstanding requests.
+// rate (cached / prompt tokens, from each response's usage), requests per replica, each
+// replica's time-averaged outstanding requests, and its engine queue (vllm:num_requests_waiting
+// scraped every 50 ms: mean and max; the replicas need --metrics-names vllm).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -160,6 +161,20 @@ int Run(const Args& a) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
+  // The engines' own queues, as the picker reads them: vllm:num_requests_waiting every 50 ms.
+  std::vector<double> waiting_sum(n, 0), waiting_max(n, 0);
+  int64_t scrapes = 0;
+  std::thread scraper([&] {
+    while (!done) {
+      for (size_t r = 0; r < n; ++r) {
+        const double w = FirstSample(HttpRequest(replicas[r].http_port, "GET", "/metrics").body, "vllm:num_requests_waiting");
+        waiting_sum[r] += std::max(w, 0.0);
+        waiting_max[r] = std::max(waiting_max[r], w);
+      }
+      ++scrapes;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
   std::vector<Outcome> outcomes(work.size());
   std::vector<std::thread> workers;
   std::atomic<size_t> rr{0};
@@ -203,6 +218,7 @@ int Run(const Args& a) {
   const double wall = NowSeconds() - t0;
   done = true;
   sampler.join();
+  scraper.join();
 
   std::vector<double> ttft, e2e;
   int64_t prompt = 0, cached = 0, failed = 0;
@@ -228,6 +244,8 @@ int Run(const Args& a) {
     mean += avg / static_cast<double>(n);
     max = std::max(max, avg);
   }
+  Json mean_waiting = Json::array();
+  for (size_t r = 0; r < n; ++r) mean_waiting.push_back(scrapes ? waiting_sum[r] / static_cast<double>(scrapes) : 0);
   Json out = {{"policy", a.policy},
               {"replicas", n},
               {"requests", work.size()},
@@ -241,7 +259,9 @@ int Run(const Args& a) {
               {"requests_per_replica", per},
               {"busiest_replica_share", served ? static_cast<double>(busiest) / static_cast<double>(served) : 0},
               {"mean_outstanding", queues},
-              {"max_over_mean_outstanding", mean > 0 ? max / mean : 0}};
+              {"max_over_mean_outstanding", mean > 0 ? max / mean : 0},
+              {"mean_waiting", mean_waiting},
+              {"max_waiting", waiting_max}};
   if (picker) {
     const StandInPicker::Stats s = picker->stats();
     out["picker"] = {{"messages", s.messages}, {"lost", s.lost}, {"gaps_filled", s.gaps}, {"index_keys", s.keys}};

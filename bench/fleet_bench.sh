@@ -131,5 +131,7 @@ if "hot" in parts.split():
               f"{[round(v, 2) for v in ratios]}, median {st.median(ratios):.2f} (goal <= 3); busiest replica's share of "
               f"requests median {st.median(x['busiest_replica_share'] for x in runs):.2f}; TTFT p50 median "
               f"{st.median(x['ttft_ms']['p50'] for x in runs):.1f} ms, p90 {st.median(x['ttft_ms']['p90'] for x in runs):.1f}; "
-              f"hit {st.median(x['prefix_hit_rate'] for x in runs):.3f}; per replica {[x['requests_per_replica'] for x in runs]}")
+              f"hit {st.median(x['prefix_hit_rate'] for x in runs):.3f}; per replica {[x['requests_per_replica'] for x in runs]}; "
+              f"engine queue (vllm:num_requests_waiting) mean per replica {[[round(v, 2) for v in x.get('mean_waiting', [])] for x in runs]}, "
+              f"max {[x.get('max_waiting', []) for x in runs]}")
 PY

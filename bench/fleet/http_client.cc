@@ -72,4 +72,18 @@ HttpReply HttpRequest(int port, const std::string& method, const std::string& pa
   return r;
 }
 
+double FirstSample(const std::string& text, const std::string& family) {
+  size_t p = 0;
+  while ((p = text.find(family, p)) != std::string::npos) {
+    const size_t after = p + family.size();
+    if ((p == 0 || text[p - 1] == '\n') && after < text.size() && (text[after] == ' ' || text[after] == '{')) {
+      const size_t e = text.find('\n', p);
+      const std::string line = text.substr(p, e == std::string::npos ? std::string::npos : e - p);
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    p = after;
+  }
+  return -1;
+}
+
 }  // namespace tarmac::bench

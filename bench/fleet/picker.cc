@@ -107,27 +107,18 @@ void StandInPicker::ApplyBatch(int r, const kvevents::WireBatch& batch) {
   }
 }
 
-namespace {
-double Sample(const std::string& text, const std::string& family) {
-  size_t p = 0;
-  while ((p = text.find(family, p)) != std::string::npos) {
-    if (p == 0 || text[p - 1] == '\n') {
-      const size_t e = text.find('\n', p);
-      const std::string line = text.substr(p, e - p);
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-    p += family.size();
-  }
-  return 0;
-}
-}  // namespace
 
 void StandInPicker::Scrape() {
   while (!stop_) {
     for (size_t r = 0; r < replicas_.size(); ++r) {
       HttpReply m = HttpRequest(replicas_[r].http_port, "GET", "/metrics");
       if (m.status != 200) continue;
-      Load l{Sample(m.body, "vllm:num_requests_waiting"), Sample(m.body, "vllm:kv_cache_usage_perc")};
+      const double waiting = FirstSample(m.body, "vllm:num_requests_waiting"), usage = FirstSample(m.body, "vllm:kv_cache_usage_perc");
+      if (waiting < 0 || usage < 0) {
+        std::fprintf(stderr, "picker: replica %zu's /metrics lacks the vllm: gauges (--metrics-names vllm)\n", r);
+        continue;
+      }
+      Load l{waiting, usage};
       std::lock_guard<std::mutex> lock(mu_);
       load_[r] = l;
     }
