@@ -7,6 +7,7 @@
 #   SERVE_FLAGS: more serve flags (e.g. "--metrics-names vllm --kv-events tcp://127.0.0.1:*")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 REPS=${1:-3}
 BIN=${TARMAC_BIN:-build/bin/tarmac}
 WP=models/wp-11m-f16.gguf
@@ -14,15 +15,9 @@ WP=models/wp-11m-f16.gguf
 OUT=$(mktemp -d)
 for r in $(seq "$REPS"); do
   # shellcheck disable=SC2086
-  $BIN serve -m $WP --port 0 -t 2 --max-running 64 ${SERVE_FLAGS:-} >"$OUT/log" 2>&1 &
-  pid=$!
-  port=""
-  for _ in $(seq 200); do
-    port=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$OUT/log" | grep -oE '[0-9]+$' || true)
-    [[ -n $port ]] && grep -q "ready" "$OUT/log" && break
-    sleep 0.1
-  done
-  [[ -n $port ]] || { echo "server did not start" >&2; cat "$OUT/log" >&2; kill $pid; exit 1; }
+  tarmac_serve "$OUT/log" -m $WP -t 2 --max-running 64 ${SERVE_FLAGS:-}
+  pid=$SERVE_PID
+  port=$SERVE_PORT
   $BIN bench serve --url http://127.0.0.1:$port --concurrency 64 --requests 384 --max-tokens 96 \
     --workload short-chat --scrape-metrics 50 --json > "$OUT/run$r.json"
   kill -TERM $pid; wait $pid || true

@@ -9,6 +9,10 @@
 //   POST /v1/completions/render, POST /v1/chat/completions/render ({"token_ids": the prompt
 //        ids prefill would use, chat template included})
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+//   GET/PUT/DELETE /v1/cache/{retrieval|tool}/{key}, DELETE /v1/cache/{retrieval|tool|responses}
+//   GET/PUT /v1/sessions/{id}/state, DELETE /v1/sessions/{id}
+// Responses of deterministic requests are cached when their model or route opts in or the
+// request asks (`cache`), under the request's scope (server_cache.h).
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
 // Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
 //
@@ -24,8 +28,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "cache/cache_service.h"
 #include "metrics/registry.h"
 #include "router/admission.h"
 #include "router/pool_model.h"
@@ -35,10 +41,14 @@
 
 namespace tarmac::server {
 
-// What a tenant's requests get when they do not say (SLA tier, risk).
+// What a tenant's requests get when they do not say (SLA tier, risk), and what its cache
+// scope holds (permission scopes, policy version, sessions' KV budget).
 struct TenantDefaults {
   std::string sla;                    // "" : none
   std::optional<metrics::Risk> risk;
+  std::vector<std::string> scopes;
+  std::string policy_version;         // "" : none (x-tarmac-policy-version may still set one)
+  std::optional<int64_t> session_max_blocks;  // none: the cache config's
 };
 
 struct ServerConfig {
@@ -59,6 +69,9 @@ struct ServerConfig {
   // When set, the model whose load llm-d's endpoint picker reads under vLLM's metric names
   // (server_metrics.h: WatchModelForPicker), registered when that model is added.
   std::string vllm_metrics_model;
+  cache::CacheConfig cache;                 // the scoped caches (Validate()d by Create)
+  // Models and routes whose responses are cached by default: their TTL (none: the cache's).
+  std::map<std::string, std::optional<double>> cached_responses;
 };
 
 class Server {

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "cache/scope.h"
 #include "kvevents/block_set.h"
 #include "kvevents/follower.h"
 #include "prefix/block_hash.h"
@@ -275,9 +276,15 @@ TEST_F(ScaleOutTest, RenderEqualsTheRealRequestsPromptTokens) {
 // with no orphan parent; a tenant's first block folds its namespace salt in.
 TEST_F(ScaleOutTest, AFollowerOfTheRealServerRebuildsItsCache) {
   std::ofstream(Path("keys.txt")) << "key-aaaa-1 tenant-a\nkey-bbbb-2 tenant-b\n";
-  ServerProcess srv({"--kv-events", "tcp://127.0.0.1:*", "--kv-events-replay", "tcp://127.0.0.1:*", "--kv-blocks", "64",
-                     "--block-size", "16", "--api-key-file", Path("keys.txt"), "--check-integrity"},
-                    Path("server.log"));
+  // A known namespace secret, so the test can derive each tenant's salt as the server does.
+  const std::string secret = "0123456789abcdef-scale-out-test";
+  std::ofstream(Path("ns.key")) << secret << "\n";
+  std::ofstream(Path("tarmac.yaml")) << "models:\n  - {path: " << kWp11m << ", name: " << kModel << "}\n"
+                                     << "cache: {secret_file: " << Path("ns.key") << "}\n";
+  ServerProcess srv({"--config", Path("tarmac.yaml"), "--kv-events", "tcp://127.0.0.1:*", "--kv-events-replay",
+                     "tcp://127.0.0.1:*", "--kv-blocks", "64", "--block-size", "16", "--api-key-file", Path("keys.txt"),
+                     "--check-integrity"},
+                    Path("server.log"), false);
   ASSERT_TRUE(srv.WaitReady());
   const KvEndpoints ep = ReadKvEndpoints(Path("server.log"));
   ASSERT_FALSE(ep.pub.empty()) << Slurp(Path("server.log"));
@@ -334,7 +341,10 @@ TEST_F(ScaleOutTest, AFollowerOfTheRealServerRebuildsItsCache) {
   EXPECT_EQ(topics, (std::set<std::string>{"kv@127.0.0.1:" + std::to_string(srv.port()) + "@" + kModel}));
   // Each tenant's chain of the probe's full blocks, from its own salt.
   for (const char* tenant : {"tenant-a", "tenant-b"}) {
-    uint64_t h = prefix::NamespaceSalt(router::PrefixNamespace(tenant, kModel));
+    cache::RequestScope scope;
+    scope.tenant = tenant;
+    scope.target = kModel;
+    uint64_t h = prefix::NamespaceSalt(router::PrefixNamespace(cache::NamespaceKey(secret, scope), kModel));
     for (size_t b = 0; b + 1 < ids.size() / 16; ++b) {
       h = prefix::ChainedBlockHash(h, std::span<const int32_t>(ids).subspan(b * 16, 16));
       ASSERT_TRUE(set.contains(h)) << tenant << " block " << b;
