@@ -4,6 +4,10 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+//   GET  /ready (readiness: 200 once every model is loaded and warm and its engine running;
+//        503 while loading or draining)
+//   POST /v1/completions/render, POST /v1/chat/completions/render ({"token_ids": the prompt
+//        ids prefill would use, chat template included})
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
 //   GET  /dashboard (the live page; its files under /dashboard/NAME, embedded at build time)
 //   GET/PUT/DELETE /v1/cache/{retrieval|tool}/{key}, DELETE /v1/cache/{retrieval|tool|responses}
@@ -63,6 +67,9 @@ struct ServerConfig {
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
   std::map<std::string, TenantDefaults> tenants;  // by tenant name
+  // When set, the model whose load llm-d's endpoint picker reads under vLLM's metric names
+  // (server_metrics.h: WatchModelForPicker), registered when that model is added.
+  std::string vllm_metrics_model;
   cache::CacheConfig cache;                 // the scoped caches (Validate()d by Create)
   // Models and routes whose responses are cached by default: their TTL (none: the cache's).
   std::map<std::string, std::optional<double>> cached_responses;

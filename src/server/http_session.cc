@@ -123,7 +123,9 @@ void Session::Handle() {
   static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
-                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post}};
+                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post},
+                                  {"/ready", http::verb::get},          {"/v1/completions/render", http::verb::post},
+                                  {"/v1/chat/completions/render", http::verb::post}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
@@ -153,6 +155,7 @@ void Session::Handle() {
     Respond(200, "application/json", "{\"status\":\"ok\"}");
     return;
   }
+  if (route_ == "/ready") return HandleReady();
   if (srv_->draining) {
     keep_alive_ = false;
     srv_->metrics.CountRejected("draining");
@@ -185,6 +188,8 @@ void Session::Handle() {
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
   if (route_ == "/v1/feedback") return HandleFeedback(tenant);
+  if (route_ == "/v1/completions/render") return HandleRender(ApiKind::kCompletion, tenant);
+  if (route_ == "/v1/chat/completions/render") return HandleRender(ApiKind::kChat, tenant);
   if (cache_api) return HandleCacheApi(tenant, method, std::string(req.target()));
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
 }
@@ -206,63 +211,6 @@ void Session::HandleDashboard(const std::string& target) {
           {{"Cache-Control", "no-cache"},
            {"X-Content-Type-Options", "nosniff"},
            {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:"}});
-}
-
-void Session::HandleModels(const std::string& one) {
-  auto card = [](const router::PoolModel& m) {
-    return Json{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "tarmac"},
-                {"root", m.name}, {"max_model_len", m.max_context}};
-  };
-  if (!one.empty()) {
-    if (srv_->IsRoute(one)) {
-      Respond(200, "application/json", DumpJson(Json{{"id", one}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"},
-                                                     {"root", one}, {"tarmac", {{"route", true}}}}));
-      return;
-    }
-    const router::PoolModel* m = srv_->FindModel(one);
-    if (!m) return RespondError(NotFound("The model '" + one + "' does not exist", "model", "model_not_found"));
-    Respond(200, "application/json", DumpJson(card(*m)));
-    return;
-  }
-  Json data = Json::array();
-  for (const auto& m : srv_->pool.models()) data.push_back(card(*m));
-  if (srv_->router) {
-    for (const std::string& r : srv_->router->route_names())
-      data.push_back(Json{{"id", r}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"}, {"root", r},
-                          {"tarmac", {{"route", true}}}});
-  }
-  Respond(200, "application/json", DumpJson(Json{{"object", "list"}, {"data", std::move(data)}}));
-}
-
-void Session::HandleTokenize(bool detokenize) {
-  const std::string& body = parser_->get().body();
-  if (detokenize) {
-    DetokenizeRequest r;
-    if (auto e = ParseDetokenizeRequest(body, &r)) return RespondError(*e);
-    const router::PoolModel* m = srv_->FindModel(r.model);
-    if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      if (r.tokens[i] < 0 || r.tokens[i] >= m->tokenizer->n_vocab())
-        return RespondError(BadRequest("tokens", fmt::format("token {} at index {} is outside the vocabulary (0..{})",
-                                                             r.tokens[i], i, m->tokenizer->n_vocab() - 1), "invalid_value"));
-    }
-    Respond(200, "application/json", DumpJson(Json{{"prompt", m->tokenizer->Decode(r.tokens)}}));
-    return;
-  }
-  TokenizeRequest r;
-  if (auto e = ParseTokenizeRequest(body, &r)) return RespondError(*e);
-  const router::PoolModel* m = srv_->FindModel(r.model);
-  if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
-  std::vector<int32_t> ids;
-  if (r.is_chat) {
-    auto text = m->chat.Render(r.messages, nullptr, r.add_generation_prompt);
-    if (!text.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + text.status().message()));
-    ids = m->tokenizer->Encode(*text, m->chat.encode_options());
-  } else {
-    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, false});
-  }
-  Respond(200, "application/json",
-          DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));
 }
 
 void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
@@ -318,16 +266,6 @@ void Session::Admit() {
     srv_->metrics.CountRejected("queue_full");
     return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
   }
-}
-
-void Session::HandleFeedback(const std::string& tenant) {
-  FeedbackRequest r;
-  if (auto e = ParseFeedbackRequest(parser_->get().body(), &r)) return RespondError(*e);
-  if (!srv_->router) return RespondError(NotFound("no routed response with id '" + r.id + "' (this server has no routes)", "id"));
-  Status st = srv_->router->Feedback(r.id, tenant, r.score);
-  if (st.code() == StatusCode::kNotFound) return RespondError(NotFound(st.message(), "id"));
-  if (!st.ok()) return RespondError(FromStatus(st));
-  Respond(200, "application/json", "{\"status\":\"ok\"}");
 }
 
 void Session::ArmTimeout() {
