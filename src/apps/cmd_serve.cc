@@ -19,6 +19,7 @@
 #include "apps/model_loading.h"
 #include "apps/engine_flags.h"
 #include "base/clock.h"
+#include "apps/serve_scale_out.h"
 #include "base/thread_pool.h"
 #include "config/serve_config.h"
 #include "control/controller.h"
@@ -37,6 +38,7 @@ struct ServeArgs {
   server::ServerConfig server;  // the flags write into it: its defaults are the flags'
   EngineFlags engine;
   ControlFlags control;
+  ScaleOutFlags scale_out;
   bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
@@ -158,6 +160,16 @@ int RunServe(const ServeArgs& a) {
       sc.cache.secret = std::move(secret).value();
     }
   }
+  std::vector<std::string> names;
+  for (const ModelToServe& mt : *models) names.push_back(mt.name);
+  auto vllm_model = VllmMetricsModel(a.scale_out, names);
+  if (!vllm_model.ok()) return Fail(vllm_model.status());
+  sc.vllm_metrics_model = *vllm_model;
+  if (auto t = KvEventTopic(a.scale_out.kv_events_topic, sc.host, sc.port, "m"); !t.ok()) return Fail(t.status());
+  // Before the models: their engines tell it when events are queued.
+  auto publisher = StartKvEvents(a.scale_out, sc.metrics);
+  if (!publisher.ok()) return Fail(publisher.status());
+  kvevents::Publisher* pub = publisher->get();
   // One descriptor per connection: raise the soft limit to the hard one (often 1024 -> 1M).
   if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
@@ -168,6 +180,11 @@ int RunServe(const ServeArgs& a) {
   server::Server& server = **srv;
   std::fprintf(stderr, "tarmac serve: listening on http://%s:%d (loading %zu model(s))\n", sc.host.c_str(),
                server.port(), models->size());
+  if (pub != nullptr) {
+    std::fprintf(stderr, "tarmac serve: KV events on %s (%s)%s%s\n", pub->endpoint().c_str(),
+                 a.scale_out.kv_events.empty() ? "connected" : "bound", pub->replay_endpoint().empty() ? "" : ", replay on ",
+                 pub->replay_endpoint().c_str());
+  }
   std::thread io([&server] { server.Run(); });
 
   std::vector<SpecSetup> specs;  // draft models, outliving the engines like `loaded`
@@ -194,6 +211,10 @@ int RunServe(const ServeArgs& a) {
     ec.on_request_finished = sc.slo_tracker->HookFor(mt.name);
     if (mt.threads) ec.threads = *mt.threads;
     ec.cpus = mt.cpus;
+    if (pub != nullptr) {
+      ec.event_capacity = 1 << 16;
+      ec.on_events = [pub] { pub->Notify(); };
+    }
     auto sm = router::PoolModel::Create(mt.name, loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
                                         a.check_integrity);
     if (!sm.ok()) {
@@ -203,6 +224,11 @@ int RunServe(const ServeArgs& a) {
     std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", mt.name.c_str(),
                  (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0);
     if (sc.controller) sc.controller->AddModel(mt.name, (*sm)->engine.get());
+    if (pub != nullptr) {
+      engine::EngineClient* e = (*sm)->engine.get();
+      pub->AddSource({KvEventTopic(a.scale_out.kv_events_topic, sc.host, server.port(), mt.name).value(),
+                      e->config().sched.block_size, [e](size_t max) { return e->DrainEvents(max); }});
+    }
     server.AddModel(std::move(sm).value(), mt.limits);
   }
   if (rc == 0 && config != nullptr && !config->router.routes.empty()) {
@@ -224,6 +250,7 @@ int RunServe(const ServeArgs& a) {
   }
   io.join();
   if (sc.controller) sc.controller->Stop();  // it acts on the engines: before they go
+  if (pub != nullptr) pub->Stop();  // while the engines it drains are still there
   srv->reset();  // engines stop before the models they borrow are freed
   return rc;
 }
@@ -264,6 +291,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0.01, 1e7));
   AddEngineFlags(cmd, &a->engine);
   AddControlFlags(cmd, &a->control);
+  AddScaleOutFlags(cmd, &a->scale_out);
   cmd->add_flag("--no-warmup", a->no_warmup,
                 "skip the throwaway forward passes each model runs before 'ready' (they make the "
                 "first request as fast as the next)");

@@ -4,7 +4,7 @@
 // every subcommand; ResolveEngineConfig checks a config against a model and fills the
 // derived fields, with errors that name the field.
 //
-// Plain values; the borrowed pointers (draft model) and the shared registry must outlive the
+// Plain values (and the on_events callback); the borrowed pointers (draft model) and the shared registry must outlive the
 // engine. Thread-safe to copy.
 #pragma once
 
@@ -70,6 +70,9 @@ struct EngineConfig {
   // recorded, with its timings and the step's clock (NowSeconds). Must be cheap and
   // thread-safe (the control module's SLO tracker). Empty: nothing is called.
   std::function<void(const RequestMetrics&, FinishReason, double now_s)> on_request_finished;
+  // Called on the step thread after events were queued (a publisher's wake-up): must be cheap,
+  // never block, and stay callable while the engine lives. Empty: nobody is told.
+  std::function<void()> on_events;
 };
 
 // Checks the fields (ranges, a draft model for kDraft, the context against the model's) and
