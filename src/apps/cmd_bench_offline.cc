@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -20,11 +21,15 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_offline.h"
+#include "apps/control_flags.h"
 #include "apps/model_loading.h"
 #include "apps/percentiles.h"
 #include "apps/plots.h"
 #include "apps/engine_flags.h"
 #include "base/clock.h"
+#include "control/slo_report.h"
+#include "control/slo_table.h"
+#include "control/slo_tracker.h"
 #include "base/progress.h"
 #include "engine/engine_client.h"
 #include "metrics/request_bucket.h"
@@ -41,6 +46,7 @@ struct OfflineArgs {
   double length_spread = 0.0;  // prompt and output lengths uniform in [L(1-s), L(1+s)]
   int shared_prefix = 0;
   EngineFlags engine;  // --max-running not given: the concurrency
+  ControlFlags control;  // --slo: per-tier targets of the per-bucket table
   uint64_t seed = 1;
   bool json = false;
   float temp = 0.0f;
@@ -76,6 +82,21 @@ int RunBenchOffline(const OfflineArgs& a) {
   engine::EngineConfig cfg = ToEngineConfig(a.engine, *spec);
   if (a.engine.max_running_option == nullptr || a.engine.max_running_option->count() == 0)
     cfg.sched.max_running = a.concurrency;
+  auto targets = SloTargetsFrom(a.control);
+  if (!targets.ok()) {
+    std::fprintf(stderr, "tarmac bench offline: %s\n", targets.status().message().c_str());
+    return 2;
+  }
+  // The per-bucket SLO table counts the measured requests only: the tracker is created when
+  // they start, and the engine's hook feeds it from then on.
+  cfg.metrics = std::make_shared<metrics::Registry>();
+  cfg.model_name = std::filesystem::path(a.model).stem().string();
+  std::shared_ptr<control::SloTracker> tracker;
+  std::mutex tracker_mu;
+  cfg.on_request_finished = [&](const engine::RequestMetrics& m, engine::FinishReason r, double now) {
+    std::lock_guard<std::mutex> lock(tracker_mu);
+    if (tracker) tracker->Observe(cfg.model_name, m, r, now);
+  };
   auto client_r = engine::EngineClient::Create(&m, &tk, cfg);
   if (!client_r.ok()) {
     std::fprintf(stderr, "tarmac bench offline: %s\n", client_r.status().message().c_str());
@@ -240,6 +261,10 @@ int RunBenchOffline(const OfflineArgs& a) {
   size_t next = 0;
   std::vector<std::array<double, 3>> kv_over_time;  // --plot: (seconds, KV usage 0..1, running)
   const double t0 = NowSeconds();
+  {
+    std::lock_guard<std::mutex> lock(tracker_mu);
+    tracker = std::make_shared<control::SloTracker>(cfg.metrics, *targets, 60.0, 10.0, t0);
+  }
   auto submit_next = [&]() -> bool {
     auto s = client.Submit(reqs[next]);
     if (!s.ok()) {
@@ -386,6 +411,12 @@ int RunBenchOffline(const OfflineArgs& a) {
   j["spec_fallback_rate"] = spec_total.decisions ? static_cast<double>(spec_total.fallbacks) / spec_total.decisions : 0.0;
   j["draft_seconds"] = after.draft_seconds - before.draft_seconds;
   j["verify_seconds"] = after.verify_seconds - before.verify_seconds;
+  nlohmann::ordered_json slo;
+  {
+    std::lock_guard<std::mutex> lock(tracker_mu);
+    slo = control::ToJson(control::BuildSloReport(*cfg.metrics, tracker.get(), nullptr, NowSeconds(), /*tracked_only=*/true));
+  }
+  if (a.json) j["slo_report"] = nlohmann::json::parse(slo.dump());
   int rc = 0;
   if (!a.plot_dir.empty()) {
     // Figures (plots.h): TTFT and TPOT distributions per bucket, KV usage over time, draft
@@ -464,6 +495,7 @@ int RunBenchOffline(const OfflineArgs& a) {
         100.0 * j["kv_waste"].get<double>(), 100.0 * frag_max, static_cast<long long>(hits),
         static_cast<long long>(queried),
         static_cast<long long>(j["preemptions"].get<int64_t>()), after.max_concurrent_running);
+    std::printf("%s", control::RenderSloTable(nlohmann::json::parse(slo.dump()), control::SloSpans::kSinceStart).c_str());
   }
   return rc;
 }
@@ -489,6 +521,7 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   AddEngineFlags(cmd, &a->engine);
   a->engine.max_running_option->description("requests batched (holding KV) at most (default: --concurrency)");
+  AddSloFlag(cmd, &a->control);
   cmd->add_option("--seed", a->seed, "seed of the synthetic prompts")->capture_default_str();
   cmd->add_flag("--json", a->json, "one JSON object");
   cmd->add_option("--temp", a->temp, "sampling temperature (0: greedy)")->capture_default_str()

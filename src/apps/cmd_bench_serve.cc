@@ -15,6 +15,10 @@
 // Requests are seeded (deterministic); --distinct N repeats the first N, --cache asks tarmac to
 // cache every response (so repeats are response-cache hits).
 // Each request uses its own connection (Connection: close) and stream_options.include_usage.
+// --task, --sla, --priority and --temperature set those request fields (the request bucket);
+// the per-bucket table (control/slo_table.h, the server's SLO report's format, with --slo
+// tiers judged) classifies each request as the server does (metrics::BucketTable's default
+// bands) from its prompt tokens (usage), max_tokens, temperature, task, SLA tier and priority.
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -35,8 +40,12 @@
 
 #include "apps/percentiles.h"
 #include "apps/bench_serve.h"
+#include "apps/control_flags.h"
+#include "apps/http_client.h"
 #include "apps/plots.h"
 #include "base/progress.h"
+#include "control/slo_table.h"
+#include "metrics/request_bucket.h"
 
 namespace tarmac::apps {
 namespace {
@@ -62,10 +71,17 @@ struct Args {
   bool json = false;
   std::vector<int> sweep;  // --sweep: concurrency levels, run in turn
   std::string plot_dir;    // --plot: PNG figures here
+  // Request fields (empty / unset: not sent).
+  std::string task, sla;
+  std::optional<int> priority;
+  double temperature = 0.8;
+  ControlFlags control;  // --slo
 };
 
 struct Outcome {
   bool ok = false;
+  int status = 0;
+  int max_tokens = 0;
   std::string error;
   int prompt_tokens = 0, output_tokens = 0;
   double ttft = 0, e2e = 0;
@@ -91,8 +107,11 @@ std::string Words(std::mt19937_64& rng, int n) {
 std::pair<std::string, Json> MakeRequest(const Args& a, int i) {
   if (a.distinct > 0) i %= a.distinct;
   std::mt19937_64 rng(a.seed * 1000003 + static_cast<uint64_t>(i));
-  Json b = {{"model", a.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"temperature", 0.8},
+  Json b = {{"model", a.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"temperature", a.temperature},
             {"seed", static_cast<int64_t>(a.seed + i)}, {"ignore_eos", true}};
+  if (!a.task.empty()) b["task"] = a.task;
+  if (!a.sla.empty()) b["sla"] = a.sla;
+  if (a.priority) b["priority"] = *a.priority;
   std::string path = "/v1/chat/completions";
   int mt = 64;
   if (a.workload == "short-chat") {
@@ -121,40 +140,7 @@ std::pair<std::string, Json> MakeRequest(const Args& a, int i) {
   return {path, b};
 }
 
-struct Target {
-  std::string host, port;
-};
-
-bool ParseUrl(const std::string& url, Target* t) {
-  std::string u = url;
-  if (u.rfind("http://", 0) == 0) u = u.substr(7);
-  else if (u.find("://") != std::string::npos) return false;
-  if (auto s = u.find('/'); s != std::string::npos) u.resize(s);
-  auto c = u.rfind(':');
-  t->host = c == std::string::npos ? u : u.substr(0, c);
-  t->port = c == std::string::npos ? "80" : u.substr(c + 1);
-  return !t->host.empty();
-}
-
-int Dial(const Target& t, double timeout_s) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(t.host.c_str(), t.port.c_str(), &hints, &res) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* p = res; p; p = p->ai_next) {
-    fd = ::socket(p->ai_family, p->ai_socktype, p->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, p->ai_addr, p->ai_addrlen) == 0) break;
-    ::close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd >= 0) {
-    timeval tv{static_cast<time_t>(timeout_s), 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  return fd;
-}
+using Target = HttpTarget;
 
 Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Json& body) {
   Outcome o;
@@ -163,7 +149,7 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
   if (!a.api_key.empty()) req += "Authorization: Bearer " + a.api_key + "\r\n";
   req += "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
   const auto t0 = Clock::now();
-  int fd = Dial(t, a.timeout_s);
+  int fd = DialHttp(t, a.timeout_s);
   if (fd < 0) {
     o.error = "cannot connect";
     return o;
@@ -223,6 +209,8 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
   }
   ::close(fd);
   o.e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+  o.status = status;
+  o.max_tokens = body.value("max_tokens", 0);
   if (status != 200) {
     auto e = raw.find("\r\n\r\n");
     o.error = "HTTP " + std::to_string(status) + (e == std::string::npos ? "" : ": " + raw.substr(e + 4, 200));
@@ -237,20 +225,7 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
 
 // GET `path` on a connection of its own: (status, body); status 0 when it failed.
 std::pair<int, std::string> Get(const Args& a, const Target& t, const std::string& path, double timeout_s) {
-  int fd = Dial(t, timeout_s);
-  if (fd < 0) return {0, ""};
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + t.host + "\r\nConnection: close\r\n";
-  if (!a.api_key.empty()) req += "Authorization: Bearer " + a.api_key + "\r\n";
-  req += "\r\n";
-  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string raw;
-  char buf[16384];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) raw.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  auto e = raw.find("\r\n\r\n");
-  if (raw.size() < 12 || e == std::string::npos) return {0, ""};
-  return {std::atoi(raw.c_str() + 9), raw.substr(e + 4)};
+  return HttpGet(t, path, a.api_key, timeout_s);
 }
 
 std::string DiscoverModel(const Args& a, const Target& t) {
@@ -427,9 +402,65 @@ RunResult RunLoad(const Args& a, const Target& t, Progress* progress) {
   return r;
 }
 
+// The run's per-bucket table in the SLO report's JSON (control/slo_report.h's schema, the
+// fields a client can measure): since-start spans only, over the run.
+Json BucketReport(const Args& a, const std::vector<Outcome>& out, const control::SloTargets& targets, double dur) {
+  metrics::BucketTable table;
+  struct Acc {
+    std::vector<double> ttft, tpot, e2e;
+    int64_t ok = 0, failed = 0, judged = 0, met = 0, out_tokens = 0;
+  };
+  std::map<metrics::BucketId, Acc> by;
+  for (const Outcome& o : out) {
+    metrics::RequestFeatures f;
+    f.prompt_tokens = o.prompt_tokens;
+    f.max_tokens = o.max_tokens;
+    f.temperature = static_cast<float>(a.temperature);
+    f.task = a.task;
+    f.sla = a.sla;
+    f.priority = a.priority.value_or(0);
+    const metrics::BucketId b = table.Of(f);
+    Acc& acc = by[b];
+    if (!o.ok) {
+      ++acc.failed;
+      continue;
+    }
+    ++acc.ok;
+    acc.out_tokens += o.output_tokens;
+    acc.ttft.push_back(o.ttft);
+    acc.e2e.push_back(o.e2e);
+    const double tpot = o.output_tokens > 1 ? (o.e2e - o.ttft) / (o.output_tokens - 1) : 0;
+    if (o.output_tokens > 1) acc.tpot.push_back(tpot);
+    if (const control::TierSlo* t = targets.Find(table.Get(b).sla)) {
+      ++acc.judged;
+      acc.met += o.ttft * 1e3 <= t->ttft_ms && (o.output_tokens < 2 || tpot * 1e3 <= t->tpot_ms);
+    }
+  }
+  auto q = [](const std::vector<double>& v) {
+    const Percentiles p = Summarize(v);
+    return Json{{"count", v.size()}, {"p50", p.p50 * 1e3}, {"p95", p.p95 * 1e3}, {"p99", p.p99 * 1e3}};
+  };
+  Json buckets = Json::array();
+  for (const auto& [b, acc] : by) {
+    Json labels = Json::object();
+    for (size_t i = 0; i < metrics::BucketTable::LabelNames().size(); ++i)
+      labels[metrics::BucketTable::LabelNames()[i]] = table.LabelValues(b)[i];
+    buckets.push_back({{"key", table.Key(b)},
+                       {"labels", labels},
+                       {"total", {{"requests", acc.ok}, {"errors", acc.failed}, {"ttft_ms", q(acc.ttft)}, {"tpot_ms", q(acc.tpot)},
+                                  {"e2e_ms", q(acc.e2e)}, {"output_tokens", acc.out_tokens},
+                                  {"output_tokens_per_s", acc.out_tokens / dur},
+                                  {"slo_attainment", acc.judged ? Json(static_cast<double>(acc.met) / acc.judged) : Json(nullptr)}}}});
+  }
+  Json tiers = Json::array();
+  for (const control::TierSlo& t : targets.tiers()) tiers.push_back({{"name", t.name}, {"ttft_ms", t.ttft_ms}, {"tpot_ms", t.tpot_ms}});
+  return {{"object", "slo_report"}, {"uptime_s", dur}, {"tiers", tiers},
+          {"models", Json::array({{{"model", a.model}, {"buckets", buckets}}})}};
+}
+
 Json Ms(const Percentiles& s) { return Json{{"mean", s.mean * 1e3}, {"median", s.p50 * 1e3}, {"p95", s.p95 * 1e3}, {"p99", s.p99 * 1e3}}; }
 
-Json RunJson(const Args& a, const RunResult& r) {
+Json RunJson(const Args& a, const RunResult& r, const control::SloTargets& targets) {
   Json j = {{"url", a.url}, {"model", a.model}, {"workload", a.workload}, {"concurrency", r.concurrency},
             {"rate", a.rate}, {"requests", a.requests}, {"successful_requests", r.ok}, {"failed_requests", a.requests - r.ok},
             {"duration_s", r.dur}, {"total_input_tokens", r.in_tok}, {"total_output_tokens", r.out_tok},
@@ -445,10 +476,11 @@ Json RunJson(const Args& a, const RunResult& r) {
     j["metrics_scrape_ms"] = m;
   }
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  j["slo_report"] = BucketReport(a, r.out, targets, r.dur);
   return j;
 }
 
-void PrintRun(const Args& a, const RunResult& r) {
+void PrintRun(const Args& a, const RunResult& r, const control::SloTargets& targets) {
   auto line = [](const char* k, double v) { std::printf("%-40s %-10.2f\n", k, v); };
   auto sect = [&](const char* title, const char* tag, const Percentiles& s) {
     std::printf("%s\n", title);
@@ -480,6 +512,7 @@ void PrintRun(const Args& a, const RunResult& r) {
     std::printf("%-40s %zu (%d failed)\n", "Scrapes:", r.scrape.size(), r.scrape_failures);
   }
   std::printf("==================================================\n");
+  std::printf("%s", control::RenderSloTable(BucketReport(a, r.out, targets, r.dur), control::SloSpans::kSinceStart).c_str());
   if (!r.first_error.empty()) std::printf("first error: %s\n", r.first_error.c_str());
 }
 
@@ -593,7 +626,7 @@ bool WritePlots(const Args& a, const Target& t, const std::vector<RunResult>& ru
 
 int RunBenchServe(Args a) {
   Target t;
-  if (!ParseUrl(a.url, &t)) {
+  if (!ParseHttpUrl(a.url, &t)) {
     std::fprintf(stderr, "tarmac bench serve: --url '%s': expected http://HOST:PORT\n", a.url.c_str());
     return 2;
   }
@@ -606,6 +639,11 @@ int RunBenchServe(Args a) {
     return 2;
   }
   if (a.concurrency <= 0 && a.rate <= 0) a.concurrency = 1;
+  auto targets = SloTargetsFrom(a.control);
+  if (!targets.ok()) {
+    std::fprintf(stderr, "tarmac bench serve: %s\n", targets.status().message().c_str());
+    return 2;
+  }
   if (a.model.empty()) a.model = DiscoverModel(a, t);
   if (a.model.empty()) {
     std::fprintf(stderr, "tarmac bench serve: cannot list models at %s (is the server running? pass --model)\n", a.url.c_str());
@@ -626,16 +664,20 @@ int RunBenchServe(Args a) {
   }
   if (a.json) {
     if (a.sweep.empty()) {
-      std::printf("%s\n", RunJson(a, runs[0]).dump().c_str());
+      std::printf("%s\n", RunJson(a, runs[0], *targets).dump().c_str());
     } else {
       Json levels = Json::array();
-      for (const RunResult& r : runs) levels.push_back(RunJson(a, r));
+      for (const RunResult& r : runs) levels.push_back(RunJson(a, r, *targets));
       std::printf("%s\n", Json{{"sweep", a.sweep}, {"levels", levels}}.dump().c_str());
     }
   } else if (a.sweep.empty()) {
-    PrintRun(a, runs[0]);
+    PrintRun(a, runs[0], *targets);
   } else {
     PrintSweep(a, runs);
+    for (const RunResult& r : runs) {  // each level's per-bucket table
+      std::printf("concurrency %d:\n", r.concurrency);
+      std::printf("%s", control::RenderSloTable(BucketReport(a, r.out, *targets, r.dur), control::SloSpans::kSinceStart).c_str());
+    }
   }
   bool plots_ok = true;
   if (!a.plot_dir.empty()) plots_ok = WritePlots(a, t, runs);
@@ -678,6 +720,13 @@ void RegisterBenchServe(CLI::App* bench, RunFn* run) {
   cmd->add_option("--plot", a->plot_dir,
                   "write PNG figures (gnuplot) to this directory: TTFT and TPOT distributions, KV usage over time, "
                   "draft acceptance per bucket, the sweep's curve");
+  cmd->add_option("--task", a->task, "the requests' task (request bucket; default: not sent)");
+  cmd->add_option("--sla", a->sla, "the requests' SLA tier (default: not sent)");
+  cmd->add_option("--priority", a->priority, "the requests' priority (smaller is more important; default: not sent)")
+      ->check(CLI::Range(-1000000, 1000000));
+  cmd->add_option("--temperature", a->temperature, "sampling temperature of the requests")->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  AddSloFlag(cmd, &a->control);
   cmd->add_flag("--json", a->json, "one JSON object");
   cmd->callback([a, run] { *run = [a] { return RunBenchServe(*a); }; });
 }

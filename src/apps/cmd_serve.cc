@@ -15,11 +15,15 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/control_flags.h"
 #include "apps/model_loading.h"
 #include "apps/engine_flags.h"
+#include "base/clock.h"
 #include "apps/serve_scale_out.h"
 #include "base/thread_pool.h"
 #include "config/serve_config.h"
+#include "control/controller.h"
+#include "control/slo_tracker.h"
 #include "metrics/registry.h"
 #include "router/pool_model.h"
 #include "server/http_server.h"
@@ -33,6 +37,7 @@ struct ServeArgs {
   std::string api_key_file;
   server::ServerConfig server;  // the flags write into it: its defaults are the flags'
   EngineFlags engine;
+  ControlFlags control;
   ScaleOutFlags scale_out;
   bool no_warmup = false;
   bool mmap = false;
@@ -97,12 +102,13 @@ Result<std::optional<server::ApiKeyStore>> Keys(const ServeArgs& a, const config
   return keys;
 }
 
-// What the config holds that this build does not act on yet is refused, never ignored.
-Status Unsupported(const config::ServeConfig& cfg, const std::string& path) {
-  if (!cfg.slos.empty())
-    return InvalidArgument("{}: slos: SLO targets are read by the SLO report and controller, which this build does not "
-                           "have yet; remove the section", path);
-  return Status::Ok();
+// The SLO targets: from --slo or from the config's slos, not both (none: no tier has targets).
+Result<control::SloTargets> Targets(const ServeArgs& a, const config::ServeConfig* cfg) {
+  if (cfg != nullptr && !cfg->slos.empty()) {
+    if (!a.control.slo.empty()) return InvalidArgument("give the SLO targets in --config (slos) or with --slo, not both");
+    return cfg->slos;
+  }
+  return SloTargetsFrom(a.control);
 }
 
 // The namespace secret: the file's bytes (a trailing newline dropped), at least 16 of them.
@@ -125,7 +131,6 @@ int RunServe(const ServeArgs& a) {
   if (!a.config_file.empty()) {
     auto c = config::LoadServeConfig(a.config_file);
     if (!c.ok()) return Fail(c.status());
-    if (Status st = Unsupported(*c, a.config_file); !st.ok()) return Fail(st);
     cfg = std::move(c).value();
   }
   const config::ServeConfig* config = cfg ? &*cfg : nullptr;
@@ -136,6 +141,14 @@ int RunServe(const ServeArgs& a) {
   auto keys = Keys(a, config);
   if (!keys.ok()) return Fail(keys.status());
   sc.keys = std::move(keys).value();
+  auto targets = Targets(a, config);
+  if (!targets.ok()) return Fail(targets.status());
+  if (Status st = a.control.config.Validate(); !st.ok()) return Fail(st);
+  // The SLO bookkeeping always runs (the report's attainment); the controller only when on.
+  sc.slo_tracker = std::make_shared<control::SloTracker>(sc.metrics, std::move(targets).value(), 60.0,
+                                                         a.control.config.window_s, NowSeconds());
+  if (a.control.controller == "on")
+    sc.controller = std::make_shared<control::Controller>(a.control.config, sc.slo_tracker, sc.metrics);
   if (config != nullptr) {
     for (const config::TenantEntry& t : config->tenants)
       sc.tenants[t.name] = {t.sla, t.risk, t.scopes, t.policy_version, t.session_max_blocks};
@@ -195,6 +208,7 @@ int RunServe(const ServeArgs& a) {
     engine::EngineConfig ec = ToEngineConfig(a.engine, specs.back());
     ec.warmup = !a.no_warmup;
     ec.metrics = sc.metrics;
+    ec.on_request_finished = sc.slo_tracker->HookFor(mt.name);
     if (mt.threads) ec.threads = *mt.threads;
     ec.cpus = mt.cpus;
     if (pub != nullptr) {
@@ -209,6 +223,7 @@ int RunServe(const ServeArgs& a) {
     }
     std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", mt.name.c_str(),
                  (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0);
+    if (sc.controller) sc.controller->AddModel(mt.name, (*sm)->engine.get());
     if (pub != nullptr) {
       engine::EngineClient* e = (*sm)->engine.get();
       pub->AddSource({KvEventTopic(a.scale_out.kv_events_topic, sc.host, server.port(), mt.name).value(),
@@ -223,15 +238,18 @@ int RunServe(const ServeArgs& a) {
       rc = Fail(Status(st.code(), a.config_file + ": " + st.message()));
     } else {
       for (const std::string& n : names) std::fprintf(stderr, "tarmac serve: route '%s'\n", n.c_str());
+      if (sc.controller) sc.controller->SetRouteDegrader(server.route_degrader());
     }
   }
   if (rc != 0) {
     server.Stop();
   } else {
+    if (sc.controller) sc.controller->Start();
     server.SetReady();
-    std::fprintf(stderr, "tarmac serve: ready\n");
+    std::fprintf(stderr, "tarmac serve: ready%s\n", sc.controller ? " (degradation controller on)" : "");
   }
   io.join();
+  if (sc.controller) sc.controller->Stop();  // it acts on the engines: before they go
   if (pub != nullptr) pub->Stop();  // while the engines it drains are still there
   srv->reset();  // engines stop before the models they borrow are freed
   return rc;
@@ -245,7 +263,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("-m,--model", a->models, "GGUF model file (repeatable; the request's 'model' is the file stem)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--config", a->config_file,
-                  "deployment file (YAML): models, tenants, routes such as 'auto' with rules, cascade or argmin "
+                  "deployment file (YAML): models, tenants, SLO targets (slos), routes such as 'auto' with rules, cascade or argmin "
                   "policies and a baseline (instead of -m)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
@@ -272,6 +290,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--idle-timeout", a->server.idle_timeout_s, "seconds to read a request / keep an idle connection")
       ->capture_default_str()->check(CLI::Range(0.01, 1e7));
   AddEngineFlags(cmd, &a->engine);
+  AddControlFlags(cmd, &a->control);
   AddScaleOutFlags(cmd, &a->scale_out);
   cmd->add_flag("--no-warmup", a->no_warmup,
                 "skip the throwaway forward passes each model runs before 'ready' (they make the "

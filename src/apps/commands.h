@@ -16,5 +16,7 @@ void RegisterGguf(CLI::App& app, RunFn* run);
 void RegisterGenerate(CLI::App& app, RunFn* run);  // generate, tokenize, perplexity
 void RegisterBench(CLI::App& app, RunFn* run);
 void RegisterTemplate(CLI::App& app, RunFn* run);  // template render
+void RegisterReport(CLI::App& app, RunFn* run);    // report --url
+void RegisterPlan(CLI::App& app, RunFn* run);      // plan -m
 
 }  // namespace tarmac::apps

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   tarmac::apps::RegisterGenerate(app, &run);
   tarmac::apps::RegisterBench(app, &run);
   tarmac::apps::RegisterTemplate(app, &run);
+  tarmac::apps::RegisterReport(app, &run);
+  tarmac::apps::RegisterPlan(app, &run);
 
   try {
     app.parse(argc, argv);

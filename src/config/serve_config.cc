@@ -238,23 +238,21 @@ Result<TenantEntry> ParseTenant(const At& a) {
   return t;
 }
 
-Status ParseSlos(const At& a, std::vector<SloEntry>* out) {
+Status ParseSlos(const At& a, control::SloTargets* out) {
   if (!a.node.IsMap()) return a.Error("expected a map of tier -> {{ttft_ms, tpot_ms}}");
   for (const auto& kv : a.node) {
     const std::string tier = kv.first.as<std::string>("");
     const At t = a.Key(tier);
     TARMAC_RETURN_IF_ERROR(ExpectMap(t, {"ttft_ms", "tpot_ms"}));
-    SloEntry e;
-    TARMAC_ASSIGN_OR_RETURN(e.tier, Name(At{kv.first, t.path, a.origin}));
-    if (!t.has("ttft_ms") && !t.has("tpot_ms")) return t.Error("give ttft_ms, tpot_ms or both");
-    if (t.has("ttft_ms")) {
-      TARMAC_ASSIGN_OR_RETURN(e.ttft_ms, Number(t.Key("ttft_ms")));
-    }
-    if (t.has("tpot_ms")) {
-      TARMAC_ASSIGN_OR_RETURN(e.tpot_ms, Number(t.Key("tpot_ms")));
-    }
-    if (e.ttft_ms < 0 || e.tpot_ms < 0) return t.Error("targets must be >= 0");
-    out->push_back(e);
+    control::TierSlo e;
+    TARMAC_ASSIGN_OR_RETURN(e.name, Name(At{kv.first, t.path, a.origin}));
+    // The controller and the report judge a tier on both targets: neither has a default.
+    if (!t.has("ttft_ms") || !t.has("tpot_ms")) return t.Error("give both ttft_ms and tpot_ms");
+    TARMAC_ASSIGN_OR_RETURN(e.ttft_ms, Number(t.Key("ttft_ms")));
+    TARMAC_ASSIGN_OR_RETURN(e.tpot_ms, Number(t.Key("tpot_ms")));
+    if (!(e.ttft_ms > 0)) return t.Key("ttft_ms").Error("must be > 0 ms");
+    if (!(e.tpot_ms > 0)) return t.Key("tpot_ms").Error("must be > 0 ms");
+    if (Status st = out->Add(std::move(e)); !st.ok()) return t.Error("{}", st.message());
   }
   return Status::Ok();
 }

@@ -26,7 +26,9 @@
 //       scopes: [accounts.read]   # permission scopes: part of every cache key
 //       policy_version: "2026-11" # part of every cache key (x-tarmac-policy-version overrides)
 //       session_max_blocks: 512   # KV blocks its sessions keep pinned per model
-//   slos: {gold: {ttft_ms: 200, tpot_ms: 50}}
+//   slos:                         # p99 targets per SLA tier, ranked in the order given
+//     gold: {ttft_ms: 200, tpot_ms: 50}   # (first = top tier); both targets, each > 0
+//     standard: {ttft_ms: 1000, tpot_ms: 200}
 //   default_task: chat
 //   task_rules: [{match: "(?i)translate", task: translate}, {match: "password", risk: high}]
 //   cache:                        # the scoped caches (defaults: embedded, the sizes below)
@@ -63,6 +65,7 @@
 
 #include "base/status.h"
 #include "cache/cache_service.h"
+#include "control/slo_targets.h"
 #include "metrics/request_bucket.h"
 #include "router/router.h"
 
@@ -87,17 +90,11 @@ struct TenantEntry {
   std::optional<int64_t> session_max_blocks;
 };
 
-struct SloEntry {
-  std::string tier;
-  double ttft_ms = 0;
-  double tpot_ms = 0;
-};
-
 struct ServeConfig {
   std::vector<ModelEntry> models;
   std::string api_key_file;
   std::vector<TenantEntry> tenants;
-  std::vector<SloEntry> slos;
+  control::SloTargets slos;  // empty: no section
   router::RouterConfig router;  // models' infos, routes, task rules, default task
   cache::CacheConfig cache;
   std::string cache_secret_file;  // "" : a random secret per start

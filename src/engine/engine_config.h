@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/engine_types.h"
 #include "metrics/registry.h"
 #include "model/kv_dtype.h"
 #include "sched/scheduler.h"
@@ -65,6 +66,10 @@ struct EngineConfig {
   // Prefix-cache events (stored / removed blocks) kept for EngineClient::DrainEvents; beyond
   // this many undrained events new ones are dropped and counted. 0: not recorded at all.
   int32_t event_capacity = 0;
+  // Called on the step thread when a request ends (any reason), after its metrics are
+  // recorded, with its timings and the step's clock (NowSeconds). Must be cheap and
+  // thread-safe (the control module's SLO tracker). Empty: nothing is called.
+  std::function<void(const RequestMetrics&, FinishReason, double now_s)> on_request_finished;
   // Called on the step thread after events were queued (a publisher's wake-up): must be cheap,
   // never block, and stay callable while the engine lives. Empty: nobody is told.
   std::function<void()> on_events;

@@ -141,6 +141,7 @@ void EngineCore::FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, c
   a.metrics.e2e_s = now - a.submit_s;
   a.metrics.queue_s = (a.first_sched_s > 0 ? a.first_sched_s : now) - a.submit_s;
   metrics_->RequestFinished(a.metrics, reason, now);
+  if (config_.on_request_finished) config_.on_request_finished(a.metrics, reason, now);
   ev.finish = reason;
   ev.error = error;
   ev.metrics = std::move(a.metrics);
@@ -184,6 +185,12 @@ Status EngineCore::CheckKnobs(const EngineKnobs& k) const {
       return InvalidField("bucket_max_k", "bucket {}'s k cap must be in [0, {}], got {}", b, max_k, cap);
   }
   if (k.max_waiting < 0) return InvalidField("max_waiting", "max_waiting must be >= 0, got {}", k.max_waiting);
+  if (k.max_cached_blocks < 0)
+    return InvalidField("max_cached_blocks", "max_cached_blocks must be >= 0, got {}", k.max_cached_blocks);
+  if (k.preempt_above_priority < k.admit_max_priority)
+    return InvalidField("preempt_above_priority",
+                        "preempt_above_priority ({}) must be >= admit_max_priority ({}): requests preempted "
+                        "above it would be admitted again at once", k.preempt_above_priority, k.admit_max_priority);
   return Status::Ok();
 }
 
@@ -371,8 +378,18 @@ void EngineCore::PublishEvents() {
   if (config_.on_events) config_.on_events();
 }
 
+void EngineCore::ApplyKvRelief() {
+  if (knobs_.max_cached_blocks != INT32_MAX) sched_->EvictCachedBeyond(knobs_.max_cached_blocks);
+  if (knobs_.preempt_above_priority == INT32_MAX) return;
+  for (int64_t id : sched_->PreemptAbove(knobs_.preempt_above_priority)) {
+    ++active_.at(id).metrics.preemptions;
+    if (proposer_) proposer_->Release(id);
+  }
+}
+
 bool EngineCore::Step() {
   const double t0 = NowSeconds();
+  ApplyKvRelief();
   Draft();
   sched::SchedulerOutput out = sched_->Schedule();
   for (int64_t id : out.preempted) {

@@ -125,6 +125,8 @@ class EngineCore {
   void Verify(int64_t id, float* logits, int32_t num_draft, double now);
   // Asks the proposer for drafts for decode-ready requests and reserves their lookahead.
   void Draft();
+  // The KV relief knobs (max_cached_blocks, preempt_above_priority), before a step.
+  void ApplyKvRelief();
   // The largest k the knobs allow for a bucket.
   int32_t KCap(metrics::BucketId b) const;
   void FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error);

@@ -96,6 +96,12 @@ struct EngineKnobs {
   std::map<metrics::BucketId, int32_t> bucket_max_k;  // tighter caps for some buckets
   int32_t max_waiting = 0;            // requests queued in the engine at most; 0: no limit
   int32_t admit_max_priority = INT32_MAX;  // waiting requests of a larger class are not admitted
+  // KV relief, enforced at every step boundary while set: cached-only prefix blocks beyond this
+  // many are evicted (LRU), and running requests of a priority class larger than
+  // preempt_above_priority are preempted (recompute). INT32_MAX: off. preempt_above_priority
+  // must be >= admit_max_priority, or the preempted requests would be admitted again at once.
+  int32_t max_cached_blocks = INT32_MAX;
+  int32_t preempt_above_priority = INT32_MAX;
   bool operator==(const EngineKnobs&) const = default;
 };
 

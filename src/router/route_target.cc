@@ -74,6 +74,12 @@ Status RouteTarget::Decide(const GenerationSpec& spec) {
     info_.model = small->name;
     return Status::Ok();
   }
+  // The controller may have this model's lowest tiers degraded to a smaller model.
+  if (std::string smaller = router_->SmallerFor(*route_, d.model, features_); !smaller.empty()) {
+    info_.degraded = true;
+    info_.reason += fmt::format("; degraded: {} sends the lowest SLA tiers to the smaller {}", d.model, smaller);
+    return UseModel(smaller);
+  }
   return UseModel(d.model);
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "model/llama_model.h"
 #include "router/route_target.h"
 
 namespace tarmac::router {
@@ -27,6 +28,10 @@ Router::Router(RouterConfig config, ModelPool* pool, std::shared_ptr<metrics::Re
   for (RouteConfig& r : config_.routes) {
     auto route = std::make_unique<Route>();
     route->config = std::move(r);
+    if (route->config.policy) route->config.policy->Models(&route->models);
+    route->models.push_back(route->config.baseline);
+    std::sort(route->models.begin(), route->models.end());
+    route->models.erase(std::unique(route->models.begin(), route->models.end()), route->models.end());
     routes_.push_back(std::move(route));
   }
   config_.routes.clear();
@@ -108,9 +113,56 @@ bool Router::IsRoute(const std::string& name) const {
 const std::string& Router::baseline(const std::string& route) const {
   for (const auto& r : routes_)
     if (r->config.name == route) return r->config.baseline;
-  TARMAC_CHECK(false && "not a route");
-  static const std::string kNone;
-  return kNone;
+  ::tarmac::detail::CheckFailed("IsRoute(route)", __FILE__, __LINE__);
+}
+
+namespace {
+int64_t WeightBytes(const PoolModel* m) { return m != nullptr && m->model != nullptr ? m->model->weight_bytes() : 0; }
+}  // namespace
+
+bool Router::HasSmallerModel(const std::string& model) const {
+  const PoolModel* m = pool_->Find(model);
+  if (m == nullptr) return false;
+  for (const auto& r : routes_) {
+    if (std::find(r->models.begin(), r->models.end(), model) == r->models.end()) continue;
+    for (const std::string& o : r->models) {
+      const PoolModel* x = pool_->Find(o);
+      if (x != nullptr && WeightBytes(x) < WeightBytes(m)) return true;
+    }
+  }
+  return false;
+}
+
+void Router::SetRouteSmaller(const std::string& model, bool on) {
+  std::lock_guard<std::mutex> lock(degraded_mu_);
+  if (on) {
+    degraded_.insert(model);
+  } else {
+    degraded_.erase(model);
+  }
+}
+
+void Router::SetLowestTiers(std::function<bool(std::string_view)> is_lowest) { is_lowest_ = std::move(is_lowest); }
+
+std::string Router::SmallerFor(const Route& route, const std::string& model, const RouteFeatures& f) const {
+  if (!is_lowest_ || !is_lowest_(f.sla.empty() ? std::string_view(metrics::kDefaultSla) : std::string_view(f.sla))) return "";
+  {
+    std::lock_guard<std::mutex> lock(degraded_mu_);
+    if (degraded_.count(model) == 0) return "";
+  }
+  const PoolModel* m = pool_->Find(model);
+  if (m == nullptr) return "";
+  std::string best;
+  int64_t best_bytes = -1;
+  for (const std::string& o : route.models) {
+    const PoolModel* x = pool_->Find(o);
+    if (x == nullptr || WeightBytes(x) >= WeightBytes(m) || !Allowed(o, f)) continue;
+    if (WeightBytes(x) > best_bytes) {
+      best = o;
+      best_bytes = WeightBytes(x);
+    }
+  }
+  return best;
 }
 
 std::vector<std::string> Router::route_names() const {

@@ -9,16 +9,21 @@
 // when that model is forbidden, overloaded or failing it falls back to the baseline (counted).
 // A model the request's risk or SLA tier forbids never serves it, fallback included.
 //
-// Not thread-safe: the server's I/O thread owns it (and the pool it borrows). The ModelView it
-// gives policies reads the engines, which are thread-safe.
+// Not thread-safe: the server's I/O thread owns it (and the pool it borrows), except
+// HasSmallerModel and SetRouteSmaller (the controller's thread; the pool must not change then).
+// The ModelView it gives policies reads the engines, which are thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -65,6 +70,18 @@ class Router : public ModelView {
   // Preconditions: IsRoute(route).
   std::unique_ptr<Target> MakeTarget(const std::string& route, const std::string& tenant);
 
+  // The degradation controller's "route to a smaller model" (control::RouteDegrader; the
+  // server adapts it). HasSmallerModel: some route's models (its policy's and its baseline)
+  // include `model` and a smaller one (fewer weight bytes). SetRouteSmaller(model, on): while
+  // on, a routed request that its route's policy sends to `model` (not a cascade: its small
+  // model answers first already) and whose SLA tier is one of the lowest (SetLowestTiers; none
+  // without it) goes to the largest smaller model of that route that may serve it; its
+  // RouteInfo says so (degraded). HasSmallerModel and SetRouteSmaller are thread-safe;
+  // SetLowestTiers before serving.
+  bool HasSmallerModel(const std::string& model) const;
+  void SetRouteSmaller(const std::string& model, bool on);
+  void SetLowestTiers(std::function<bool(std::string_view sla)> is_lowest);
+
   // Feedback on a response the same tenant received: score in [0, 1]. Errors: unknown id
   // (NotFound), score out of range (InvalidArgument, field "score").
   Status Feedback(const std::string& response_id, const std::string& tenant, double score);
@@ -81,6 +98,8 @@ class Router : public ModelView {
   void Finished(const Route& route, const RouteFeatures& f, const RouteInfo& info, const std::string& response_id,
                 const std::string& tenant, bool error);
   void DecisionTime(const Route& route, double seconds);
+  // The model a degraded `model` hands this request to ("" : none; see SetRouteSmaller).
+  std::string SmallerFor(const Route& route, const std::string& model, const RouteFeatures& f) const;
   PoolModel* pool_model(const std::string& name) const { return pool_->Find(name); }
   metrics::Registry& registry() { return *registry_; }
 
@@ -98,6 +117,9 @@ class Router : public ModelView {
   std::vector<std::unique_ptr<Route>> routes_;
   std::unordered_map<std::string, FeedbackEntry> feedback_;
   std::deque<std::string> feedback_order_;  // oldest first, for the capacity bound
+  std::function<bool(std::string_view)> is_lowest_;
+  mutable std::mutex degraded_mu_;
+  std::set<std::string> degraded_;  // models whose lowest-tier routed requests go smaller
   metrics::Family<metrics::Counter>* requests_;
   metrics::Family<metrics::Counter>* feedback_count_;
   metrics::Family<metrics::Histogram>* decision_seconds_;
@@ -105,6 +127,7 @@ class Router : public ModelView {
 
 struct Router::Route {
   RouteConfig config;
+  std::vector<std::string> models;  // its policy's models and its baseline, once each
 };
 
 }  // namespace tarmac::router

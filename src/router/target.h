@@ -28,6 +28,7 @@ struct RouteInfo {
   bool escalated = false;  // a cascade handed the request to its large model
   std::string escalated_from;  // then: its small model
   bool fallback = false;   // the baseline served it instead of the policy's choice
+  bool degraded = false;   // a smaller model served it instead (the controller's measure)
 };
 
 class Target {

@@ -253,6 +253,30 @@ void Scheduler::Preempt(Req* r, SchedulerOutput* out, int32_t* budget) {
   PublishCounts();
 }
 
+int64_t Scheduler::EvictCachedBeyond(int32_t max_cached_blocks) {
+  TARMAC_CHECK(max_cached_blocks >= 0);
+  if (tree_ == nullptr) return 0;
+  const int32_t cached = Usage().cached_only_blocks;
+  if (cached <= max_cached_blocks) return 0;
+  const int64_t n = tree_->Evict(cached - max_cached_blocks);
+  evicted_blocks_.Add(n);
+  PublishCounts();
+  return n;
+}
+
+std::vector<int64_t> Scheduler::PreemptAbove(int32_t max_priority) {
+  std::vector<int64_t> ids;
+  SchedulerOutput none;  // between steps: no batch to take the victims out of
+  int32_t budget = 0;
+  for (;;) {
+    Req* v = PickVictim(nullptr);
+    if (v == nullptr || v->priority <= max_priority) break;
+    Preempt(v, &none, &budget);
+    ids.push_back(v->id);
+  }
+  return ids;
+}
+
 SchedulerOutput Scheduler::Schedule() {
   if (sessions_) sessions_expired_.Add(sessions_->Expire(now_()));
   SchedulerOutput out;

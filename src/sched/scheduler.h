@@ -31,7 +31,8 @@
 // cache). Not thread-safe: the engine's step thread calls every method except counters(),
 // Usage(), num_running() and num_waiting(), which any thread may call (single-writer atomics,
 // O(1): each value whole, not a snapshot of all). Mutating: Add, Schedule, Commit, AppendToken,
-// SetLookahead, AcceptDraftToken, TrimToComputed, Finish, SetLimits, SetAdmitPriorityLimit.
+// SetLookahead, AcceptDraftToken, TrimToComputed, Finish, SetLimits, SetAdmitPriorityLimit,
+// EvictCachedBeyond, PreemptAbove.
 #pragma once
 
 #include <atomic>
@@ -137,6 +138,13 @@ class Scheduler {
   // admitted while it holds (INT32_MAX: everyone).
   void SetAdmitPriorityLimit(int32_t max_priority);
   int32_t admit_priority_limit() const { return admit_priority_limit_; }
+
+  // KV relief between steps (never between Schedule and Commit). Evicts unlocked cached-only
+  // blocks (LRU) until at most `max_cached_blocks` remain; returns how many were evicted.
+  int64_t EvictCachedBeyond(int32_t max_cached_blocks);
+  // Preempts (recompute) every running request of a priority class larger than
+  // `max_priority`; returns their ids, least important first.
+  std::vector<int64_t> PreemptAbove(int32_t max_priority);
 
   // Builds the next step. Empty when nothing can run.
   SchedulerOutput Schedule();

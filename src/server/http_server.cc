@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "control/slo_tracker.h"
 #include "server/server_internal.h"
 
 namespace tarmac::server {
@@ -47,9 +48,20 @@ Status Server::SetRoutes(router::RouterConfig routes) {
   asio::post(impl_->ioc, [impl = impl_.get(), holder, done] {
     auto r = std::make_unique<router::Router>(std::move(*holder), &impl->pool, impl->config.metrics);
     Status st = r->Validate();
-    if (st.ok()) impl->router = std::move(r);
+    if (st.ok()) {
+      impl->degrader = std::make_unique<RouterDegrader>(
+          r.get(), impl->config.slo_tracker ? impl->config.slo_tracker->targets() : control::SloTargets{});
+      impl->router = std::move(r);
+    }
     done->set_value(st);
   });
+  return result.get();
+}
+
+control::RouteDegrader* Server::route_degrader() {
+  auto done = std::make_shared<std::promise<control::RouteDegrader*>>();
+  std::future<control::RouteDegrader*> result = done->get_future();
+  asio::post(impl_->ioc, [impl = impl_.get(), done] { done->set_value(impl->degrader.get()); });
   return result.get();
 }
 

@@ -4,6 +4,7 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+//   GET  /v1/slo (the per-bucket SLO report, JSON: control/slo_report.h)
 //   GET  /ready (readiness: 200 once every model is loaded and warm and its engine running;
 //        503 while loading or draining)
 //   POST /v1/completions/render, POST /v1/chat/completions/render ({"token_ids": the prompt
@@ -40,6 +41,12 @@
 #include "server/auth.h"
 #include "server/limits.h"
 
+namespace tarmac::control {
+class Controller;
+class SloTracker;
+class RouteDegrader;
+}  // namespace tarmac::control
+
 namespace tarmac::server {
 
 // What a tenant's requests get when they do not say (SLA tier, risk), and what its cache
@@ -66,6 +73,11 @@ struct ServerConfig {
   double request_timeout_s = 600;           // admission wait + generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
+  // The SLO report's per-request bookkeeping (fed by the engines; null: no attainment), and
+  // the degradation controller (null: off; then admission is exactly as without it). Both
+  // outlive the server's I/O; the controller is stopped before the engines go.
+  std::shared_ptr<control::SloTracker> slo_tracker;
+  std::shared_ptr<control::Controller> controller;
   std::map<std::string, TenantDefaults> tenants;  // by tenant name
   // When set, the model whose load llm-d's endpoint picker reads under vLLM's metric names
   // (server_metrics.h: WatchModelForPicker), registered when that model is added.
@@ -87,6 +99,10 @@ class Server {
   // The routes (virtual model names) over the models added so far. Waits for the I/O thread;
   // errors (Router::Validate) leave the server without routes.
   Status SetRoutes(router::RouterConfig routes);
+  // The routes as the controller's "route to a smaller model" (Controller::SetRouteDegrader):
+  // null before SetRoutes succeeds. The lowest SLA tiers are config.slo_tracker's (none
+  // without one). Lives as long as the server; call after every AddModel.
+  control::RouteDegrader* route_degrader();
   void SetReady();
   // Serves until drained. Returns 0.
   int Run();

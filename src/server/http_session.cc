@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "server/dashboard_assets.h"
 #include "server/server_internal.h"
+#include "server/slo_control.h"
 
 namespace tarmac::server {
 namespace {
@@ -124,7 +125,8 @@ void Session::Handle() {
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
                                   {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post},
-                                  {"/ready", http::verb::get},          {"/v1/completions/render", http::verb::post},
+                                  {"/v1/slo", http::verb::get},         {"/ready", http::verb::get},
+                                  {"/v1/completions/render", http::verb::post},
                                   {"/v1/chat/completions/render", http::verb::post}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
@@ -183,6 +185,7 @@ void Session::Handle() {
     Respond(200, "text/plain; version=0.0.4; charset=utf-8", srv_->RenderMetrics());
     return;
   }
+  if (route_ == "/v1/slo") return HandleSlo();
   if (!srv_->ready) return RespondError(Unavailable("the server is loading models", 5));
   if (route_ == "/v1/models") return HandleModels(one_model);
   if (route_ == "/tokenize") return HandleTokenize(false);
@@ -229,8 +232,13 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
       req.spec.risk_given = true;
     }
   }
-  if (!srv_->IsRoute(req.model) && !srv_->FindModel(req.model))
+  const bool routed = srv_->IsRoute(req.model);
+  if (!routed && !srv_->FindModel(req.model))
     return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
+  // The controller judges a routed request by its route's baseline (the model always there),
+  // before the cache phase, so that a capped max_tokens is part of the response's cache key.
+  const std::string controlled = routed ? srv_->router->baseline(req.model) : req.model;
+  if (auto e = ApplyController(srv_->config.controller.get(), controlled, &req, &srv_->metrics)) return RespondError(*e);
   BeginGeneration(std::move(req), tenant);
 }
 

@@ -44,7 +44,7 @@ std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, nlohmann::js
 
 Json RouteJson(const router::RouteInfo& info) {
   Json j = {{"route", info.route}, {"policy", info.policy}, {"model", info.model}, {"escalated", info.escalated},
-            {"fallback", info.fallback}, {"reason", info.reason}};
+            {"fallback", info.fallback}, {"degraded", info.degraded}, {"reason", info.reason}};
   return j;
 }
 

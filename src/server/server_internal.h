@@ -25,6 +25,7 @@
 #include "server/http_server.h"
 #include "server/server_cache.h"
 #include "server/server_metrics.h"
+#include "server/slo_control.h"
 
 namespace tarmac::server {
 
@@ -66,6 +67,7 @@ struct Server::Impl {
   bool stopped = false;
   router::ModelPool pool;  // destroyed before ioc (declared after it)
   std::unique_ptr<router::Router> router;  // null: no routes; borrows the pool
+  std::unique_ptr<RouterDegrader> degrader;  // over `router`, once it is set
   RateLimiter limiter;
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
@@ -122,6 +124,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WriteStreamHeaders();
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
+  void HandleSlo();  // slo_route.cc
   void HandleDashboard(const std::string& target);
   void Respond(int status, const std::string& content_type, const std::string& body,
                const std::vector<std::pair<std::string, std::string>>& extra = {});

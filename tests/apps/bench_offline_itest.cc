@@ -36,6 +36,11 @@ TEST_F(BenchOfflineTest, JsonReportHasEveryField) {
   // 48 shared tokens = 3 blocks; every request after the first finds them cached.
   EXPECT_GE(j["prefix_hit_tokens"].get<int64_t>(), 48);
   EXPECT_EQ(j["prefill_tokens_saved"], j["prefix_hit_tokens"]);
+  // The per-bucket SLO table counts the measured requests only (not the warm-up).
+  const auto& slo_buckets = j["slo_report"]["models"][0]["buckets"];
+  int64_t measured = 0;
+  for (const auto& b : slo_buckets) measured += b["total"]["requests"].get<int64_t>();
+  EXPECT_EQ(measured, 8) << slo_buckets.dump();
 
   r = Run({"bench", "offline", "-m", testing::kWp11m, "--requests", "4", "--prompt-len", "16",
            "--output-len", "4", "--shared-prefix", "48", "--no-prefix-cache", "--json"});

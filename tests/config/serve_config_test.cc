@@ -35,7 +35,7 @@ tenants:
   - name: beta
 slos:
   gold: {ttft_ms: 200, tpot_ms: 50}
-  standard: {ttft_ms: 1000}
+  standard: {ttft_ms: 1000, tpot_ms: 200}
 default_task: chat
 task_rules:
   - match: "(?i)translate"
@@ -81,7 +81,14 @@ TEST(ServeConfig, FullExample) {
   EXPECT_EQ(c->tenant("acme")->sla, "gold");
   EXPECT_EQ(*c->tenant("acme")->risk, metrics::Risk::kHigh);
   EXPECT_EQ(c->tenant("acme")->scopes, std::vector<std::string>{"accounts.read"});
-  ASSERT_EQ(c->slos.size(), 2u);
+  ASSERT_EQ(c->slos.size(), 2);  // ranked in the file's order: gold is the top tier
+  EXPECT_EQ(c->slos.Rank("gold"), 0);
+  EXPECT_EQ(c->slos.Rank("standard"), 1);
+  EXPECT_EQ(c->slos.Find("gold")->ttft_ms, 200);
+  EXPECT_EQ(c->slos.Find("gold")->tpot_ms, 50);
+  EXPECT_EQ(c->slos.Find("standard")->tpot_ms, 200);
+  EXPECT_TRUE(c->slos.IsLowest("standard"));
+  EXPECT_FALSE(c->slos.IsLowest("gold"));
   EXPECT_EQ(c->router.task_rules.size(), 2u);
   EXPECT_TRUE(c->router.task_rules[0].pattern.Search("Please TRANSLATE this"));
   ASSERT_EQ(c->router.routes.size(), 2u);
@@ -127,7 +134,11 @@ TEST(ServeConfig, BadEntriesNameTheirPath) {
       {"models: [{path: a.gguf}]\ntenants: [{sla: gold}]", "tenants[0]", "needs 'name'"},
       {"models: [{path: a.gguf}]\ntenants: [{name: a}, {name: a}]", "tenants[1].name", "defined twice"},
       {"models: [{path: a.gguf}]\nslos: {gold: {ttft: 3}}", "slos.gold.ttft", "unknown key"},
-      {"models: [{path: a.gguf}]\nslos: {gold: {ttft_ms: fast}}", "slos.gold.ttft_ms", "expected a number"},
+      {"models: [{path: a.gguf}]\nslos: {gold: {ttft_ms: fast, tpot_ms: 5}}", "slos.gold.ttft_ms", "expected a number"},
+      {"models: [{path: a.gguf}]\nslos: {gold: {ttft_ms: 100}}", "slos.gold", "both ttft_ms and tpot_ms"},
+      {"models: [{path: a.gguf}]\nslos: {gold: {ttft_ms: 100, tpot_ms: 0}}", "slos.gold.tpot_ms", "> 0"},
+      {"models: [{path: a.gguf}]\nslos: {gold: {ttft_ms: -1, tpot_ms: 5}}", "slos.gold.ttft_ms", "> 0"},
+      {"models: [{path: a.gguf}]\nslos: [gold]", "slos", "expected a map"},
       {"models: [{path: a.gguf}]\ntask_rules: [{match: '('}]", "task_rules[0]", "sets 'task', 'risk' or both"},
       {"models: [{path: a.gguf}]\ntask_rules: [{match: '(', task: t}]", "task_rules[0].match", "does not compile"},
       {"models: [{path: a.gguf}]\nroutes: [{name: auto}]", "routes[0]", "needs 'name' and 'baseline'"},

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -229,6 +230,99 @@ struct Follower {
 // A randomized workload (shared prefixes across three namespaces, a small pool that evicts,
 // cancellations, preemption): after every step the replayed events name exactly the blocks the
 // prefix cache holds, and every announced parent was announced before its child.
+TEST(EngineKnobsTest, KvReliefEvictsCachedBlocksAndPreemptsTheLowestClass) {
+  Loaded& m = Get(testing::kWp1m);
+  EngineConfig cfg;
+  cfg.kv.blocks = 128;
+  auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
+  // Two finished requests leave their full blocks cached.
+  for (int64_t id = 0; id < 2; ++id)
+    ASSERT_TRUE(core->Add(id, Req(Ids(64, static_cast<int32_t>(id) * 300), 2), std::make_shared<RequestStream>(id)).ok());
+  for (int guard = 0; !core->idle() && guard < 100; ++guard) core->Step();
+  ASSERT_GE(core->Stats().kv.cached_only_blocks, 6);
+  EngineKnobs k = core->knobs();
+  k.max_cached_blocks = 2;
+  core->SetKnobs(k);
+  auto low = std::make_shared<RequestStream>(10);
+  EngineRequest r = Req(Ids(20, 5000), 40);
+  r.priority = 1;
+  ASSERT_TRUE(core->Add(10, r, low).ok());
+  ASSERT_TRUE(core->Add(11, Req(Ids(20, 6000), 40), std::make_shared<RequestStream>(11)).ok());
+  core->Step();
+  EXPECT_LE(core->Stats().kv.cached_only_blocks, 2);
+  EXPECT_EQ(core->Stats().num_running, 2);
+  // Preempting above class 0 (and admitting up to it): the low-priority request waits.
+  k.admit_max_priority = 0;
+  k.preempt_above_priority = 0;
+  core->SetKnobs(k);
+  const int64_t before = core->Stats().sched.preemptions;
+  core->Step();
+  EXPECT_EQ(core->Stats().sched.preemptions, before + 1);
+  EXPECT_EQ(core->Stats().num_running, 1);
+  EXPECT_EQ(core->Stats().num_waiting, 1);
+  EXPECT_TRUE(core->CheckIntegrity().ok()) << core->CheckIntegrity().message();
+  // Lifted, it runs to the end (recomputed) and reports its preemption.
+  core->SetKnobs(core->DefaultKnobs());
+  for (int guard = 0; !core->idle() && guard < 1000; ++guard) core->Step();
+  TokenEvent ev;
+  int tokens = 0;
+  while (low->TryNext(&ev)) {
+    if (ev.token >= 0) ++tokens;
+    if (ev.last()) break;
+  }
+  EXPECT_EQ(ev.finish, FinishReason::kLength);
+  EXPECT_EQ(tokens, 40);
+  EXPECT_EQ(ev.metrics.preemptions, 1);
+  EXPECT_TRUE(core->CheckIntegrity().ok());
+}
+
+TEST(EngineKnobsTest, BadKvReliefKnobsNameTheKnob) {
+  Loaded& m = Get(testing::kWp1m);
+  EngineConfig cfg;
+  cfg.kv.blocks = 32;
+  auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
+  EngineKnobs k = core->knobs();
+  k.max_cached_blocks = -1;
+  EXPECT_EQ(core->CheckKnobs(k).field(), "max_cached_blocks");
+  k = core->knobs();
+  k.admit_max_priority = 2;
+  k.preempt_above_priority = 1;  // would preempt what it admits again at once
+  EXPECT_EQ(core->CheckKnobs(k).field(), "preempt_above_priority");
+  k.preempt_above_priority = 2;
+  EXPECT_TRUE(core->CheckKnobs(k).ok());
+}
+
+TEST(EngineHookTest, EveryEndedRequestReachesTheHookWithItsMetrics) {
+  Loaded& m = Get(testing::kWp1m);
+  EngineConfig cfg;
+  cfg.kv.blocks = 64;
+  std::mutex mu;
+  std::vector<std::pair<RequestMetrics, FinishReason>> seen;
+  cfg.on_request_finished = [&](const RequestMetrics& rm, FinishReason why, double now) {
+    EXPECT_GT(now, 0);
+    std::lock_guard<std::mutex> lock(mu);
+    seen.emplace_back(rm, why);
+  };
+  auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
+  auto a = client->Submit(Req(Ids(12, 1), 5)).value();
+  EXPECT_EQ(Tokens(*a).size(), 5u);
+  auto b = client->Submit(Req(Ids(12, 2), 400)).value();
+  TokenEvent ev;
+  ASSERT_TRUE(b->Next(&ev, std::chrono::seconds(60)));
+  client->Cancel(b->id());
+  while (b->Next(&ev, std::chrono::seconds(60)) && !ev.last()) {
+  }
+  client->Shutdown();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].second, FinishReason::kLength);
+  EXPECT_EQ(seen[0].first.output_tokens, 5);
+  EXPECT_EQ(seen[0].first.prompt_tokens, 12);
+  EXPECT_NE(seen[0].first.bucket, metrics::kNoBucket);
+  EXPECT_GT(seen[0].first.ttft_s, 0);
+  EXPECT_EQ(seen[1].second, FinishReason::kCancelled);
+}
+
 TEST(EngineEventsTest, ReplayingTheEventStreamReconstructsTheCachedBlocks) {
   Loaded& m = Get(testing::kWp1m);
   EngineConfig cfg;

@@ -146,6 +146,65 @@ TEST(Router, NoRequestIsServedByAModelItsRiskOrTierForbids) {
   for (const char* m : {"small", "mid", "large"}) EXPECT_GT(served[m], 1000) << m;
 }
 
+// The controller's "route to a smaller model": while a model is degraded, routed requests of
+// the lowest tiers that the policy sends to it go to the route's largest smaller model that may
+// serve them (never a forbidden one), other tiers stay; off again, everything is as before.
+TEST(Router, ADegradedModelSendsTheLowestTiersToASmallerModelOfTheRoute) {
+  Pool p;
+  p.pool.Add(Make("small", testing::kWp1m, p.reg, 16));
+  p.pool.Add(Make("large", testing::kWp11m, p.reg, 16));
+  p.pool.Add(Make("other", testing::kWp1m, p.reg, 16));  // on no route
+  RouterConfig rc;
+  ModelInfo small{"small", "small", 0.01, {Risk::kLow}, {}};  // low risk only
+  rc.models = {small};
+  RouteConfig r;
+  r.name = "auto";
+  std::vector<RulesPolicy::Rule> rules;
+  RulesPolicy::Rule rule;
+  rule.when.max_prompt_tokens = 1;  // never matches: the small model is on the route, unused
+  rule.use = std::make_unique<ModelPolicy>("small");
+  rules.push_back(std::move(rule));
+  r.policy = std::make_unique<RulesPolicy>(std::move(rules), std::make_unique<ModelPolicy>("large"));
+  r.baseline = "large";
+  rc.routes.push_back(std::move(r));
+  RouteConfig direct;  // a route with the large model only
+  direct.name = "only-large";
+  direct.baseline = "large";
+  rc.routes.push_back(std::move(direct));
+  Router router(std::move(rc), &p.pool, p.reg);
+  ASSERT_TRUE(router.Validate().ok()) << router.Validate().message();
+  EXPECT_TRUE(router.HasSmallerModel("large"));
+  EXPECT_FALSE(router.HasSmallerModel("small"));
+  EXPECT_FALSE(router.HasSmallerModel("other"));
+  router.SetLowestTiers([](std::string_view sla) { return sla == "bronze"; });
+  auto answer = [&](const std::string& route, const std::string& sla, Risk risk, bool* degraded) {
+    GenerationSpec s = Ids(8, 2);
+    s.sla = sla;
+    s.risk = risk;
+    s.risk_given = true;
+    auto t = router.MakeTarget(route, "t");
+    auto prep = t->Prepare(s);
+    EXPECT_TRUE(prep.ok()) << prep.status().message();
+    *degraded = t->route_info()->degraded;
+    return t->model().name;
+  };
+  bool d = true;
+  EXPECT_EQ(answer("auto", "bronze", Risk::kLow, &d), "large");  // not degraded yet
+  EXPECT_FALSE(d);
+  router.SetRouteSmaller("large", true);
+  EXPECT_EQ(answer("auto", "bronze", Risk::kLow, &d), "small");
+  EXPECT_TRUE(d);
+  EXPECT_EQ(answer("auto", "gold", Risk::kLow, &d), "large");  // not a lowest tier
+  EXPECT_FALSE(d);
+  EXPECT_EQ(answer("auto", "bronze", Risk::kHigh, &d), "large");  // small may not serve high risk
+  EXPECT_FALSE(d);
+  EXPECT_EQ(answer("only-large", "bronze", Risk::kLow, &d), "large");  // its route has nothing smaller
+  EXPECT_FALSE(d);
+  router.SetRouteSmaller("large", false);
+  EXPECT_EQ(answer("auto", "bronze", Risk::kLow, &d), "large");
+  EXPECT_FALSE(d);
+}
+
 // Runs a target to its end; the tokens of choice 0.
 std::vector<int32_t> RunToEnd(Target& t, const GenerationSpec& spec) {
   auto p = t.Prepare(spec);

@@ -289,6 +289,51 @@ TEST(SchedulerTest, UsageIsKeptWithoutWalkingTheCache) {
   EXPECT_EQ(u.unused_slots, 0);
 }
 
+TEST(SchedulerTest, EvictCachedBeyondLeavesAtMostTheLimit) {
+  Fixture f(32, Cfg());
+  for (int64_t id = 1; id <= 3; ++id) ASSERT_TRUE(f.sched.Add({id, 0, 0, Seq(12, 100 * static_cast<int32_t>(id)), 2}).ok());
+  Step(f.sched);
+  for (int64_t id = 1; id <= 3; ++id) f.sched.Finish(id);
+  ASSERT_EQ(f.sched.Usage().cached_only_blocks, 9);  // three full blocks each stay cached
+  EXPECT_EQ(f.sched.EvictCachedBeyond(9), 0);
+  EXPECT_EQ(f.sched.EvictCachedBeyond(4), 5);
+  EXPECT_EQ(f.sched.Usage().cached_only_blocks, 4);
+  EXPECT_EQ(f.sched.counters().evicted_blocks, 5);
+  EXPECT_EQ(f.sched.EvictCachedBeyond(0), 4);
+  EXPECT_EQ(f.sched.Usage().free_blocks, 32);
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok()) << f.sched.CheckIntegrity().message();
+  // Without a prefix cache there is nothing to evict.
+  Fixture g(8, Cfg(), /*prefix=*/false);
+  EXPECT_EQ(g.sched.EvictCachedBeyond(0), 0);
+}
+
+TEST(SchedulerTest, PreemptAboveTakesBackLessImportantRequestsOnly) {
+  Fixture f(64, Cfg());
+  ASSERT_TRUE(f.sched.Add({1, 0, /*priority=*/-1, Seq(8), 8}).ok());
+  ASSERT_TRUE(f.sched.Add({2, 0, /*priority=*/1, Seq(8, 50), 8}).ok());
+  ASSERT_TRUE(f.sched.Add({3, 0, /*priority=*/2, Seq(8, 90), 8}).ok());
+  ASSERT_TRUE(f.sched.Add({4, 0, /*priority=*/0, Seq(8, 130), 8}).ok());
+  Step(f.sched);
+  ASSERT_EQ(f.sched.num_running(), 4);
+  const std::vector<int64_t> ids = f.sched.PreemptAbove(0);
+  EXPECT_EQ(ids, (std::vector<int64_t>{3, 2}));  // least important first
+  EXPECT_EQ(f.sched.state(2), RequestState::kPreempted);
+  EXPECT_EQ(f.sched.state(3), RequestState::kPreempted);
+  EXPECT_EQ(f.sched.state(1), RequestState::kRunning);
+  EXPECT_EQ(f.sched.state(4), RequestState::kRunning);
+  EXPECT_EQ(f.sched.counters().preemptions, 2);
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok()) << f.sched.CheckIntegrity().message();
+  EXPECT_TRUE(f.sched.PreemptAbove(0).empty());
+  // Held back by the admission limit, they wait; lifted, they run again (recompute).
+  f.sched.SetAdmitPriorityLimit(0);
+  Step(f.sched);
+  EXPECT_EQ(f.sched.state(2), RequestState::kPreempted);
+  f.sched.SetAdmitPriorityLimit(INT32_MAX);
+  Step(f.sched);
+  EXPECT_EQ(f.sched.state(2), RequestState::kRunning);
+  EXPECT_EQ(f.sched.state(3), RequestState::kRunning);
+}
+
 }  // namespace
 }  // namespace tarmac::sched
 

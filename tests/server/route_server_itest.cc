@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
@@ -167,6 +168,50 @@ TEST_F(RouteServerTest, TenantDefaultsReachTheBucketAndRiskRulesHold) {
   EXPECT_EQ(Json::parse(c.body)["model"], "large");
   const std::string met = Get(port, "/metrics", "Authorization: Bearer key-acme-123\r\n").body;
   EXPECT_NE(met.find("sla=\"gold\",temperature_band=\"0\",risk=\"high\""), std::string::npos) << met.substr(0, 3000);
+}
+
+// The config's slos are the report's and the controller's tiers (in the file's order); routed
+// requests show in /v1/slo's routes (escalation and fallback rates, answering models, per
+// bucket). slos in the file and --slo together exit 2.
+TEST_F(RouteServerTest, ConfigSlosAreTheTiersAndTheReportShowsTheRoutes) {
+  const std::string cfg =
+      Config("  - {name: up, baseline: large, policy: {cascade: {small: small, large: large, k: 8, min_mean_logprob: 1000}}}\n"
+             "  - {name: plain, baseline: large, policy: small}\n",
+             "", "slos:\n  gold: {ttft_ms: 60000, tpot_ms: 10000}\n  bronze: {ttft_ms: 90000, tpot_ms: 20000}\n");
+  auto srv = Start(cfg, {"--controller", "on"});
+  const int port = srv->port();
+  for (const char* route : {"up", "up", "plain", "plain", "plain"}) {
+    Json body = Completion(route);
+    body["sla"] = "gold";
+    HttpResponse r = Post(port, "/v1/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  const Json j = Json::parse(Get(port, "/v1/slo").body);
+  ASSERT_EQ(j["tiers"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["tiers"][0]["name"], "gold");
+  EXPECT_FALSE(j["tiers"][0]["lowest"].get<bool>());
+  EXPECT_EQ(j["tiers"][1]["name"], "bronze");
+  EXPECT_TRUE(j["tiers"][1]["lowest"].get<bool>());
+  EXPECT_TRUE(j["controller"]["enabled"].get<bool>());
+  std::map<std::string, Json> routes;
+  for (const Json& r : j["routes"]) routes[r["route"].get<std::string>()] = r;
+  ASSERT_EQ(routes.size(), 2u) << j["routes"].dump();
+  EXPECT_EQ(routes["up"]["requests"], 2);
+  EXPECT_DOUBLE_EQ(routes["up"]["escalation_rate"].get<double>(), 1.0);  // forced to escalate
+  EXPECT_DOUBLE_EQ(routes["up"]["model_share"]["large"].get<double>(), 1.0);
+  EXPECT_EQ(routes["plain"]["requests"], 3);
+  EXPECT_DOUBLE_EQ(routes["plain"]["escalation_rate"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(routes["plain"]["model_share"]["small"].get<double>(), 1.0);
+  ASSERT_EQ(routes["plain"]["buckets"].size(), 1u);
+  EXPECT_NE(routes["plain"]["buckets"][0]["key"].get<std::string>().find("gold"), std::string::npos);
+  for (const Json& m : j["models"]) {
+    if (m["model"] == "small") EXPECT_EQ(m["route"]["served"], 3) << m["route"].dump();
+    if (m["model"] == "large") EXPECT_EQ(m["route"]["escalated"], 2) << m["route"].dump();
+  }
+  // The tiers from the file and from --slo: one source only.
+  ServerProcess both({"--config", cfg, "--slo", "gold=1:1"}, Path("log2.txt"), false);
+  EXPECT_EQ(both.WaitExit(60), 2);
+  EXPECT_NE(Slurp(Path("log2.txt")).find("not both"), std::string::npos) << Slurp(Path("log2.txt"));
 }
 
 TEST_F(RouteServerTest, BadConfigFailsAtStartNamingTheEntry) {

@@ -1,0 +1,50 @@
+// `tarmac plan --measure`: probes this machine for the planner. Memory bandwidth: threads
+// summing (the SIMD kernels' loads) a buffer the size of the model's weights (so the bytes come from the
+// same level of the memory hierarchy a decode step reads them from). Step costs: through a
+// real engine (EngineClient, speculation off, the run's threads and KV dtype), decode steps of
+// B requests at the workload's mean context (the prompt is cached once, then B requests share
+// it and decode in lockstep: the median TPOT is the B-token step) and prefill steps of one
+// request (its TTFT). The sizes are measured in interleaved rounds and each size's median
+// kept, so a moment of interference from other processes moves one sample, not the curve.
+// Starts another round only while one more fits its time budget (the first always runs).
+//
+// Functions; run on one thread (each probe owns its engine).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "control/step_cost.h"
+#include "engine/engine_config.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tarmac::apps {
+
+// Bytes per second; best of a few passes over `bytes` (>= 1 MiB) with `threads` readers.
+double MeasureReadBandwidth(int64_t bytes, int threads);
+
+struct StepProbe {
+  int32_t context = 192;                   // KV tokens each decode step attends to
+  std::vector<int32_t> batches = {1, 2, 4, 8, 16};
+  std::vector<int32_t> prefills = {128, 512};
+  int32_t decode_tokens = 6;               // tokens per request in a decode probe
+  int32_t rounds = 3;                      // interleaved rounds over all sizes
+  double budget_s = 25;
+};
+
+struct StepProbeResult {
+  control::StepCostCurve curve;
+  std::vector<std::pair<int32_t, double>> decode, prefill;  // (size, median seconds)
+  int32_t rounds = 0;      // rounds completed
+  double seconds = 0;
+  bool truncated = false;  // fewer rounds than asked: the budget ran out
+};
+
+// `config` is the engine's (threads, KV dtype, max_batched_tokens; the probe sets running cap,
+// KV blocks, speculation off). Errors: the engine could not be built, a request failed.
+Result<StepProbeResult> MeasureStepCosts(model::LlamaModel* model, const tok::Tokenizer* tokenizer,
+                                         engine::EngineConfig config, const StepProbe& probe);
+
+}  // namespace tarmac::apps
