@@ -68,6 +68,9 @@ struct NewRequest {
   int32_t priority = 0;           // class; smaller is more important
   std::vector<int32_t> prompt;    // token ids, non-empty
   int32_t max_tokens = 16;        // output tokens at most
+  // false: never start from a cached prefix (every prompt token is computed: the caller wants
+  // their logits, e.g. prompt logprobs); its blocks are still cached for others.
+  bool reuse_prefix = true;
 };
 
 // One request's share of a step: compute tokens[start, start + num_tokens) at those positions.

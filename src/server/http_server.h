@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "metrics/registry.h"
@@ -52,6 +53,12 @@ struct ServerConfig {
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
   std::map<std::string, TenantDefaults> tenants;  // by tenant name
+  // CORS: origins allowed to call from a browser ("*": any); empty: no CORS headers and no
+  // preflight answers (OPTIONS is then a 405).
+  std::vector<std::string> cors_origins;
+  // Completions prompts (and /tokenize) recognise special-token text ("<|eot_id|>") unless a
+  // request's parse_special says otherwise.
+  bool parse_special = true;
 };
 
 class Server {

@@ -18,6 +18,11 @@ std::string HexChunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r
 
 std::chrono::milliseconds Ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
+// How long a connection closed after an error with its request body unread keeps reading and
+// discarding (nginx's lingering close): the client, still sending, then gets the response
+// instead of a reset.
+constexpr double kLingerSeconds = 5;
+
 }  // namespace
 
 Session::Session(tcp::socket socket, Server::Impl* srv)
@@ -80,6 +85,7 @@ void Session::OnRead(beast::error_code ec) {
   keep_alive_ = true;
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
+    linger_ = true;
     route_ = "other";
     RespondError(TooLarge(fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)",
                                       srv_->config.max_body_bytes)));
@@ -87,6 +93,7 @@ void Session::OnRead(beast::error_code ec) {
   }
   if (ec == http::error::header_limit) {
     keep_alive_ = false;
+    linger_ = true;
     route_ = "other";
     ApiError e = BadRequest("", "the request headers are too large");
     e.status = 431;
@@ -95,6 +102,7 @@ void Session::OnRead(beast::error_code ec) {
   }
   if (ec) {
     keep_alive_ = false;
+    linger_ = true;
     route_ = "other";
     RespondError(BadRequest("", "malformed HTTP request: " + ec.message(), "bad_request"));
     return;
@@ -115,6 +123,7 @@ void Session::Handle() {
   std::string target(req.target());
   if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
   const http::verb method = req.method();
+  SetCors(req);
   struct Route {
     const char* path;
     http::verb verb;
@@ -136,11 +145,14 @@ void Session::Handle() {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
   }
+  const std::string allow = std::string(http::to_string(route->verb)) +
+                            (route->verb == http::verb::get ? ", HEAD" : "") + (srv_->config.cors_origins.empty() ? "" : ", OPTIONS");
+  if (method == http::verb::options && !srv_->config.cors_origins.empty()) return RespondPreflight(req, allow);
   if (method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
     ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
                                             target, std::string(http::to_string(route->verb))), "method_not_allowed");
     e.status = 405;
-    RespondError(e);
+    Respond(e.status, "application/json", e.ToJson(), {{"Allow", allow}});  // RFC 9110 15.5.6
     return;
   }
   if (route_ == "/health") {
@@ -231,11 +243,11 @@ void Session::HandleTokenize(bool detokenize) {
   if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
   std::vector<int32_t> ids;
   if (r.is_chat) {
-    auto text = m->chat.Render(r.messages, nullptr, r.add_generation_prompt);
-    if (!text.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + text.status().message()));
-    ids = m->tokenizer->Encode(*text, m->chat.encode_options());
+    auto enc = m->chat.Encode(r.messages, nullptr, r.add_generation_prompt, *m->tokenizer);
+    if (!enc.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + enc.status().message()));
+    ids = std::move(enc).value();
   } else {
-    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, false});
+    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, r.parse_special.value_or(srv_->config.parse_special)});
   }
   Respond(200, "application/json",
           DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));
@@ -249,6 +261,7 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   }
   GenRequest req;
   if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
+  if (!req.parse_special_given) req.spec.parse_special = srv_->config.parse_special;
   req.spec.tenant = tenant;
   if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {
     if (req.spec.sla.empty()) req.spec.sla = t->second.sla;
@@ -380,6 +393,7 @@ void Session::WriteStreamHeaders() {
   std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
                   "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
   if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  h += CorsHeaders();
   Write(h + "\r\n");
   std::string prelude = gen_->render().StreamPrelude();
   if (!prelude.empty()) Write(HexChunk(prelude));
@@ -504,6 +518,7 @@ void Session::Respond(int status, const std::string& content_type, const std::st
   std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n", status,
                               Reason(status), content_type, body.size(), keep_alive_ ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  h += CorsHeaders();
   h += "\r\n";
   const bool head = parser_ && parser_->is_header_done() && parser_->get().method() == http::verb::head;
   Write(h + (head ? std::string() : body));
@@ -532,7 +547,7 @@ void Session::DoWrite() {
   if (outq_.empty()) {
     if (!response_complete_ || state_ == State::kClosed) return;
     response_complete_ = false;
-    if (!keep_alive_) return Close();
+    if (!keep_alive_) return linger_ ? Linger() : Close();
     if (watching_) {  // stop the disconnect watch, then read the next request
       read_after_watch_ = true;
       beast::error_code ec;
@@ -548,6 +563,60 @@ void Session::DoWrite() {
     if (!self->outq_.empty()) self->outq_.pop_front();
     self->DoWrite();
   });
+}
+
+void Session::Linger() {
+  beast::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);  // the response is complete: FIN
+  if (ec) return Close();
+  state_ = State::kLingering;
+  read_timer_.expires_after(Ms(kLingerSeconds));
+  read_timer_.async_wait([w = weak_from_this()](const beast::error_code& tec) {
+    if (tec) return;
+    if (auto s = w.lock(); s && s->state_ == State::kLingering) s->Close();
+  });
+  DiscardInput();
+}
+
+void Session::DiscardInput() {
+  socket_.async_read_some(asio::buffer(watch_buf_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (self->state_ != State::kLingering) return;
+    if (ec) return self->Close();  // the client closed its side (or went away)
+    self->DiscardInput();
+  });
+}
+
+void Session::SetCors(const http::request<http::string_body>& req) {
+  cors_origin_.clear();
+  const auto& allowed = srv_->config.cors_origins;
+  if (allowed.empty()) return;
+  auto it = req.find(http::field::origin);
+  if (it == req.end()) return;
+  const std::string origin(it->value());
+  for (const std::string& a : allowed) {
+    if (a == "*") {
+      cors_origin_ = "*";
+      return;
+    }
+    if (a == origin) cors_origin_ = origin;
+  }
+}
+
+std::string Session::CorsHeaders() const {
+  if (cors_origin_.empty()) return "";
+  std::string h = "Access-Control-Allow-Origin: " + cors_origin_ + "\r\n";
+  if (cors_origin_ != "*") h += "Vary: Origin\r\n";
+  return h + "Access-Control-Expose-Headers: x-tarmac-route, Retry-After\r\n";
+}
+
+void Session::RespondPreflight(const http::request<http::string_body>& req, const std::string& allow) {
+  std::vector<std::pair<std::string, std::string>> extra = {{"Access-Control-Allow-Methods", allow},
+                                                            {"Access-Control-Max-Age", "600"}};
+  // The headers the browser will send (the openai client sends Authorization, Content-Type
+  // and its own x-stainless-* ones): all of them may come.
+  auto h = req.find(http::field::access_control_request_headers);
+  extra.emplace_back("Access-Control-Allow-Headers", h == req.end() ? "Authorization, Content-Type" : std::string(h->value()));
+  Respond(204, "text/plain", "", extra);
 }
 
 void Session::Close() {

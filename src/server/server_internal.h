@@ -81,7 +81,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const std::string& model_name() const;
 
  private:
-  enum class State { kReading, kQueued, kGenerating, kResponding, kClosed };
+  enum class State { kReading, kQueued, kGenerating, kResponding, kLingering, kClosed };
 
   void DoRead();
   void ReadBody();
@@ -103,6 +103,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoWrite();
   void ResponseDone();
   void Close();
+  // After an error response whose request was not read to its end: stop sending, read and
+  // discard what the client still sends for at most kLingerSeconds, then close.
+  void Linger();
+  void DiscardInput();
+  // CORS (--cors-origin): the Access-Control-Allow-Origin this request's Origin earns ("" for
+  // none), the headers every response then carries, and the answer to a preflight OPTIONS.
+  void SetCors(const http::request<http::string_body>& req);
+  std::string CorsHeaders() const;
+  void RespondPreflight(const http::request<http::string_body>& req, const std::string& allow);
   void WatchDisconnect();
   void OnClientGone();
   void OnEngineEvents();
@@ -118,6 +127,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool response_complete_ = false;  // the whole current response is queued
   bool keep_alive_ = true;
+  bool linger_ = false;      // close by Linger (the request's bytes were not all read)
+  std::string cors_origin_;  // this request's Access-Control-Allow-Origin ("": none)
   State state_ = State::kReading;
   std::string route_;
   int status_ = 0;
