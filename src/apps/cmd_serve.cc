@@ -243,6 +243,10 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--cors-origin", a->server.cors_origins,
                   "let browsers on this origin call the API (repeatable; '*': any origin): CORS headers on responses, "
                   "preflight OPTIONS answered (off by default)");
+  cmd->add_option("--json-max-whitespace", a->server.parse_defaults.json_max_whitespace,
+                  "whitespace characters allowed between JSON tokens of constrained JSON outputs (json_object, "
+                  "json_schema, tool arguments; 0: compact)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   cmd->add_flag("--no-parse-special", a->no_parse_special,
                 "completions prompts and /tokenize keep special-token text (\"<|eot_id|>\") as text unless a request "
                 "sets parse_special (default: parsed, as vLLM and llama.cpp do)");

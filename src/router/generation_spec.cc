@@ -42,6 +42,7 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(const 
     grammar::ForcedToolCallOptions o;
     if (spec.tool_use.choice == ToolChoice::kFunction) o.function = spec.tool_use.function;
     o.parallel = spec.tool_use.parallel;
+    o.json = spec.tool_use.json;
     auto g = grammar::ForcedToolCallGrammar(m.tool_format, spec.tool_use.tools, o);
     if (!g.ok()) return InvalidField("tools", "{}", g.status().message());
     forced = std::move(g).value();

@@ -46,6 +46,7 @@ struct ToolUse {
   ToolChoice choice = ToolChoice::kNone;
   std::string function;                  // kFunction
   bool parallel = true;                  // several calls allowed
+  grammar::JsonSchemaOptions json;       // for the forced calls' parameter schemas
   bool parsed() const { return choice != ToolChoice::kNone; }
   bool forced() const { return choice == ToolChoice::kRequired || choice == ToolChoice::kFunction; }
 };

@@ -29,6 +29,7 @@
 #include "router/router.h"
 #include "server/auth.h"
 #include "server/limits.h"
+#include "server/openai_request.h"
 
 namespace tarmac::server {
 
@@ -59,6 +60,7 @@ struct ServerConfig {
   // Completions prompts (and /tokenize) recognise special-token text ("<|eot_id|>") unless a
   // request's parse_special says otherwise.
   bool parse_special = true;
+  ParseDefaults parse_defaults;  // JSON whitespace of constrained outputs
 };
 
 class Server {

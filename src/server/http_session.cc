@@ -260,7 +260,7 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
     return RespondError(TooManyRequests("rate limit reached for tenant '" + tenant + "'; retry later", retry, "rate_limit_exceeded"));
   }
   GenRequest req;
-  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
+  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req, srv_->config.parse_defaults)) return RespondError(*e);
   if (!req.parse_special_given) req.spec.parse_special = srv_->config.parse_special;
   req.spec.tenant = tenant;
   if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {

@@ -146,7 +146,8 @@ const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "t
 
 }  // namespace
 
-std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out) {
+std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out,
+                                        const ParseDefaults& defaults) {
   Json j;
   if (auto e = ParseJsonObject(body, &j)) return e;
   out->kind = kind;
@@ -166,10 +167,10 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
     if (!suffix.empty()) return BadRequest("suffix", "'suffix' is not supported", "unsupported_parameter");
   } else {
     if (auto e = ParseMessages(j, &out->spec.messages)) return e;
-    if (auto e = ParseToolUse(j, &out->spec.tool_use, &out->spec.tools)) return e;
+    if (auto e = ParseToolUse(j, defaults.json_max_whitespace, &out->spec.tool_use, &out->spec.tools)) return e;
     if (auto e = GetBool(j, "add_generation_prompt", &out->spec.add_generation_prompt)) return e;
   }
-  if (auto e = ParseStructuredOutput(j, &out->spec.grammar)) return e;
+  if (auto e = ParseStructuredOutput(j, defaults.json_max_whitespace, &out->spec.grammar)) return e;
   if (out->spec.grammar && out->spec.tool_use.parsed())
     return BadRequest("response_format", "a constrained output ('response_format' or 'structured_outputs') cannot be combined "
                                          "with tool calls; set 'tool_choice' to 'none' to pass the tools anyway", "invalid_value");

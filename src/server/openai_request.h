@@ -43,8 +43,17 @@ struct GenRequest {
   std::string user;
 };
 
+// What the server decides for every request (flags).
+struct ParseDefaults {
+  // Whitespace characters allowed between JSON tokens in constrained JSON (json_object,
+  // json_schema, tool arguments): a weak model otherwise fills every gap with spaces up to
+  // max_tokens; 4 still lets a model write ", " and one level of "\n  " indentation.
+  int32_t json_max_whitespace = 4;
+};
+
 // Parses and validates `body`. On error returns the ApiError (status 400).
-std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out);
+std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out,
+                                        const ParseDefaults& defaults = {});
 
 // POST /tokenize and /detokenize bodies.
 struct TokenizeRequest {

@@ -15,7 +15,8 @@ std::optional<ApiError> Built(Result<grammar::Grammar> g, const std::string& par
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseJsonSchemaFormat(const Json& rf, std::shared_ptr<const grammar::Grammar>* out) {
+std::optional<ApiError> ParseJsonSchemaFormat(const Json& rf, grammar::JsonSchemaOptions o,
+                                              std::shared_ptr<const grammar::Grammar>* out) {
   auto js = rf.find("json_schema");
   if (js == rf.end() || !js->is_object())
     return BadRequest("response_format.json_schema", "'response_format.json_schema' is required and must be an object",
@@ -34,7 +35,6 @@ std::optional<ApiError> ParseJsonSchemaFormat(const Json& rf, std::shared_ptr<co
     return WrongType("response_format.json_schema.description", "a string", *d);
   if (auto s = js->find("strict"); s != js->end() && !s->is_null() && !s->is_boolean())
     return WrongType("response_format.json_schema.strict", "a boolean", *s);
-  grammar::JsonSchemaOptions o;
   o.path = "response_format.json_schema.schema";
   auto schema = js->find("schema");
   if (schema == js->end() || schema->is_null()) return Built(grammar::JsonObjectGrammar(o), o.path, out);
@@ -42,7 +42,8 @@ std::optional<ApiError> ParseJsonSchemaFormat(const Json& rf, std::shared_ptr<co
   return Built(grammar::GrammarFromJsonSchema(*schema, o), o.path, out);
 }
 
-std::optional<ApiError> ParseResponseFormat(const Json& rf, std::shared_ptr<const grammar::Grammar>* out) {
+std::optional<ApiError> ParseResponseFormat(const Json& rf, const grammar::JsonSchemaOptions& o,
+                                            std::shared_ptr<const grammar::Grammar>* out) {
   if (!rf.is_object()) return WrongType("response_format", "an object", rf);
   auto type = rf.find("type");
   if (type == rf.end() || !type->is_string())
@@ -50,18 +51,19 @@ std::optional<ApiError> ParseResponseFormat(const Json& rf, std::shared_ptr<cons
   const std::string& t = type->get_ref<const std::string&>();
   if (t == "text" || t == "json_object") {
     if (auto e = CheckKnown(rf, {"type"}, "response_format.")) return e;
-    if (t == "json_object") *out = std::make_shared<const grammar::Grammar>(grammar::JsonObjectGrammar());
+    if (t == "json_object") *out = std::make_shared<const grammar::Grammar>(grammar::JsonObjectGrammar(o));
     return std::nullopt;
   }
   if (t == "json_schema") {
     if (auto e = CheckKnown(rf, {"type", "json_schema"}, "response_format.")) return e;
-    return ParseJsonSchemaFormat(rf, out);
+    return ParseJsonSchemaFormat(rf, o, out);
   }
   return BadRequest("response_format.type", "'response_format.type' must be 'text', 'json_object' or 'json_schema', got '" + t + "'",
                     "invalid_value");
 }
 
-std::optional<ApiError> ParseStructuredOutputs(const Json& so, std::shared_ptr<const grammar::Grammar>* out) {
+std::optional<ApiError> ParseStructuredOutputs(const Json& so, const grammar::JsonSchemaOptions& o,
+                                               std::shared_ptr<const grammar::Grammar>* out) {
   if (!so.is_object()) return WrongType("structured_outputs", "an object", so);
   if (auto e = CheckKnown(so, {"json", "regex", "choice", "grammar", "json_object"}, "structured_outputs.")) return e;
   std::string key;
@@ -76,6 +78,7 @@ std::optional<ApiError> ParseStructuredOutputs(const Json& so, std::shared_ptr<c
   const std::string param = "structured_outputs." + key;
   const Json& v = so[key];
   grammar::StructuredOutputSpec spec;
+  spec.json = o;
   spec.json.path = param;
   if (key == "json_object") {
     if (!v.is_boolean()) return WrongType(param, "a boolean", v);
@@ -101,13 +104,16 @@ std::optional<ApiError> ParseStructuredOutputs(const Json& so, std::shared_ptr<c
 
 }  // namespace
 
-std::optional<ApiError> ParseStructuredOutput(const Json& j, std::shared_ptr<const grammar::Grammar>* out) {
+std::optional<ApiError> ParseStructuredOutput(const Json& j, int32_t max_whitespace,
+                                              std::shared_ptr<const grammar::Grammar>* out) {
   out->reset();
+  grammar::JsonSchemaOptions o;
+  o.max_whitespace = max_whitespace;
   if (auto rf = j.find("response_format"); rf != j.end() && !rf->is_null())
-    if (auto e = ParseResponseFormat(*rf, out)) return e;
+    if (auto e = ParseResponseFormat(*rf, o, out)) return e;
   if (auto so = j.find("structured_outputs"); so != j.end() && !so->is_null()) {
     std::shared_ptr<const grammar::Grammar> g;
-    if (auto e = ParseStructuredOutputs(*so, &g)) return e;
+    if (auto e = ParseStructuredOutputs(*so, o, &g)) return e;
     if (g && *out)
       return BadRequest("structured_outputs", "give 'response_format' or 'structured_outputs', not both", "invalid_value");
     if (g) *out = std::move(g);

@@ -20,6 +20,8 @@ namespace tarmac::server {
 
 // Reads response_format and structured_outputs of body j; *out stays null when neither
 // constrains the output.
-std::optional<ApiError> ParseStructuredOutput(const Json& j, std::shared_ptr<const grammar::Grammar>* out);
+// max_whitespace: per gap of JSON outputs (ParseDefaults).
+std::optional<ApiError> ParseStructuredOutput(const Json& j, int32_t max_whitespace,
+                                              std::shared_ptr<const grammar::Grammar>* out);
 
 }  // namespace tarmac::server

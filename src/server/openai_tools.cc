@@ -74,8 +74,9 @@ std::optional<ApiError> ParseToolChoice(const Json& c, const router::ToolUse& us
 
 }  // namespace
 
-std::optional<ApiError> ParseToolUse(const Json& j, router::ToolUse* out, Json* template_tools) {
+std::optional<ApiError> ParseToolUse(const Json& j, int32_t max_whitespace, router::ToolUse* out, Json* template_tools) {
   *out = router::ToolUse{};
+  out->json.max_whitespace = max_whitespace;
   *template_tools = nullptr;
   auto tools = j.find("tools");
   const bool has_tools = tools != j.end() && !tools->is_null();
@@ -93,7 +94,9 @@ std::optional<ApiError> ParseToolUse(const Json& j, router::ToolUse* out, Json* 
       out->tools.push_back(std::move(t));
     }
     // Every parameter schema must compile (the message names tools[i].function.parameters).
-    auto g = grammar::ForcedToolCallGrammar(grammar::ToolCallFormat::kHermes, out->tools);
+    grammar::ForcedToolCallOptions o;
+    o.json = out->json;
+    auto g = grammar::ForcedToolCallGrammar(grammar::ToolCallFormat::kHermes, out->tools, o);
     if (!g.ok()) return BadRequest("tools", g.status().message(), "invalid_value");
     *template_tools = *tools;
     out->choice = router::ToolChoice::kAuto;

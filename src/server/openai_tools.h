@@ -18,6 +18,7 @@ inline constexpr int kMaxTools = 128;
 
 // Reads tools, tool_choice and parallel_tool_calls of body j. *template_tools: the tools array
 // as the chat template sees it (null when none).
-std::optional<ApiError> ParseToolUse(const Json& j, router::ToolUse* out, Json* template_tools);
+// max_whitespace: per gap in the forced calls' JSON (ParseDefaults).
+std::optional<ApiError> ParseToolUse(const Json& j, int32_t max_whitespace, router::ToolUse* out, Json* template_tools);
 
 }  // namespace tarmac::server
