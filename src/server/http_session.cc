@@ -146,8 +146,8 @@ void Session::Handle() {
     return;
   }
   const std::string allow = std::string(http::to_string(route->verb)) +
-                            (route->verb == http::verb::get ? ", HEAD" : "") + (srv_->config.cors_origins.empty() ? "" : ", OPTIONS");
-  if (method == http::verb::options && !srv_->config.cors_origins.empty()) return RespondPreflight(req, allow);
+                            (route->verb == http::verb::get ? ", HEAD" : "") + (srv_->cors.enabled() ? ", OPTIONS" : "");
+  if (method == http::verb::options && srv_->cors.enabled()) return RespondPreflight(req, allow);
   if (method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
     ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
                                             target, std::string(http::to_string(route->verb))), "method_not_allowed");
@@ -587,36 +587,16 @@ void Session::DiscardInput() {
 }
 
 void Session::SetCors(const http::request<http::string_body>& req) {
-  cors_origin_.clear();
-  const auto& allowed = srv_->config.cors_origins;
-  if (allowed.empty()) return;
   auto it = req.find(http::field::origin);
-  if (it == req.end()) return;
-  const std::string origin(it->value());
-  for (const std::string& a : allowed) {
-    if (a == "*") {
-      cors_origin_ = "*";
-      return;
-    }
-    if (a == origin) cors_origin_ = origin;
-  }
+  cors_origin_ = it == req.end() ? "" : srv_->cors.AllowOrigin(std::string_view(it->value().data(), it->value().size()));
 }
 
-std::string Session::CorsHeaders() const {
-  if (cors_origin_.empty()) return "";
-  std::string h = "Access-Control-Allow-Origin: " + cors_origin_ + "\r\n";
-  if (cors_origin_ != "*") h += "Vary: Origin\r\n";
-  return h + "Access-Control-Expose-Headers: x-tarmac-route, Retry-After\r\n";
-}
+std::string Session::CorsHeaders() const { return CorsPolicy::ResponseHeaders(cors_origin_); }
 
 void Session::RespondPreflight(const http::request<http::string_body>& req, const std::string& allow) {
-  std::vector<std::pair<std::string, std::string>> extra = {{"Access-Control-Allow-Methods", allow},
-                                                            {"Access-Control-Max-Age", "600"}};
-  // The headers the browser will send (the openai client sends Authorization, Content-Type
-  // and its own x-stainless-* ones): all of them may come.
   auto h = req.find(http::field::access_control_request_headers);
-  extra.emplace_back("Access-Control-Allow-Headers", h == req.end() ? "Authorization, Content-Type" : std::string(h->value()));
-  Respond(204, "text/plain", "", extra);
+  Respond(204, "text/plain", "",
+          CorsPolicy::PreflightHeaders(allow, h == req.end() ? std::string_view() : std::string_view(h->value().data(), h->value().size())));
 }
 
 void Session::Close() {

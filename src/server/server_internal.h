@@ -18,6 +18,7 @@
 
 #include "router/model_pool.h"
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/generation_job.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
@@ -36,7 +37,7 @@ struct Server::Impl {
       : config(std::move(c)), acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc),
         pool(config.admission, config.metrics),
         limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)),
-        metrics(config.metrics) {
+        metrics(config.metrics), cors(config.cors_origins) {
     metrics.Watch(&pool.admission(), &open_connections);
   }
 
@@ -64,6 +65,7 @@ struct Server::Impl {
   std::unique_ptr<router::Router> router;  // null: no routes; borrows the pool
   RateLimiter limiter;
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
+  CorsPolicy cors;
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
   int64_t next_gen_id = 1;
 };

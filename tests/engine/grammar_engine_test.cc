@@ -193,7 +193,9 @@ TEST(GrammarEngineTest, GreedyConstrainedOutputIdenticalWithSpeculation) {
     rs[4].grammar = rs[1].grammar;
     auto out = RunAll(*core, rs);
     for (size_t i = 0; i < rs.size(); ++i)
-      if (rs[i].grammar) EXPECT_TRUE(Matches(rs[i].grammar, out[i].tokens)) << SpecModeName(mode) << " " << i;
+      if (rs[i].grammar) {
+        EXPECT_TRUE(Matches(rs[i].grammar, out[i].tokens)) << SpecModeName(mode) << " " << i;
+      }
     return std::make_pair(out, core->metrics().SpecTotal());
   };
   const auto [off, off_spec] = run(SpecMode::kOff);
@@ -217,7 +219,9 @@ TEST(GrammarEngineTest, SampledConstrainedOutputMatchesWithSpeculation) {
   }
   for (const Outcome& r : RunAll(*core, reqs)) {
     EXPECT_TRUE(Matches(person, r.tokens)) << r.text;
-    if (r.finish == FinishReason::kStop) EXPECT_NO_THROW(nlohmann::json::parse(r.text)) << r.text;
+    if (r.finish == FinishReason::kStop) {
+      EXPECT_NO_THROW(nlohmann::json::parse(r.text)) << r.text;
+    }
   }
 }
 

@@ -158,7 +158,9 @@ TEST_F(StructuredServerTest, OtherConstraintForms) {
       const std::string text = f.path == kChat ? c["message"]["content"].get<std::string>() : c["text"].get<std::string>();
       if (c["finish_reason"] == "length") continue;
       EXPECT_TRUE(std::regex_match(text, f.expect)) << f.field.dump() << " -> " << text;
-      if (f.field.contains("response_format")) EXPECT_FALSE(Json::parse(text, nullptr, false).is_discarded()) << text;
+      if (f.field.contains("response_format")) {
+        EXPECT_FALSE(Json::parse(text, nullptr, false).is_discarded()) << text;
+      }
     }
   }
 }
@@ -185,12 +187,16 @@ TEST_F(StructuredServerTest, ForcedToolCallsStreamedAndNot) {
       single += parallel ? 0 : 1;
       ASSERT_TRUE(calls.is_array() && !calls.empty()) << r.dump();
       EXPECT_EQ(c["finish_reason"], choice.is_string() ? "tool_calls" : "stop");
-      if (!parallel) EXPECT_EQ(calls.size(), 1u);
+      if (!parallel) {
+        EXPECT_EQ(calls.size(), 1u);
+      }
       for (const Json& call : calls) {
         EXPECT_EQ(call["type"], "function");
         EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
         const std::string name = call["function"]["name"];
-        if (choice.is_object()) EXPECT_EQ(name, "get_weather");
+        if (choice.is_object()) {
+          EXPECT_EQ(name, "get_weather");
+        }
         const Json args = Json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
         ASSERT_TRUE(args.is_object()) << call.dump();
         if (name == "get_weather") {
@@ -311,7 +317,9 @@ TEST_F(StructuredServerTest, CompletionTopLogprobsHoldTheSampledToken) {
     for (size_t i = 0; i < lp["tokens"].size(); ++i) {
       const Json& top = lp["top_logprobs"][i];
       EXPECT_TRUE(top.contains(lp["tokens"][i].get<std::string>())) << i << " " << top.dump();
-      if (n == 0) EXPECT_EQ(top.size(), 1u);
+      if (n == 0) {
+        EXPECT_EQ(top.size(), 1u);
+      }
       EXPECT_LE(top.size(), static_cast<size_t>(n + 1));
     }
   }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Constrained vs free decoding through the engine (issue 25), via `tarmac bench offline`; not a
+# test. Not in `make test`.
+#   bash bench/grammar_bench.sh [REPS]
+# wp-11m, prompts from ../shared/data/war-and-peace.txt (random ids when absent), greedy,
+# 128 output tokens at most, at batch 1 (8 requests one at a time) and 16 concurrent (64
+# requests): free decoding, then `--constrain json_object` and `--constrain
+# schema:bench/schemas/person.json`, alternating A/B within each repetition. A constrained
+# request ends when its grammar is complete, so beside output tokens/s the decode phase's mean
+# TPOT (time per output token after the first) is compared: ratio = free TPOT / constrained
+# TPOT (>= 0.95 is the issue's goal; 1 = no cost). Then the compile time of a 50-property
+# schema (bench/schemas/fifty_properties.json) through the engine's GrammarCache, the
+# vocabulary's TokenTable built beforehand. Every run holds /tmp/tarmac-bench.lock (the
+# machine's cores are shared); medians of REPS (default 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-5}
+BIN=${TARMAC_BIN:-build/bin/tarmac}
+WP=models/wp-11m-f16.gguf
+TEXT=../shared/data/war-and-peace.txt
+T=${THREADS:-2}
+CACHE=/tmp/tarmac-bench
+mkdir -p "$CACHE"
+WORK=(--workload random)
+[[ -f $TEXT ]] && WORK=(--workload text --prompt-file $TEXT)
+
+one() { flock /tmp/tarmac-bench.lock $BIN bench offline --json -t $T -m $WP --prompt-len 64 --output-len 128 "${WORK[@]}" "$@" 2>/dev/null; }
+
+declare -A shape=([1]="--requests 8 --concurrency 1" [16]="--requests 64 --concurrency 16")
+for conc in 1 16; do
+  : > $CACHE/grammar_free_$conc.jsonl
+  : > $CACHE/grammar_object_$conc.jsonl
+  : > $CACHE/grammar_schema_$conc.jsonl
+  for _ in $(seq "$REPS"); do
+    one ${shape[$conc]} >> $CACHE/grammar_free_$conc.jsonl
+    one ${shape[$conc]} --constrain json_object >> $CACHE/grammar_object_$conc.jsonl
+    one ${shape[$conc]} --constrain schema:bench/schemas/person.json >> $CACHE/grammar_schema_$conc.jsonl
+  done
+done
+: > $CACHE/grammar_compile.jsonl
+for _ in $(seq "$REPS"); do
+  one --requests 1 --concurrency 1 --output-len 4 --constrain schema:bench/schemas/fifty_properties.json >> $CACHE/grammar_compile.jsonl
+done
+
+python3 - "$CACHE" "$REPS" <<'PY'
+import json, statistics as st, sys
+cache, reps = sys.argv[1], int(sys.argv[2])
+def load(name): return [json.loads(l) for l in open(f"{cache}/{name}.jsonl") if l.strip()]
+print(f"wp-11m, greedy, output <= 128, medians of {reps} runs (A/B alternating)")
+print(f"{'batch':>5} {'grammar':<12} {'out tok/s':>10} {'TPOT ms':>8} {'tokens/req':>10} {'TPOT ratio':>10} {'tok/s ratio':>11}")
+for conc in (1, 16):
+    free = load(f"grammar_free_{conc}")
+    for name, label in (("free", "none"), ("object", "json_object"), ("schema", "person.json")):
+        runs = load(f"grammar_{name}_{conc}")
+        tps = st.median(r["output_tokens_per_s"] for r in runs)
+        tpot = st.median(r["tpot_ms"]["mean"] for r in runs)
+        per_req = st.median(r["output_tokens"] / r["requests"] for r in runs)
+        # ratios within each A/B pair, then the median
+        tr = st.median(f["tpot_ms"]["mean"] / r["tpot_ms"]["mean"] for f, r in zip(free, runs))
+        sr = st.median(r["output_tokens_per_s"] / f["output_tokens_per_s"] for f, r in zip(free, runs))
+        print(f"{conc:>5} {label:<12} {tps:>10.1f} {tpot:>8.3f} {per_req:>10.1f} {tr:>10.3f} {sr:>11.3f}")
+comp = [r["grammar_compile_ms"] for r in load("grammar_compile")]
+print(f"50-property schema compile (GrammarCache, wp-11m vocabulary): median {st.median(comp):.1f} ms "
+      f"(min {min(comp):.1f}, max {max(comp):.1f})")
+PY
