@@ -134,6 +134,27 @@ std::optional<ApiError> ParseLogitBias(const Json& j, sampling::SamplingParams* 
   return std::nullopt;
 }
 
+// Fields whose accepted values change nothing here (nothing is stored; one service tier; text
+// only): those values pass, any other is a 400 naming the field rather than being ignored.
+std::optional<ApiError> CheckInertFields(const Json& j) {
+  auto given = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  if (given("store") && !(j["store"].is_boolean() && !j["store"].get<bool>()))
+    return BadRequest("store", "'store' must be false: tarmac does not store completions", "unsupported_parameter");
+  if (given("metadata")) {
+    const Json& m = j["metadata"];
+    if (!m.is_object() || m.size() > 16) return BadRequest("metadata", "'metadata' must be an object of at most 16 strings", "invalid_value");
+    for (const auto& [k, v] : m.items())
+      if (!v.is_string()) return BadRequest("metadata", "'metadata' values must be strings; '" + k + "' is not", "invalid_value");
+  }
+  if (given("service_tier") && j["service_tier"] != "auto" && j["service_tier"] != "default")
+    return BadRequest("service_tier", "'service_tier' must be 'auto' or 'default' (tarmac has one tier)", "unsupported_parameter");
+  if (given("reasoning_effort"))
+    return BadRequest("reasoning_effort", "'reasoning_effort' is not supported (no reasoning models)", "unsupported_parameter");
+  if (given("modalities") && j["modalities"] != Json::array({"text"}))
+    return BadRequest("modalities", "'modalities' must be [\"text\"] (text only)", "unsupported_parameter");
+  return std::nullopt;
+}
+
 const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "seed", "stream",
     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "user",
@@ -156,6 +177,7 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   known.insert((kind == ApiKind::kChat ? kChatOnly : kCompletionOnly).begin(),
                (kind == ApiKind::kChat ? kChatOnly : kCompletionOnly).end());
   if (auto e = CheckKnown(j, known)) return e;
+  if (auto e = CheckInertFields(j)) return e;
   if (auto e = ParseModel(j, &out->model)) return e;
   if (kind == ApiKind::kCompletion) {
     if (auto e = ParsePrompt(j, &out->spec.prompts)) return e;

@@ -214,5 +214,18 @@ TEST(OpenAiConformance, EchoAndParseSpecial) {
   EXPECT_EQ(Bad("{" + kMsgs + R"(,"echo":true})").param, "echo");  // chat has no echo
 }
 
+// Fields whose values tarmac cannot honour are 400s, not accepted and ignored.
+TEST(OpenAiConformance, InertFieldsTakeOnlyValuesThatChangeNothing) {
+  Ok("{" + kMsgs + R"(,"store":false,"metadata":{"a":"b"},"service_tier":"auto","modalities":["text"],"user":"u"})");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"("store":true)", "store"},
+      {R"("metadata":{"a":1})", "metadata"},
+      {R"("service_tier":"flex")", "service_tier"},
+      {R"("reasoning_effort":"low")", "reasoning_effort"},
+      {R"("modalities":["text","audio"])", "modalities"},
+  };
+  for (const auto& [field, param] : bad) EXPECT_EQ(Bad("{" + kMsgs + "," + field + "}").param, param) << field;
+}
+
 }  // namespace
 }  // namespace tarmac::server
