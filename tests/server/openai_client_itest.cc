@@ -18,8 +18,12 @@ class OpenAiClientTest : public TempDirTest {
     TempDirTest::SetUp();
     if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
       GTEST_SKIP() << "node/npm not installed: skipping the openai npm client test";
-    if (std::system(("test -d " + kClientDir + "/node_modules/openai -a -d " + kClientDir + "/node_modules/ajv || (cd " + kClientDir +
-                     " && npm ci --no-audit --no-fund --loglevel=error > " + Path("npm.log") + " 2>&1)").c_str()) != 0)
+    // ctest -j runs this suite's tests at once: one installs under the lock while the others
+    // wait, and a marker written after `npm ci` succeeds tells a finished install from a partial one;
+    // the marker is a copy of the lockfile, so a lockfile that changed (ajv added) installs again.
+    if (std::system(("cd " + kClientDir + " && flock .npm-install.lock sh -c 'cmp -s package-lock.json node_modules/.tarmac-installed || " +
+                     "(npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.tarmac-installed)' > " +
+                     Path("npm.log") + " 2>&1").c_str()) != 0)
       GTEST_SKIP() << "npm ci failed (no registry access?): " << Slurp(Path("npm.log"));
     std::ofstream f(Path("keys.txt"));
     f << "sk-test-openai-client tenant-a\n";
