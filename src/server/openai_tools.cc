@@ -16,7 +16,7 @@ bool ValidName(const std::string& s) {
   return true;
 }
 
-std::optional<ApiError> ParseTool(const Json& t, const std::string& p, grammar::ToolSpec* out) {
+std::optional<ApiError> ParseTool(const Json& t, const std::string& p, grammar::ToolSpec* out, bool* strict) {
   if (!t.is_object()) return WrongType(p, "an object", t);
   if (auto e = CheckKnown(t, {"type", "function"}, p + ".")) return e;
   auto type = t.find("type");
@@ -34,6 +34,7 @@ std::optional<ApiError> ParseTool(const Json& t, const std::string& p, grammar::
     return WrongType(p + ".function.description", "a string", *d);
   if (auto s = f->find("strict"); s != f->end() && !s->is_null() && !s->is_boolean())
     return WrongType(p + ".function.strict", "a boolean", *s);
+  *strict = f->value("strict", Json(false)) == true;
   out->name = name;
   if (auto params = f->find("parameters"); params != f->end() && !params->is_null()) {
     if (!params->is_object()) return WrongType(p + ".function.parameters", "an object (a JSON Schema)", *params);
@@ -80,6 +81,7 @@ std::optional<ApiError> ParseToolUse(const Json& j, int32_t max_whitespace, rout
   *template_tools = nullptr;
   auto tools = j.find("tools");
   const bool has_tools = tools != j.end() && !tools->is_null();
+  int64_t first_strict = -1;  // the first tool with strict: true
   if (has_tools) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     if (tools->empty()) return BadRequest("tools", "'tools' must not be empty (leave it out instead)", "invalid_value");
@@ -88,7 +90,9 @@ std::optional<ApiError> ParseToolUse(const Json& j, int32_t max_whitespace, rout
     std::set<std::string> names;
     for (size_t i = 0; i < tools->size(); ++i) {
       grammar::ToolSpec t;
-      if (auto e = ParseTool((*tools)[i], "tools[" + std::to_string(i) + "]", &t)) return e;
+      bool strict = false;
+      if (auto e = ParseTool((*tools)[i], "tools[" + std::to_string(i) + "]", &t, &strict)) return e;
+      if (strict && first_strict < 0) first_strict = static_cast<int64_t>(i);
       if (!names.insert(t.name).second)
         return BadRequest("tools", "'tools' names function '" + t.name + "' twice", "invalid_value");
       out->tools.push_back(std::move(t));
@@ -112,6 +116,15 @@ std::optional<ApiError> ParseToolUse(const Json& j, int32_t max_whitespace, rout
     if (!has_tools)
       return BadRequest("parallel_tool_calls", "'parallel_tool_calls' is only allowed when 'tools' are specified", "invalid_value");
     out->parallel = p->get<bool>();
+  }
+  // strict: true promises arguments that follow the schema. The grammar enforces that only when
+  // the output is forced to be calls ('required' or a named function); under 'auto' the model
+  // writes free text and calls unconstrained, so strict would be accepted and not honoured.
+  if (first_strict >= 0 && out->choice == router::ToolChoice::kAuto) {
+    const std::string p = "tools[" + std::to_string(first_strict) + "].function.strict";
+    return BadRequest(p, "'" + p + "': true is enforced only with 'tool_choice' 'required' or a named function "
+                         "(under 'auto' the arguments are not constrained); send strict false or a forcing tool_choice",
+                      "unsupported_parameter");
   }
   return std::nullopt;
 }

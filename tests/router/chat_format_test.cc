@@ -32,6 +32,30 @@ TEST(ChatFormat, Template) {
   EXPECT_FALSE(ChatFormatter::Create("{% for %}", "", "").ok());
 }
 
+// A template that takes tools (Hermes/Qwen style) gets the request's tools and the history's
+// tool calls (arguments as an object) and tool results.
+TEST(ChatFormat, TemplateGetsToolsAndToolCallHistory) {
+  auto f = ChatFormatter::Create(
+      "{% if tools %}<tools>{% for t in tools %}{{ t.function.name }}:{{ t.function.parameters | tojson }};{% endfor %}"
+      "</tools>{% endif %}{% for m in messages %}<{{ m.role }}>{% if m.tool_calls %}{% for c in m.tool_calls %}"
+      "<tool_call>{{ c.function.name }} {{ c.function.arguments.city }}</tool_call>{% endfor %}{% else %}{{ m.content }}"
+      "{% endif %}{% endfor %}",
+      "", "");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])");
+  const Json msgs = Json::parse(R"([{"role":"user","content":"Weather?"},
+      {"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function",
+        "function":{"name":"get_weather","arguments":{"city":"Moscow"}}}]},
+      {"role":"tool","tool_call_id":"c1","content":"cold"}])");
+  auto text = f->Render(msgs, tools, false);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_EQ(*text, "<tools>get_weather:{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}};</tools>"
+                   "<user>Weather?<assistant><tool_call>get_weather Moscow</tool_call><tool>cold");
+  EXPECT_EQ(*f->Render(msgs, nullptr, false),
+            "<user>Weather?<assistant><tool_call>get_weather Moscow</tool_call><tool>cold");
+}
+
 const tok::Tokenizer& Wp11mTokenizer() {
   static std::unique_ptr<tok::Tokenizer> t = [] {
     auto f = gguf::File::Open(TARMAC_SOURCE_DIR "/models/wp-11m-f16.gguf");

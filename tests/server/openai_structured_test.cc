@@ -126,6 +126,13 @@ TEST(OpenAiTools, ToolsAndChoices) {
   EXPECT_EQ(none.spec.tool_use.choice, router::ToolChoice::kNone);
   EXPECT_TRUE(none.spec.tools.is_array());  // still passed to the template
   Ok("{" + kMsgs + R"(,"tool_choice":"none"})");
+  // strict tools pass where the grammar enforces their arguments, and where no call is made
+  const std::string strict = R"("tools":[{"type":"function","function":{"name":"a","strict":true,
+      "parameters":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}}])";
+  EXPECT_TRUE(Ok("{" + kMsgs + "," + strict + R"(,"tool_choice":"required"})").spec.constrained());
+  EXPECT_TRUE(Ok("{" + kMsgs + "," + strict + R"(,"tool_choice":{"type":"function","function":{"name":"a"}}})").spec.constrained());
+  Ok("{" + kMsgs + "," + strict + R"(,"tool_choice":"none"})");
+  Ok("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"a","strict":false}}]})");
 }
 
 TEST(OpenAiTools, InconsistentRequestsGet400) {
@@ -145,6 +152,11 @@ TEST(OpenAiTools, InconsistentRequestsGet400) {
        "tools"},
       {R"("tools":[{"type":"function","function":{"name":"a","bogus":1}}])", "tools[0].function.bogus"},
       {kTools + R"(,"tool_choice":"required","response_format":{"type":"json_object"})", "response_format"},
+      // strict arguments are enforced only when calls are forced: under auto it would be ignored
+      {R"("tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b","strict":true}}])",
+       "tools[1].function.strict"},
+      {R"("tools":[{"type":"function","function":{"name":"a","strict":true}}],"tool_choice":"auto")", "tools[0].function.strict"},
+      {R"("tools":[{"type":"function","function":{"name":"a","strict":1}}],"tool_choice":"required")", "tools[0].function.strict"},
   };
   for (const auto& [fields, param] : cases) {
     const ApiError e = Bad("{" + kMsgs + "," + fields + "}");
