@@ -27,6 +27,7 @@ struct Outcome {
   std::string text;
   FinishReason finish = FinishReason::kNone;
   std::vector<sampling::SampleResult> prompt_logprobs;
+  std::vector<std::vector<sampling::TokenLogprob>> top;  // per generated token
 };
 
 EngineConfig Cfg(SpecMode mode = SpecMode::kOff, int32_t max_batched = 64) {
@@ -99,6 +100,7 @@ std::vector<Outcome> RunAll(EngineCore& core, const std::vector<EngineRequest>& 
     TokenEvent ev;
     while (s->TryNext(&ev)) {
       if (ev.token >= 0) r.tokens.push_back(ev.token);
+      if (ev.token >= 0) r.top.push_back(ev.top);
       r.text += ev.text;
       for (auto& p : ev.prompt_logprobs) r.prompt_logprobs.push_back(p);
       if (ev.last()) r.finish = ev.finish;
@@ -271,6 +273,39 @@ TEST(GrammarEngineTest, PromptLogprobsSameInChunksAndWithAWarmCache) {
       EXPECT_EQ(x->prompt_logprobs[i].top[0].id, a.prompt_logprobs[i].top[0].id) << i;
     }
     EXPECT_EQ(x->tokens, a.tokens);
+  }
+}
+
+// Prompt logprob i is the distribution after prompt tokens 0..i: the same as the first
+// generated token's top logprobs when the prompt is cut after token i (not a position off).
+TEST(GrammarEngineTest, PromptLogprobsAreTheNextTokenDistributionAtEachPosition) {
+  EngineRequest r = Req("Prince Andrew looked at Pierre with a smile", 1);
+  r.prompt_logprobs = 4;
+  r.sampling.top_logprobs = 4;
+  auto core = Core(Cfg());
+  const Outcome whole = RunAll(*core, {r})[0];
+  ASSERT_EQ(whole.prompt_logprobs.size(), r.prompt.size() - 1);
+  ASSERT_GE(r.prompt.size(), 6u);
+  for (size_t i = 0; i + 1 < r.prompt.size(); ++i) {
+    EngineRequest cut = r;
+    cut.prompt.assign(r.prompt.begin(), r.prompt.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    cut.prompt_logprobs = 0;
+    auto fresh = Core(Cfg());  // no cached prefix: the same computation path
+    const Outcome o = RunAll(*fresh, {cut})[0];
+    ASSERT_EQ(o.top.size(), 1u);
+    const auto& want = o.top[0];
+    const sampling::SampleResult& got = whole.prompt_logprobs[i];
+    ASSERT_EQ(got.top.size(), want.size()) << i;
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got.top[k].id, want[k].id) << "position " << i << " alternative " << k;
+      EXPECT_NEAR(got.top[k].logprob, want[k].logprob, 2e-3) << "position " << i << " alternative " << k;
+    }
+    // The prompt token's own logprob, where it is among the alternatives.
+    for (const auto& t : want) {
+      if (t.id == r.prompt[i + 1]) {
+        EXPECT_NEAR(got.logprob, t.logprob, 2e-3) << i;
+      }
+    }
   }
 }
 
