@@ -10,8 +10,10 @@
 # TPOT (time per output token after the first) is compared: ratio = free TPOT / constrained
 # TPOT (>= 0.95 is the issue's goal; 1 = no cost). Then the compile time of a 50-property
 # schema (bench/schemas/fifty_properties.json) through the engine's GrammarCache, the
-# vocabulary's TokenTable built beforehand. Every run holds /tmp/tarmac-bench.lock (the
-# machine's cores are shared); medians of REPS (default 5).
+# vocabulary's TokenTable built beforehand. Medians of REPS (default 5). Run it under the bench
+# lock as the other scripts are (the machine's cores are shared; taking the lock per run let
+# other scripts in between the A/B pairs):
+#   flock /tmp/tarmac-bench.lock bash bench/grammar_bench.sh [REPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
@@ -24,7 +26,7 @@ mkdir -p "$CACHE"
 WORK=(--workload random)
 [[ -f $TEXT ]] && WORK=(--workload text --prompt-file $TEXT)
 
-one() { flock /tmp/tarmac-bench.lock $BIN bench offline --json -t $T -m $WP --prompt-len 64 --output-len 128 "${WORK[@]}" "$@" 2>/dev/null; }
+one() { $BIN bench offline --json -t $T -m $WP --prompt-len 64 --output-len 128 "${WORK[@]}" "$@" 2>/dev/null; }
 
 declare -A shape=([1]="--requests 8 --concurrency 1" [16]="--requests 64 --concurrency 16")
 for conc in 1 16; do
