@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Constrained vs free decoding through the engine (issue 25), via `tarmac bench offline`; not a
 # test. Not in `make test`.
-#   bash bench/grammar_bench.sh [REPS]
+#   flock /tmp/tarmac-bench.lock bash bench/grammar_bench.sh [REPS]
 # wp-11m, prompts from ../shared/data/war-and-peace.txt (random ids when absent), greedy,
 # 128 output tokens at most, at batch 1 (8 requests one at a time) and 16 concurrent (64
 # requests): free decoding, then `--constrain json_object` and `--constrain
 # schema:bench/schemas/person.json`, alternating A/B within each repetition. A constrained
 # request ends when its grammar is complete, so beside output tokens/s the decode phase's mean
 # TPOT (time per output token after the first) is compared: ratio = free TPOT / constrained
-# TPOT (>= 0.95 is the issue's goal; 1 = no cost). Then the compile time of a 50-property
-# schema (bench/schemas/fifty_properties.json) through the engine's GrammarCache, the
-# vocabulary's TokenTable built beforehand. Medians of REPS (default 5). Run it under the bench
-# lock as the other scripts are (the machine's cores are shared; taking the lock per run let
-# other scripts in between the A/B pairs):
-#   flock /tmp/tarmac-bench.lock bash bench/grammar_bench.sh [REPS]
+# TPOT (>= 0.95 is the issue's goal; 1 = no cost), and the same for the median inter-token
+# latency (ITL p50: robust to other jobs' stalls on a shared machine). Then the compile time
+# of a 50-property schema (bench/schemas/fifty_properties.json) through the engine's
+# GrammarCache, the vocabulary's TokenTable built beforehand. Medians of REPS (default 5).
+# Run it under the bench lock, as the other scripts are (the machine's cores are shared; a
+# lock taken per run let other scripts in between the A/B pairs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
@@ -49,7 +49,7 @@ import json, statistics as st, sys
 cache, reps = sys.argv[1], int(sys.argv[2])
 def load(name): return [json.loads(l) for l in open(f"{cache}/{name}.jsonl") if l.strip()]
 print(f"wp-11m, greedy, output <= 128, medians of {reps} runs (A/B alternating)")
-print(f"{'batch':>5} {'grammar':<12} {'out tok/s':>10} {'TPOT ms':>8} {'tokens/req':>10} {'TPOT ratio':>10} {'tok/s ratio':>11}")
+print(f"{'batch':>5} {'grammar':<12} {'out tok/s':>10} {'TPOT ms':>8} {'ITL p50':>8} {'tokens/req':>10} {'TPOT ratio':>10} {'ITL ratio':>9} {'tok/s ratio':>11}")
 for conc in (1, 16):
     free = load(f"grammar_free_{conc}")
     for name, label in (("free", "none"), ("object", "json_object"), ("schema", "person.json")):
@@ -60,7 +60,11 @@ for conc in (1, 16):
         # ratios within each A/B pair, then the median
         tr = st.median(f["tpot_ms"]["mean"] / r["tpot_ms"]["mean"] for f, r in zip(free, runs))
         sr = st.median(r["output_tokens_per_s"] / f["output_tokens_per_s"] for f, r in zip(free, runs))
-        print(f"{conc:>5} {label:<12} {tps:>10.1f} {tpot:>8.3f} {per_req:>10.1f} {tr:>10.3f} {sr:>11.3f}")
+        # the median inter-token latency: the per-step cost, robust to the stalls other jobs
+        # on the machine cause (which move the mean TPOT by tens of percent)
+        itl = st.median(r["itl_ms"]["p50"] for r in runs)
+        ir = st.median(f["itl_ms"]["p50"] / r["itl_ms"]["p50"] for f, r in zip(free, runs))
+        print(f"{conc:>5} {label:<12} {tps:>10.1f} {tpot:>8.3f} {itl:>8.3f} {per_req:>10.1f} {tr:>10.3f} {ir:>9.3f} {sr:>11.3f}")
 comp = [r["grammar_compile_ms"] for r in load("grammar_compile")]
 print(f"50-property schema compile (GrammarCache, wp-11m vocabulary): median {st.median(comp):.1f} ms "
       f"(min {min(comp):.1f}, max {max(comp):.1f})")
