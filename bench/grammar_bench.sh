@@ -26,7 +26,12 @@ mkdir -p "$CACHE"
 WORK=(--workload random)
 [[ -f $TEXT ]] && WORK=(--workload text --prompt-file $TEXT)
 
-one() { $BIN bench offline --json -t $T -m $WP --prompt-len 64 --output-len 128 "${WORK[@]}" "$@" 2>/dev/null; }
+# one [--output-len N] ARGS...: a run's JSON line (128 output tokens unless given first)
+one() {
+  local out=128
+  if [[ $1 == --output-len ]]; then out=$2; shift 2; fi
+  $BIN bench offline --json -t $T -m $WP --prompt-len 64 --output-len $out "${WORK[@]}" "$@" 2>/dev/null
+}
 
 declare -A shape=([1]="--requests 8 --concurrency 1" [16]="--requests 64 --concurrency 16")
 for conc in 1 16; do
@@ -41,7 +46,7 @@ for conc in 1 16; do
 done
 : > $CACHE/grammar_compile.jsonl
 for _ in $(seq "$REPS"); do
-  one --requests 1 --concurrency 1 --output-len 4 --constrain schema:bench/schemas/fifty_properties.json >> $CACHE/grammar_compile.jsonl
+  one --output-len 4 --requests 1 --concurrency 1 --constrain schema:bench/schemas/fifty_properties.json >> $CACHE/grammar_compile.jsonl
 done
 
 python3 - "$CACHE" "$REPS" <<'PY'
