@@ -11,7 +11,9 @@
 # TPOT (>= 0.95 is the issue's goal; 1 = no cost), and the same for the median inter-token
 # latency (ITL p50: robust to other jobs' stalls on a shared machine). Then the compile time
 # of a 50-property schema (bench/schemas/fifty_properties.json) through the engine's
-# GrammarCache, the vocabulary's TokenTable built beforehand. Medians of REPS (default 5).
+# GrammarCache, the vocabulary's TokenTable built beforehand. Between the two, a same-run
+# comparison at batch 1: constrained and free requests alternating in one process. Medians
+# of REPS (default 5).
 # Run it under the bench lock, as the other scripts are (the machine's cores are shared; a
 # lock taken per run let other scripts in between the A/B pairs).
 set -euo pipefail
@@ -44,6 +46,13 @@ for conc in 1 16; do
     one ${shape[$conc]} --constrain schema:bench/schemas/person.json >> $CACHE/grammar_schema_$conc.jsonl
   done
 done
+# Same run, batch 1: requests alternate constrained / free in one process (--constrain-every
+# 2), so both see the same machine; their per-bucket TPOTs are compared within each run.
+for name in object schema; do : > $CACHE/grammar_alt_$name.jsonl; done
+for _ in $(seq "$REPS"); do
+  one --requests 16 --concurrency 1 --constrain json_object --constrain-every 2 >> $CACHE/grammar_alt_object.jsonl
+  one --requests 16 --concurrency 1 --constrain schema:bench/schemas/person.json --constrain-every 2 >> $CACHE/grammar_alt_schema.jsonl
+done
 : > $CACHE/grammar_compile.jsonl
 for _ in $(seq "$REPS"); do
   one --output-len 4 --requests 1 --concurrency 1 --constrain schema:bench/schemas/fifty_properties.json >> $CACHE/grammar_compile.jsonl
@@ -70,6 +79,16 @@ for conc in (1, 16):
         itl = st.median(r["itl_ms"]["p50"] for r in runs)
         ir = st.median(f["itl_ms"]["p50"] / r["itl_ms"]["p50"] for f, r in zip(free, runs))
         print(f"{conc:>5} {label:<12} {tps:>10.1f} {tpot:>8.3f} {itl:>8.3f} {per_req:>10.1f} {tr:>10.3f} {ir:>9.3f} {sr:>11.3f}")
+print("same run, batch 1, constrained and free requests alternating (8 + 8 a run): TPOT of each kind's median request")
+print(f"{'grammar':<12} {'free TPOT':>9} {'constr. TPOT':>12} {'ratio':>6} {'ratio min-max':>14}")
+for name, label in (("object", "json_object"), ("schema", "person.json")):
+    runs = load(f"grammar_alt_{name}")
+    def tpot(r, constrained):
+        b = [v for k, v in r["buckets"].items() if ("-constrained " in k) == constrained]
+        return b[0]["tpot_ms"]["p50"]
+    ratios = [tpot(r, False) / tpot(r, True) for r in runs]
+    print(f"{label:<12} {st.median(tpot(r, False) for r in runs):>9.3f} {st.median(tpot(r, True) for r in runs):>12.3f} "
+          f"{st.median(ratios):>6.3f} {min(ratios):>6.3f}-{max(ratios):.3f}")
 comp = [r["grammar_compile_ms"] for r in load("grammar_compile")]
 print(f"50-property schema compile (GrammarCache, wp-11m vocabulary): median {st.median(comp):.1f} ms "
       f"(min {min(comp):.1f}, max {max(comp):.1f})")

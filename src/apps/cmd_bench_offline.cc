@@ -46,6 +46,7 @@ struct OfflineArgs {
   std::string workload = "random";  // random | text | copy | quote | mixed
   std::string prompt_file;
   std::string constrain;  // "": free; json_object | schema:FILE | regex:PATTERN
+  int constrain_every = 1;  // constrain requests 0, N, 2N, ... (task "<workload>-constrained" when N > 1)
 };
 
 // The grammar --constrain names, compiled for the engine's vocabulary; *ms: compile time.
@@ -182,11 +183,15 @@ int RunBenchOffline(const OfflineArgs& a) {
     r.sampling.top_logprobs = a.logprobs;
     r.sampling.seed = a.seed * 1000003 + static_cast<uint64_t>(i);
     r.ignore_eos = true;
-    r.grammar = constraint;
     r.task = a.workload;
     if (a.workload == "mixed") {  // half extraction-like greedy, half creative sampling
       r.task = i % 2 == 0 ? "qa" : "creative";
       r.sampling.temperature = i % 2 == 0 ? 0.0f : 1.5f;
+    }
+    if (i % a.constrain_every == 0) {
+      r.grammar = constraint;
+      // Constrained and free requests of one run, told apart in the per-bucket figures.
+      if (constraint && a.constrain_every > 1) r.task += "-constrained";
     }
     reqs.push_back(std::move(r));
   }
@@ -477,6 +482,11 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
   cmd->add_option("--constrain", a->constrain,
                   "constrain every output: json_object, schema:FILE (a JSON Schema) or regex:PATTERN (the engine "
                   "masks logits with the grammar; reports grammar_compile_ms)");
+  cmd->add_option("--constrain-every", a->constrain_every,
+                  "constrain only requests 0, N, 2N, ...; with N > 1 their task is '<workload>-constrained', so the "
+                  "per-bucket figures compare constrained and free requests of the same run")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prompt-file", a->prompt_file,
                   "text file for text/copy/quote/mixed workloads")
       ->check(CLI::ExistingFile);
