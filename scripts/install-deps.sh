@@ -15,6 +15,7 @@ PACKAGES=(
   libopenblas-dev                     # benchmark reference only (sgemm)
   python3 python3-jinja2              # python3-jinja2: reference renderings for the chat-template tests
   python3-jsonschema                  # the independent validator of the grammar tests
+  libhiredis-dev redis-server         # the scoped caches' shared tier (tests start their own redis-server)
 )
 
 missing=()

@@ -10,6 +10,8 @@
 //   long-document         completion over a ~250-word document + "Summary:", 64 output tokens
 //   shared-system-prompt  chat, the same ~150-word system prompt + a short question, 48 tokens
 //   multi-turn            chat, conversations of 4 turns (turn k carries the k earlier turns)
+// Requests are seeded (deterministic); --distinct N repeats the first N, --cache asks tarmac to
+// cache every response (so repeats are response-cache hits).
 // Each request uses its own connection (Connection: close) and stream_options.include_usage.
 #include <netdb.h>
 #include <sys/socket.h>
@@ -49,6 +51,8 @@ struct Args {
   double slo_ttft_ms = 0, slo_tpot_ms = 0, slo_e2e_ms = 0;
   double timeout_s = 300;
   double scrape_ms = 0;  // > 0: GET /metrics this often during the run, timing each
+  int distinct = 0;      // > 0: request i repeats request i % distinct (cache hits)
+  bool cache = false;    // ask the server to cache every response (tarmac's `cache`)
   bool json = false;
 };
 
@@ -77,6 +81,7 @@ std::string Words(std::mt19937_64& rng, int n) {
 
 // (path, body) of request i.
 std::pair<std::string, Json> MakeRequest(const Args& a, int i) {
+  if (a.distinct > 0) i %= a.distinct;
   std::mt19937_64 rng(a.seed * 1000003 + static_cast<uint64_t>(i));
   Json b = {{"model", a.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"temperature", 0.8},
             {"seed", static_cast<int64_t>(a.seed + i)}, {"ignore_eos", true}};
@@ -104,6 +109,7 @@ std::pair<std::string, Json> MakeRequest(const Args& a, int i) {
     mt = 32;
   }
   b["max_tokens"] = a.max_tokens > 0 ? a.max_tokens : mt;
+  if (a.cache) b["cache"] = true;
   return {path, b};
 }
 
@@ -416,6 +422,9 @@ void RegisterBenchServe(CLI::App* bench, RunFn* run) {
   cmd->add_option("--slo-tpot-ms", a->slo_tpot_ms, "goodput SLO on TPOT (0: none)")->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--slo-e2e-ms", a->slo_e2e_ms, "goodput SLO on end-to-end latency (0: none)")->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--timeout", a->timeout_s, "seconds to wait for each response")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  cmd->add_option("--distinct", a->distinct, "request i repeats request i mod N (0: all distinct)")
+      ->capture_default_str()->check(CLI::Range(0, 10000000));
+  cmd->add_flag("--cache", a->cache, "ask the server to cache every response (tarmac's 'cache': true)");
   cmd->add_option("--scrape-metrics", a->scrape_ms,
                   "also GET /metrics every this many ms during the run and report its latency (0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 1e6));

@@ -100,6 +100,7 @@ Result<ValidRequest> EngineCore::Validate(EngineRequest r) const {
     return InvalidField("grammar", "the grammar was not compiled for this engine's vocabulary (GrammarCache)");
   if (r.prompt_logprobs < -1 || r.prompt_logprobs > 20)
     return InvalidField("prompt_logprobs", "prompt_logprobs must be in [-1, 20], got {}", r.prompt_logprobs);
+  TARMAC_RETURN_IF_ERROR(prefix::CheckSession(r.session));
   if (r.bucket == metrics::kNoBucket) {
     r.bucket = config_.metrics->buckets().Of(BucketFeatures(r));
   } else if (r.bucket < 0 || r.bucket >= config_.metrics->buckets().size()) {
@@ -123,7 +124,9 @@ void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStre
   a.metrics.prompt_tokens = static_cast<int32_t>(r.prompt.size());
   a.metrics.bucket = r.bucket;
   a.stream = std::move(stream);
-  Status st = sched_->Add({id, r.ns, r.priority, r.prompt, r.max_tokens, r.prompt_logprobs < 0});
+  Status st = sched_->Add({.id = id, .ns = r.ns, .priority = r.priority, .prompt = r.prompt,
+                             .max_tokens = r.max_tokens, .session = r.session,
+                             .reuse_prefix = r.prompt_logprobs < 0});
   TARMAC_CHECK(st.ok());  // Validate() ran CheckAdmission; ids are unique
   a.req = std::move(r);
   active_.emplace(id, std::move(a));

@@ -5,6 +5,10 @@
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+//   GET/PUT/DELETE /v1/cache/{retrieval|tool}/{key}, DELETE /v1/cache/{retrieval|tool|responses}
+//   GET/PUT /v1/sessions/{id}/state, DELETE /v1/sessions/{id}
+// Responses of deterministic requests are cached when their model or route opts in or the
+// request asks (`cache`), under the request's scope (server_cache.h).
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
 // Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
 //
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/cache_service.h"
 #include "metrics/registry.h"
 #include "router/admission.h"
 #include "router/pool_model.h"
@@ -33,10 +38,14 @@
 
 namespace tarmac::server {
 
-// What a tenant's requests get when they do not say (SLA tier, risk).
+// What a tenant's requests get when they do not say (SLA tier, risk), and what its cache
+// scope holds (permission scopes, policy version, sessions' KV budget).
 struct TenantDefaults {
   std::string sla;                    // "" : none
   std::optional<metrics::Risk> risk;
+  std::vector<std::string> scopes;
+  std::string policy_version;         // "" : none (x-tarmac-policy-version may still set one)
+  std::optional<int64_t> session_max_blocks;  // none: the cache config's
 };
 
 struct ServerConfig {
@@ -61,6 +70,9 @@ struct ServerConfig {
   // request's parse_special says otherwise.
   bool parse_special = true;
   ParseDefaults parse_defaults;  // JSON whitespace of constrained outputs
+  cache::CacheConfig cache;                 // the scoped caches (Validate()d by Create)
+  // Models and routes whose responses are cached by default: their TTL (none: the cache's).
+  std::map<std::string, std::optional<double>> cached_responses;
 };
 
 class Server {

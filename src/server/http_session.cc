@@ -135,20 +135,24 @@ void Session::Handle() {
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
+  // The caches' endpoints take several methods each (HandleCacheApi checks them).
+  const bool cache_api = target.rfind("/v1/cache/", 0) == 0 || target.rfind("/v1/sessions/", 0) == 0;
   std::string one_model;
   if (!route && target.rfind("/v1/models/", 0) == 0 && target.size() > 11) {
     route = &kRoutes[2];
     one_model = target.substr(11);
   }
-  route_ = route ? route->path : "other";
-  if (!route) {
+  route_ = route ? route->path : !cache_api ? "other" : target.rfind("/v1/cache/", 0) == 0 ? "/v1/cache" : "/v1/sessions";
+  if (!route && !cache_api) {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
   }
-  const std::string allow = std::string(http::to_string(route->verb)) +
-                            (route->verb == http::verb::get ? ", HEAD" : "") + (srv_->cors.enabled() ? ", OPTIONS" : "");
-  if (method == http::verb::options && srv_->cors.enabled()) return RespondPreflight(req, allow);
-  if (method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
+  // The caches' endpoints answer their own methods (HandleCacheApi); the routes here take one.
+  const std::string allow = !route ? std::string()
+                                   : std::string(http::to_string(route->verb)) + (route->verb == http::verb::get ? ", HEAD" : "") +
+                                         (srv_->cors.enabled() ? ", OPTIONS" : "");
+  if (route && method == http::verb::options && srv_->cors.enabled()) return RespondPreflight(req, allow);
+  if (route && method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
     ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
                                             target, std::string(http::to_string(route->verb))), "method_not_allowed");
     e.status = 405;
@@ -193,6 +197,7 @@ void Session::Handle() {
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
   if (route_ == "/v1/feedback") return HandleFeedback(tenant);
+  if (cache_api) return HandleCacheApi(tenant, method, std::string(req.target()));
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
 }
 
@@ -270,27 +275,9 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
       req.spec.risk_given = true;
     }
   }
-  std::unique_ptr<router::Target> target;
-  if (srv_->IsRoute(req.model)) {
-    target = srv_->router->MakeTarget(req.model, tenant);
-  } else if (router::PoolModel* m = srv_->FindModel(req.model)) {
-    target = std::make_unique<router::EngineTarget>(m);  // a model by name: no routing
-  } else {
+  if (!srv_->IsRoute(req.model) && !srv_->FindModel(req.model))
     return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
-  }
-  gen_ = std::make_unique<GenerationJob>(std::move(req), std::move(target));
-  if (auto e = gen_->Prepare()) {
-    gen_.reset();
-    return RespondError(*e);
-  }
-  // The request body is no longer needed; free it now (a long-lived stream must not pin it).
-  parser_.reset();
-  gen_id_ = srv_->next_gen_id++;
-  client_gone_ = timed_out_ = false;
-  headers_sent_ = false;
-  aborted_.reset();
-  ArmTimeout();
-  Admit();
+  BeginGeneration(std::move(req), tenant);
 }
 
 void Session::Admit() {
@@ -394,6 +381,7 @@ void Session::WriteStreamHeaders() {
                   "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
   if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
   h += CorsHeaders();
+  if (!cache_status_.empty()) h += "x-tarmac-cache: " + cache_status_ + "\r\n";
   Write(h + "\r\n");
   std::string prelude = gen_->render().StreamPrelude();
   if (!prelude.empty()) Write(HexChunk(prelude));
@@ -430,7 +418,9 @@ void Session::FinishGeneration() {
   gen_timer_.cancel();
   state_ = State::kResponding;
   std::unique_ptr<GenerationJob> gen = std::move(gen_);
-  gen->Finished(aborted_.has_value() || gen->render().EngineError().has_value());
+  const bool failed = aborted_.has_value() || gen->render().EngineError().has_value();
+  gen->Finished(failed);
+  if (!failed && !session_id_.empty()) CountSessionUse(*gen);
   const int64_t id = gen_id_;
   if (client_gone_) {
     srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
@@ -452,6 +442,7 @@ void Session::FinishGeneration() {
   } else {
     std::vector<std::pair<std::string, std::string>> extra;
     if (auto info = gen->route_info()) extra.emplace_back("x-tarmac-route", RouteHeader(*info));
+    if (!cache_status_.empty()) extra.emplace_back("x-tarmac-cache", cache_status_);
     Respond(200, "application/json", gen->render().ResponseBody(), extra);
   }
   srv_->Release(id, true);

@@ -41,6 +41,15 @@ struct GenRequest {
   bool parse_special_given = false;      // completions: parse_special was in the body (else the server's default)
   bool logprobs = false;                 // report the chosen token's logprob
   std::string user;
+  // Scoped caches (tarmac extensions).
+  bool cache_asked = false;              // `cache`: true or {ttl_s}: cache this response
+  bool cache_refused = false;            // `cache`: false: neither look up nor store
+  std::optional<double> cache_ttl_s;     // `cache.ttl_s`
+  std::string session_id;                // "" : none
+  std::string locale;                    // "" : none (then Accept-Language)
+  // Every parameter that can change the output (the body without model, prompt / messages,
+  // stream, stream_options, user, cache, session_id and locale): part of the response cache's key.
+  nlohmann::json key_params;
 };
 
 // What the server decides for every request (flags).
