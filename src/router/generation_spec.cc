@@ -61,6 +61,7 @@ Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec)
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int32_t len = static_cast<int32_t>(prompts[p].size());
     out.prompt_tokens.push_back(len);
+    out.prompts.push_back(prompts[p]);
     const int32_t max_tokens = spec.max_tokens ? *spec.max_tokens : (spec.chat ? ctx - len : std::min(16, ctx - len));
     for (int32_t j = 0; j < spec.n; ++j) {
       engine::EngineRequest r;

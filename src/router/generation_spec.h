@@ -102,6 +102,7 @@ struct PreparedRequests {
   std::vector<engine::ValidRequest> requests;
   std::vector<int32_t> prompt_index;   // [choices] which prompt each choice continues
   std::vector<int64_t> prompt_tokens;  // [prompts]
+  std::vector<std::vector<int32_t>> prompts;  // [prompts] their token ids (usage and echo render them)
   int64_t admission_tokens = 0;        // prompt + max_tokens over all choices
 };
 

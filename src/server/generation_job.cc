@@ -16,10 +16,7 @@ std::optional<ApiError> GenerationJob::Prepare() {
   prepared_ = std::move(p).value();
   render_.SetModel(target_->model());
   render_.SetRoute(target_->route_info());
-  std::vector<std::vector<int32_t>> prompts(prepared_.prompt_tokens.size());
-  for (size_t i = prepared_.requests.size(); i-- > 0;)
-    prompts[static_cast<size_t>(prepared_.prompt_index[i])] = prepared_.requests[i].request().prompt;
-  render_.SetChoices(prepared_.prompt_index, std::move(prompts));
+  render_.SetChoices(prepared_.prompt_index, prepared_.prompts);
   return std::nullopt;
 }
 
