@@ -15,7 +15,6 @@
 namespace tarmac::server {
 namespace {
 
-using Json = nlohmann::json;
 using cache::CacheKind;
 using Reply = CacheReply;
 

@@ -13,8 +13,6 @@
 namespace tarmac::server {
 namespace {
 
-using Json = nlohmann::json;
-
 ServerConfig Config() {
   ServerConfig c;
   c.tenants["acme"] = {"", std::nullopt, {"accounts.read", "cards.read"}, "v1", std::nullopt};
