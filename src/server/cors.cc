@@ -15,7 +15,7 @@ std::string CorsPolicy::ResponseHeaders(const std::string& allow_origin) {
   if (allow_origin.empty()) return "";
   std::string h = "Access-Control-Allow-Origin: " + allow_origin + "\r\n";
   if (allow_origin != "*") h += "Vary: Origin\r\n";
-  return h + "Access-Control-Expose-Headers: x-tarmac-route, Retry-After\r\n";
+  return h + "Access-Control-Expose-Headers: x-tarmac-route, x-tarmac-cache, Retry-After\r\n";
 }
 
 std::vector<std::pair<std::string, std::string>> CorsPolicy::PreflightHeaders(const std::string& methods,

@@ -147,18 +147,14 @@ void Session::Handle() {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
   }
-  // The caches' endpoints answer their own methods (HandleCacheApi); the routes here take one.
-  const std::string allow = !route ? std::string()
-                                   : std::string(http::to_string(route->verb)) + (route->verb == http::verb::get ? ", HEAD" : "") +
-                                         (srv_->cors.enabled() ? ", OPTIONS" : "");
-  if (route && method == http::verb::options && srv_->cors.enabled()) return RespondPreflight(req, allow);
-  if (route && method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
-    ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
-                                            target, std::string(http::to_string(route->verb))), "method_not_allowed");
-    e.status = 405;
-    Respond(e.status, "application/json", e.ToJson(), {{"Allow", allow}});  // RFC 9110 15.5.6
-    return;
-  }
+  // The routes here take one method each; the caches' endpoints several (HandleCacheApi checks
+  // them against CacheApiMethods, which the preflight answers with too).
+  const std::string methods = route ? std::string(http::to_string(route->verb)) + (route->verb == http::verb::get ? ", HEAD" : "")
+                                    : CacheApiMethods(target);
+  const std::string allow = methods + (srv_->cors.enabled() ? ", OPTIONS" : "");
+  if (method == http::verb::options && srv_->cors.enabled() && !methods.empty()) return RespondPreflight(req, allow);
+  if (route && method != route->verb && !(method == http::verb::head && route->verb == http::verb::get))
+    return RespondError(MethodNotAllowed(method, target, allow));
   if (route_ == "/health") {
     if (srv_->draining) return RespondError(Unavailable("the server is draining"));
     if (!srv_->ready) return RespondError(Unavailable("the server is loading models"));
@@ -520,6 +516,7 @@ void Session::RespondError(const ApiError& e) {
   std::vector<std::pair<std::string, std::string>> extra;
   if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
+  if (!e.allow.empty()) extra.emplace_back("Allow", e.allow);
   Respond(e.status, "application/json", e.ToJson(), extra);
 }
 

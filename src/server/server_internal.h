@@ -81,6 +81,12 @@ struct CacheReply {
   std::string body;  // JSON
 };
 
+// The methods a cache endpoint takes ("GET, HEAD, PUT, DELETE"; cache_endpoints.cc), "" when
+// path (no query) names none: what its 405's Allow and its CORS preflight say.
+std::string CacheApiMethods(std::string_view path);
+// A 405 naming the method and the path, with `allow` as its Allow header.
+ApiError MethodNotAllowed(http::verb method, std::string_view path, const std::string& allow);
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, Server::Impl* srv);

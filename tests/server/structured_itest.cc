@@ -249,6 +249,13 @@ TEST_F(StructuredServerTest, MethodNotAllowedSaysAllow) {
   HttpResponse m = RawExchange(port(), Request("DELETE", "/v1/models", ""));
   EXPECT_EQ(m.status, 405);
   EXPECT_EQ(m.Header("Allow"), "GET, HEAD, OPTIONS");
+  // The caches' endpoints (issue 20) say theirs too.
+  HttpResponse c = RawExchange(port(), Request("POST", "/v1/cache/tool/k", "{}"));
+  EXPECT_EQ(c.status, 405);
+  EXPECT_EQ(c.Header("Allow"), "GET, HEAD, PUT, DELETE, OPTIONS");
+  HttpResponse s = RawExchange(port(), Request("DELETE", "/v1/sessions/s-1/state", ""));
+  EXPECT_EQ(s.status, 405);
+  EXPECT_EQ(s.Header("Allow"), "GET, HEAD, PUT, OPTIONS");
 }
 
 // A client that sends a whole too-large body before reading gets the 413, not a reset.
@@ -280,11 +287,23 @@ TEST_F(StructuredServerTest, CorsPreflightAndHeaders) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.Header("Access-Control-Allow-Origin"), "http://app.example");
   EXPECT_EQ(r.Header("Vary"), "Origin");
+  EXPECT_EQ(r.Header("Access-Control-Expose-Headers"), "x-tarmac-route, x-tarmac-cache, Retry-After");
   HttpResponse s = Post(port(), kComp, Json{{"model", kModel}, {"prompt", "hi"}, {"max_tokens", 2}, {"stream", true}}.dump(),
                         "Origin: http://app.example\r\n");
   EXPECT_EQ(s.Header("Access-Control-Allow-Origin"), "http://app.example");
   HttpResponse other = Post(port(), kComp, Json{{"model", kModel}, {"prompt", "hi"}, {"max_tokens", 2}}.dump(), "Origin: http://evil.example\r\n");
   EXPECT_EQ(other.Header("Access-Control-Allow-Origin"), "");
+  // The caches' endpoints are preflighted with their own methods; a path that is none is not.
+  HttpResponse cache_pre = RawExchange(port(), Request("OPTIONS", "/v1/cache/retrieval/q%3D1", "", "Origin: http://app.example\r\n"
+                                                       "Access-Control-Request-Method: PUT\r\n"));
+  EXPECT_EQ(cache_pre.status, 204);
+  EXPECT_EQ(cache_pre.Header("Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_EQ(cache_pre.Header("Access-Control-Allow-Methods"), "GET, HEAD, PUT, DELETE, OPTIONS");
+  HttpResponse session_pre = RawExchange(port(), Request("OPTIONS", "/v1/sessions/s-1", "", "Origin: http://app.example\r\n"
+                                                         "Access-Control-Request-Method: DELETE\r\n"));
+  EXPECT_EQ(session_pre.status, 204);
+  EXPECT_EQ(session_pre.Header("Access-Control-Allow-Methods"), "DELETE, OPTIONS");
+  EXPECT_NE(RawExchange(port(), Request("OPTIONS", "/v1/cache/other", "", "Origin: http://app.example\r\n")).status, 204);
 }
 
 TEST_F(StructuredServerTest, EchoWithPromptLogprobs) {
