@@ -3,7 +3,8 @@
 # requests decoding at once (`bench serve --concurrency 64`), and a scraper that GETs /metrics
 # every 50 ms meanwhile (llm-d's endpoint picker scrapes that often). Prints the scrape latency
 # (median, p95, p99, max over REPS runs' scrapes) and the load's throughput.
-#   bash bench/metrics_bench.sh [REPS]      TARMAC_BIN: the binary (default build/bin/tarmac)
+#   bash bench/metrics_bench.sh [REPS]      TARMAC_BIN: the binary (default build/bin/tarmac);
+#   SERVE_FLAGS: more serve flags (e.g. "--metrics-names vllm --kv-events tcp://127.0.0.1:*")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -13,7 +14,8 @@ WP=models/wp-11m-f16.gguf
 [[ -x $BIN ]] || { echo "build first: make build" >&2; exit 2; }
 OUT=$(mktemp -d)
 for r in $(seq "$REPS"); do
-  tarmac_serve "$OUT/log" -m $WP -t 2 --max-running 64
+  # shellcheck disable=SC2086
+  tarmac_serve "$OUT/log" -m $WP -t 2 --max-running 64 ${SERVE_FLAGS:-}
   pid=$SERVE_PID
   port=$SERVE_PORT
   $BIN bench serve --url http://127.0.0.1:$port --concurrency 64 --requests 384 --max-tokens 96 \

@@ -17,6 +17,7 @@
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "apps/engine_flags.h"
+#include "apps/serve_scale_out.h"
 #include "base/thread_pool.h"
 #include "config/serve_config.h"
 #include "grammar/tool_call_format.h"
@@ -33,6 +34,7 @@ struct ServeArgs {
   std::string api_key_file;
   server::ServerConfig server;  // the flags write into it: its defaults are the flags'
   EngineFlags engine;
+  ScaleOutFlags scale_out;
   bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
@@ -155,6 +157,16 @@ int RunServe(const ServeArgs& a) {
       sc.cache.secret = std::move(secret).value();
     }
   }
+  std::vector<std::string> names;
+  for (const ModelToServe& mt : *models) names.push_back(mt.name);
+  auto vllm_model = VllmMetricsModel(a.scale_out, names);
+  if (!vllm_model.ok()) return Fail(vllm_model.status());
+  sc.vllm_metrics_model = *vllm_model;
+  if (auto t = KvEventTopic(a.scale_out.kv_events_topic, sc.host, sc.port, "m"); !t.ok()) return Fail(t.status());
+  // Before the models: their engines tell it when events are queued.
+  auto publisher = StartKvEvents(a.scale_out, sc.metrics);
+  if (!publisher.ok()) return Fail(publisher.status());
+  kvevents::Publisher* pub = publisher->get();
   // One descriptor per connection: raise the soft limit to the hard one (often 1024 -> 1M).
   if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
@@ -165,6 +177,11 @@ int RunServe(const ServeArgs& a) {
   server::Server& server = **srv;
   std::fprintf(stderr, "tarmac serve: listening on http://%s:%d (loading %zu model(s))\n", sc.host.c_str(),
                server.port(), models->size());
+  if (pub != nullptr) {
+    std::fprintf(stderr, "tarmac serve: KV events on %s (%s)%s%s\n", pub->endpoint().c_str(),
+                 a.scale_out.kv_events.empty() ? "connected" : "bound", pub->replay_endpoint().empty() ? "" : ", replay on ",
+                 pub->replay_endpoint().c_str());
+  }
   std::thread io([&server] { server.Run(); });
 
   std::vector<SpecSetup> specs;  // draft models, outliving the engines like `loaded`
@@ -190,6 +207,10 @@ int RunServe(const ServeArgs& a) {
     ec.metrics = sc.metrics;
     if (mt.threads) ec.threads = *mt.threads;
     ec.cpus = mt.cpus;
+    if (pub != nullptr) {
+      ec.event_capacity = 1 << 16;
+      ec.on_events = [pub] { pub->Notify(); };
+    }
     auto sm = router::PoolModel::Create(mt.name, loaded.back().model.get(), loaded.back().tokenizer.get(), ec,
                                         a.check_integrity);
     if (!sm.ok()) {
@@ -200,6 +221,11 @@ int RunServe(const ServeArgs& a) {
     std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB), tool calls: %s\n", mt.name.c_str(),
                  (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0,
                  grammar::ToolCallFormatName((*sm)->tool_format));
+    if (pub != nullptr) {
+      engine::EngineClient* e = (*sm)->engine.get();
+      pub->AddSource({KvEventTopic(a.scale_out.kv_events_topic, sc.host, server.port(), mt.name).value(),
+                      e->config().sched.block_size, [e](size_t max) { return e->DrainEvents(max); }});
+    }
     server.AddModel(std::move(sm).value(), mt.limits);
   }
   if (rc == 0 && config != nullptr && !config->router.routes.empty()) {
@@ -218,6 +244,7 @@ int RunServe(const ServeArgs& a) {
     std::fprintf(stderr, "tarmac serve: ready\n");
   }
   io.join();
+  if (pub != nullptr) pub->Stop();  // while the engines it drains are still there
   srv->reset();  // engines stop before the models they borrow are freed
   return rc;
 }
@@ -271,6 +298,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
                   "llama3_json, mistral, none")
       ->capture_default_str();
   AddEngineFlags(cmd, &a->engine);
+  AddScaleOutFlags(cmd, &a->scale_out);
   cmd->add_flag("--no-warmup", a->no_warmup,
                 "skip the throwaway forward passes each model runs before 'ready' (they make the "
                 "first request as fast as the next)");

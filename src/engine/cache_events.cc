@@ -42,4 +42,9 @@ size_t CacheEventQueue::size() const {
   return q_.size();
 }
 
+size_t CacheEventQueue::room() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_ - q_.size();
+}
+
 }  // namespace tarmac::engine

@@ -1,7 +1,8 @@
 // CacheEventQueue: the prefix cache's events (stored / removed blocks, cleared) on their way
 // out of the engine. The step thread pushes what the radix tree recorded during a step; any
 // thread drains. Bounded: past `capacity` undrained events, new ones are dropped and counted
-// (a follower that misses events must resynchronise; the counter tells it happened).
+// (a follower that misses events must resynchronise; the counter tells it happened, and the
+// engine restarts the stream, see EngineCore::PublishEvents).
 //
 // Thread-safe (one mutex).
 #pragma once
@@ -27,6 +28,8 @@ class CacheEventQueue {
   std::vector<prefix::BlockEvent> Drain(size_t max = SIZE_MAX);
   int64_t dropped() const;
   size_t size() const;
+  // Events that fit before the queue is full.
+  size_t room() const;
 
  private:
   const size_t capacity_;

@@ -4,11 +4,12 @@
 // every subcommand; ResolveEngineConfig checks a config against a model and fills the
 // derived fields, with errors that name the field.
 //
-// Plain values; the borrowed pointers (draft model) and the shared registry must outlive the
+// Plain values (and the on_events callback); the borrowed pointers (draft model) and the shared registry must outlive the
 // engine. Thread-safe to copy.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,6 +65,9 @@ struct EngineConfig {
   // Prefix-cache events (stored / removed blocks) kept for EngineClient::DrainEvents; beyond
   // this many undrained events new ones are dropped and counted. 0: not recorded at all.
   int32_t event_capacity = 0;
+  // Called on the step thread after events were queued (a publisher's wake-up): must be cheap,
+  // never block, and stay callable while the engine lives. Empty: nobody is told.
+  std::function<void()> on_events;
 };
 
 // Checks the fields (ranges, a draft model for kDraft, the context against the model's) and

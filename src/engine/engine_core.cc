@@ -423,8 +423,22 @@ void EngineCore::Warmup() { model_->Warmup(&pool_threads_, cache_.shape().dtype)
 void EngineCore::PublishEvents() {
   if (!events_) return;
   tree_->TakeEvents(&step_events_);
+  if (resync_) {
+    // A follower missed events: what was recorded since is superseded by a fresh snapshot, sent
+    // whole or not at all (a partial one would leave the follower wrong again).
+    step_events_.clear();
+    if (events_->room() < static_cast<size_t>(tree_->num_nodes()) + 1) return;
+    tree_->EnableEvents(false);
+    tree_->EnableEvents(true);
+    tree_->TakeEvents(&step_events_);
+    resync_ = false;
+  }
   if (step_events_.empty()) return;
-  if (const int64_t dropped = events_->Push(&step_events_); dropped > 0) metrics_->EventsDropped(dropped);
+  if (const int64_t dropped = events_->Push(&step_events_); dropped > 0) {
+    metrics_->EventsDropped(dropped);
+    resync_ = true;
+  }
+  if (config_.on_events) config_.on_events();
 }
 
 bool EngineCore::Step() {

@@ -146,6 +146,8 @@ class EngineCore {
   // The largest k the knobs allow for a bucket.
   int32_t KCap(metrics::BucketId b) const;
   void FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error);
+  // Moves the tree's events to the queue and tells on_events. After events were dropped the
+  // stream restarts (cleared, then every cached block) once the queue has room for it all.
   void PublishEvents();
 
   model::LlamaModel* model_;
@@ -172,6 +174,7 @@ class EngineCore {
   std::unique_ptr<GrammarCache> grammars_;
   std::vector<prefix::BlockEvent> step_events_;  // scratch: this step's, on their way out
   std::unique_ptr<CacheEventQueue> events_;      // null: events off
+  bool resync_ = false;  // events were dropped: the stream must restart
   std::atomic<int32_t> max_concurrent_{0};
   std::unique_ptr<EngineMetrics> metrics_;  // last: its callbacks read the scheduler
 };

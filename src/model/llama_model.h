@@ -51,7 +51,12 @@ class LlamaModel {
   // they are copied into anonymous memory backed by transparent huge pages: 4 KiB pages stop
   // the hardware prefetchers at every page boundary and cost a TLB miss each, which shows in
   // bandwidth-bound decode of models larger than the caches.
-  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true);
+  // progress (optional): called during the load, on the caller's thread, with a stage
+  // ("reading": bytes of the file, without mmap; "preparing weights (AMX)", "preparing weights
+  // (int8 decode)": matrices re-laid out), the work done and its total.
+  using ProgressFn = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true,
+                                                  const ProgressFn& progress = {});
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return file_; }
@@ -85,6 +90,7 @@ class LlamaModel {
   void EnsureScratch(int32_t n_tokens);
   void PackForAmx();
   void PackForDecode();
+  ProgressFn progress_;  // set during Load only
   // One arena's slices for the projection matrices (every layer's, then the output) that
   // bytes_of accepts: given a matrix and the bytes planned so far, it returns the matrix's
   // bytes, or -1 to leave it out. Offsets are 64-byte aligned.

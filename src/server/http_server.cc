@@ -57,7 +57,9 @@ void Server::AddModel(std::unique_ptr<router::PoolModel> model, std::optional<ro
   std::shared_ptr<router::PoolModel> holder(model.release());
   asio::post(impl_->ioc, [impl = impl_.get(), holder, limits]() mutable {
     if (limits) impl->pool.admission().SetModelLimits(holder->name, *limits);
-    impl->pool.Add(std::unique_ptr<router::PoolModel>(new router::PoolModel(std::move(*holder))));
+    auto model = std::unique_ptr<router::PoolModel>(new router::PoolModel(std::move(*holder)));
+    if (model->name == impl->config.vllm_metrics_model) impl->metrics.WatchModelForPicker(model.get(), &impl->pool.admission());
+    impl->pool.Add(std::move(model));
   });
 }
 

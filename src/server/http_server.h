@@ -4,13 +4,18 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+//   GET  /ready (readiness: 200 once every model is loaded and warm and its engine running;
+//        503 while loading or draining)
+//   POST /v1/completions/render, POST /v1/chat/completions/render ({"token_ids": the prompt
+//        ids prefill would use, chat template included})
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+//   GET  /dashboard (the live page; its files under /dashboard/NAME, embedded at build time)
 //   GET/PUT/DELETE /v1/cache/{retrieval|tool}/{key}, DELETE /v1/cache/{retrieval|tool|responses}
 //   GET/PUT /v1/sessions/{id}/state, DELETE /v1/sessions/{id}
 // Responses of deterministic requests are cached when their model or route opts in or the
 // request asks (`cache`), under the request's scope (server_cache.h).
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
-// Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
+// Every route but /health and the dashboard's files needs "Authorization: Bearer KEY" when keys are configured.
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
 // returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for
@@ -70,6 +75,9 @@ struct ServerConfig {
   // request's parse_special says otherwise.
   bool parse_special = true;
   ParseDefaults parse_defaults;  // JSON whitespace of constrained outputs
+  // When set, the model whose load llm-d's endpoint picker reads under vLLM's metric names
+  // (server_metrics.h: WatchModelForPicker), registered when that model is added.
+  std::string vllm_metrics_model;
   cache::CacheConfig cache;                 // the scoped caches (Validate()d by Create)
   // Models and routes whose responses are cached by default: their TTL (none: the cache's).
   std::map<std::string, std::optional<double>> cached_responses;

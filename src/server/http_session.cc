@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "base/clock.h"
+#include "server/dashboard_assets.h"
 #include "server/server_internal.h"
 
 namespace tarmac::server {
@@ -131,7 +132,9 @@ void Session::Handle() {
   static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
-                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post}};
+                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post},
+                                  {"/ready", http::verb::get},          {"/v1/completions/render", http::verb::post},
+                                  {"/v1/chat/completions/render", http::verb::post}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
@@ -143,6 +146,7 @@ void Session::Handle() {
     one_model = target.substr(11);
   }
   route_ = route ? route->path : !cache_api ? "other" : target.rfind("/v1/cache/", 0) == 0 ? "/v1/cache" : "/v1/sessions";
+  if (!route && !cache_api && (target == "/dashboard" || target.rfind("/dashboard/", 0) == 0)) return HandleDashboard(target);
   if (!route && !cache_api) {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
@@ -161,6 +165,7 @@ void Session::Handle() {
     Respond(200, "application/json", "{\"status\":\"ok\"}");
     return;
   }
+  if (route_ == "/ready") return HandleReady();
   if (srv_->draining) {
     keep_alive_ = false;
     srv_->metrics.CountRejected("draining");
@@ -193,65 +198,29 @@ void Session::Handle() {
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
   if (route_ == "/v1/feedback") return HandleFeedback(tenant);
+  if (route_ == "/v1/completions/render") return HandleRender(ApiKind::kCompletion, tenant);
+  if (route_ == "/v1/chat/completions/render") return HandleRender(ApiKind::kChat, tenant);
   if (cache_api) return HandleCacheApi(tenant, method, std::string(req.target()));
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
 }
 
-void Session::HandleModels(const std::string& one) {
-  auto card = [](const router::PoolModel& m) {
-    return Json{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "tarmac"},
-                {"root", m.name}, {"max_model_len", m.max_context}};
-  };
-  if (!one.empty()) {
-    if (srv_->IsRoute(one)) {
-      Respond(200, "application/json", DumpJson(Json{{"id", one}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"},
-                                                     {"root", one}, {"tarmac", {{"route", true}}}}));
-      return;
-    }
-    const router::PoolModel* m = srv_->FindModel(one);
-    if (!m) return RespondError(NotFound("The model '" + one + "' does not exist", "model", "model_not_found"));
-    Respond(200, "application/json", DumpJson(card(*m)));
-    return;
+// The dashboard's page and files are public (they hold no data): the page asks for a key and
+// sends it with its requests to /metrics and /v1/slo, which check it as every route does.
+void Session::HandleDashboard(const std::string& target) {
+  route_ = "/dashboard";
+  auto& req = parser_->get();
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use GET)", std::string(req.method_string()), target),
+                            "method_not_allowed");
+    e.status = 405;
+    return RespondError(e);
   }
-  Json data = Json::array();
-  for (const auto& m : srv_->pool.models()) data.push_back(card(*m));
-  if (srv_->router) {
-    for (const std::string& r : srv_->router->route_names())
-      data.push_back(Json{{"id", r}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"}, {"root", r},
-                          {"tarmac", {{"route", true}}}});
-  }
-  Respond(200, "application/json", DumpJson(Json{{"object", "list"}, {"data", std::move(data)}}));
-}
-
-void Session::HandleTokenize(bool detokenize) {
-  const std::string& body = parser_->get().body();
-  if (detokenize) {
-    DetokenizeRequest r;
-    if (auto e = ParseDetokenizeRequest(body, &r)) return RespondError(*e);
-    const router::PoolModel* m = srv_->FindModel(r.model);
-    if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      if (r.tokens[i] < 0 || r.tokens[i] >= m->tokenizer->n_vocab())
-        return RespondError(BadRequest("tokens", fmt::format("token {} at index {} is outside the vocabulary (0..{})",
-                                                             r.tokens[i], i, m->tokenizer->n_vocab() - 1), "invalid_value"));
-    }
-    Respond(200, "application/json", DumpJson(Json{{"prompt", m->tokenizer->Decode(r.tokens)}}));
-    return;
-  }
-  TokenizeRequest r;
-  if (auto e = ParseTokenizeRequest(body, &r)) return RespondError(*e);
-  const router::PoolModel* m = srv_->FindModel(r.model);
-  if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
-  std::vector<int32_t> ids;
-  if (r.is_chat) {
-    auto enc = m->chat.Encode(r.messages, nullptr, r.add_generation_prompt, *m->tokenizer);
-    if (!enc.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + enc.status().message()));
-    ids = std::move(enc).value();
-  } else {
-    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, r.parse_special.value_or(srv_->config.parse_special)});
-  }
-  Respond(200, "application/json",
-          DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));
+  const DashboardAsset* a = FindDashboardAsset(target);
+  if (!a) return RespondError(NotFound(fmt::format("no dashboard file {} (the page is GET /dashboard)", target)));
+  Respond(200, std::string(a->content_type), std::string(a->body),
+          {{"Cache-Control", "no-cache"},
+           {"X-Content-Type-Options", "nosniff"},
+           {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:"}});
 }
 
 void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
@@ -308,16 +277,6 @@ void Session::Admit() {
     srv_->metrics.CountRejected("queue_full");
     return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
   }
-}
-
-void Session::HandleFeedback(const std::string& tenant) {
-  FeedbackRequest r;
-  if (auto e = ParseFeedbackRequest(parser_->get().body(), &r)) return RespondError(*e);
-  if (!srv_->router) return RespondError(NotFound("no routed response with id '" + r.id + "' (this server has no routes)", "id"));
-  Status st = srv_->router->Feedback(r.id, tenant, r.score);
-  if (st.code() == StatusCode::kNotFound) return RespondError(NotFound(st.message(), "id"));
-  if (!st.ok()) return RespondError(FromStatus(st));
-  Respond(200, "application/json", "{\"status\":\"ok\"}");
 }
 
 void Session::ArmTimeout() {

@@ -108,6 +108,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);
   void HandleFeedback(const std::string& tenant);
+  void HandleReady();
+  void HandleRender(ApiKind kind, const std::string& tenant);
   // The scoped caches (session_cache.cc). A parsed generation request goes through the cache
   // phase (session ownership, response lookup; off the I/O thread for a shared store), then
   // runs: replayed from a hit, or on its model or route (recorded for the cache when planned).
@@ -128,6 +130,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WriteStreamHeaders();
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
+  void HandleDashboard(const std::string& target);
   void Respond(int status, const std::string& content_type, const std::string& body,
                const std::vector<std::pair<std::string, std::string>>& extra = {});
   void RespondError(const ApiError& e);

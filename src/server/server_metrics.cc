@@ -1,5 +1,7 @@
 #include "server/server_metrics.h"
 
+#include <functional>
+
 #include "base/check.h"
 
 namespace tarmac::server {
@@ -25,6 +27,26 @@ void ServerMetrics::Watch(const router::Admission* admission, const std::atomic<
                         .Callback({}, [admission] { return static_cast<double>(admission->queued()); }));
   gauges_.push_back(registry_->Gauges("tarmac:http_open_connections", "Open HTTP connections.", {})
                         .Callback({}, [open_connections] { return static_cast<double>(open_connections->load()); }));
+}
+
+void ServerMetrics::WatchModelForPicker(const router::PoolModel* model, const router::Admission* admission) {
+  TARMAC_CHECK(!picker_model_watched_);
+  picker_model_watched_ = true;
+  const metrics::LabelValues m = {model->name};
+  const engine::EngineClient* e = model->engine.get();
+  auto gauge = [&](const char* name, const char* help, std::function<double()> fn) {
+    gauges_.push_back(registry_->Gauges(name, help, {"model_name"}).Callback(m, std::move(fn)));
+  };
+  gauge("vllm:num_requests_waiting", "Requests waiting (engine queue plus admission queue).",
+        [e, admission, name = model->name] { return static_cast<double>(e->num_waiting() + admission->queued(name)); });
+  gauge("vllm:num_requests_running", "Requests in model execution batches.",
+        [e] { return static_cast<double>(e->Stats().num_running); });
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage: fraction of KV blocks held by requests (1 = full).",
+        [e] { return e->Stats().kv_usage(); });
+  const engine::EngineConfig& c = e->config();
+  gauges_.push_back(registry_->Gauges("vllm:cache_config_info", "Information of the KV cache's configuration.",
+                                      {"block_size", "num_gpu_blocks"})
+                        .Callback({std::to_string(c.sched.block_size), std::to_string(c.kv.blocks)}, [] { return 1.0; }));
 }
 
 }  // namespace tarmac::server

@@ -15,6 +15,7 @@
 
 #include "metrics/registry.h"
 #include "router/admission.h"
+#include "router/pool_model.h"
 
 namespace tarmac::server {
 
@@ -28,6 +29,14 @@ class ServerMetrics {
   void CountRejected(const std::string& reason);
   // Preconditions: both outlive this object.
   void Watch(const router::Admission* admission, const std::atomic<int64_t>* open_connections);
+  // The series llm-d's endpoint picker scrapes, under vLLM's names, for one model (the picker
+  // reads the first series of each, so a server registers them for one model only):
+  // vllm:num_requests_waiting (engine queue + admission queue), vllm:num_requests_running,
+  // vllm:kv_cache_usage_perc (fraction of KV blocks held by requests, 0..1), and
+  // vllm:cache_config_info{block_size, num_gpu_blocks} = 1 (num_gpu_blocks: the KV pool's
+  // blocks, wherever they live). Preconditions: the model and admission outlive this object;
+  // called once (asserted).
+  void WatchModelForPicker(const router::PoolModel* model, const router::Admission* admission);
 
   metrics::Registry& registry() { return *registry_; }
 
@@ -36,6 +45,7 @@ class ServerMetrics {
   metrics::Family<metrics::Counter>* responses_;
   metrics::Family<metrics::Counter>* rejected_;
   std::vector<metrics::CallbackHandle> gauges_;
+  bool picker_model_watched_ = false;
 };
 
 }  // namespace tarmac::server

@@ -22,21 +22,9 @@ using Loaded = testing::LoadedModel;
 constexpr auto Get = testing::CachedModel;
 
 EngineRequest Req(std::vector<int32_t> prompt, int32_t max_tokens, float temp = 0.0f, uint64_t ns = 0) {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = temp;
-  r.sampling.seed = 99;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.ns = ns;
-  return r;
+  return testing::FullLengthRequest(std::move(prompt), max_tokens, temp, ns);
 }
-
-std::vector<int32_t> Ids(int32_t n, int32_t base) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 10 + (base + i * 7) % 1500;
-  return v;
-}
+constexpr auto Ids = testing::SpreadIds;
 
 std::vector<int32_t> Tokens(RequestStream& s) {
   std::vector<int32_t> t;
@@ -253,32 +241,9 @@ TEST(EngineEventsTest, ReplayingTheEventStreamReconstructsTheCachedBlocks) {
   Follower f;
   f.Apply(core->DrainEvents());
   EXPECT_EQ(f.cleared, 1);  // the stream starts with "all cleared"
-  std::mt19937_64 rng(11);
-  std::vector<std::vector<int32_t>> stems;
-  for (int i = 0; i < 4; ++i) stems.push_back(Ids(24 + 8 * i, 500 * i));
-  std::map<int64_t, std::shared_ptr<RequestStream>> live;
-  int64_t next = 0, cancelled = 0;
+  testing::CacheChurn w(core.get(), 11, 120);
   for (int step = 0; step < 800; ++step) {
-    if (next < 120 && rng() % 2 == 0) {
-      std::vector<int32_t> p = stems[rng() % stems.size()];
-      p.resize(8 + rng() % p.size());
-      const std::vector<int32_t> tail = Ids(static_cast<int32_t>(rng() % 12), static_cast<int32_t>(rng() % 997));
-      p.insert(p.end(), tail.begin(), tail.end());
-      auto s = std::make_shared<RequestStream>(next);
-      ASSERT_TRUE(core->Add(next, Req(p, 1 + static_cast<int32_t>(rng() % 20), 0.0f, rng() % 3), s).ok());
-      live[next++] = s;
-    }
-    if (rng() % 9 == 0 && !live.empty()) {
-      auto it = live.begin();
-      std::advance(it, rng() % live.size());
-      core->Cancel(it->first);
-      live.erase(it);
-      ++cancelled;
-    }
-    core->Step();
-    for (auto it = live.begin(); it != live.end();) {
-      it = it->second->done() ? live.erase(it) : std::next(it);
-    }
+    w.Step();
     f.Apply(core->DrainEvents());
     std::vector<uint64_t> cached = core->CachedBlockHashes();
     std::sort(cached.begin(), cached.end());
@@ -288,7 +253,7 @@ TEST(EngineEventsTest, ReplayingTheEventStreamReconstructsTheCachedBlocks) {
   EXPECT_EQ(f.unknown, 0);
   EXPECT_GT(f.stored, 100);
   EXPECT_GT(f.removed, 50);  // eviction happened
-  EXPECT_GT(cancelled, 10);
+  EXPECT_GT(w.cancelled, 10);
   EXPECT_EQ(core->Stats().events_dropped, 0);
   for (const auto& [h, parent] : f.blocks) {
     if (parent) {

@@ -19,10 +19,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bottom to top, as DESIGN.md's module table lists them ("spec" there is src/speculative;
-// grammar sits between chat_template and metrics).
+// grammar sits between chat_template and metrics; kvevents, the KV-event publisher DESIGN.md
+// lists under server, is its own module just above engine).
 const std::vector<std::string> kOrder = {"base",    "tensor", "kernels", "gguf",        "tokenizer", "chat_template",
                                          "grammar", "metrics", "model",  "kv",          "prefix",    "sampling",
-                                         "speculative", "sched", "engine", "router",     "cache",     "control", "config",
+                                         "speculative", "sched", "engine", "kvevents", "router",     "cache",     "control", "config",
                                          "server",  "apps"};
 
 int Rank(const std::string& m) {

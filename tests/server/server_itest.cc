@@ -519,8 +519,14 @@ TEST_F(ServerProcessTest, RequestTimeout) {
   HttpResponse r = Post(srv.port(), "/v1/completions", body.dump());  // queued behind it, then times out
   EXPECT_EQ(r.status, 408) << r.body;
   streaming.join();
-  // The server is idle again and serves.
-  EXPECT_EQ(Post(srv.port(), "/v1/completions", Json{{"model", kModel}, {"prompt", "a"}, {"max_tokens", 2}}.dump()).status, 200);
+  // The server is idle again and serves (a loaded machine may take longer than 0.2 s for even
+  // this request: a few tries, each a 200 or a 408, never anything else).
+  int status = 0;
+  for (int i = 0; i < 5 && status != 200; ++i) {
+    status = Post(srv.port(), "/v1/completions", Json{{"model", kModel}, {"prompt", "a"}, {"max_tokens", 2}}.dump()).status;
+    EXPECT_TRUE(status == 200 || status == 408) << status;
+  }
+  EXPECT_EQ(status, 200);
 }
 
 TEST_F(ServerProcessTest, OverloadGets429QuicklyAndMemoryStaysFlat) {
