@@ -2,7 +2,8 @@
 // most C in flight, and reports throughput, TTFT/TPOT percentiles, KV waste, prefix-cache hits
 // and preemptions. Prompts are random vocabulary ids (seeded), optionally starting with a
 // shared prefix, or slices of a text file (see --workload); outputs ignore end-of-generation
-// so every request produces --output-len.
+// so every request produces --output-len (a request under --constrain ends when its grammar
+// is complete).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -32,6 +33,7 @@
 #include "control/slo_tracker.h"
 #include "base/progress.h"
 #include "engine/engine_client.h"
+#include "grammar/structured_output.h"
 #include "metrics/request_bucket.h"
 
 namespace tarmac::apps {
@@ -53,8 +55,37 @@ struct OfflineArgs {
   int logprobs = 0;  // alternatives per token each request asks for
   std::string workload = "random";  // random | text | copy | quote | mixed
   std::string prompt_file;
+  std::string constrain;  // "": free; json_object | schema:FILE | regex:PATTERN
+  int constrain_every = 1;  // constrain requests 0, N, 2N, ... (task "<workload>-constrained" when N > 1)
   std::string plot_dir;  // --plot: PNG figures here
 };
+
+// The grammar --constrain names, compiled for the engine's vocabulary; *ms: compile time.
+Result<std::shared_ptr<const grammar::CompiledGrammar>> Constraint(const std::string& spec, engine::EngineClient& client,
+                                                                   double* ms) {
+  grammar::StructuredOutputSpec s;
+  if (spec == "json_object") {
+    s.kind = grammar::StructuredOutputKind::kJsonObject;
+  } else if (spec.rfind("schema:", 0) == 0) {
+    std::ifstream in(spec.substr(7), std::ios::binary);
+    if (!in) return InvalidArgument("--constrain: cannot read {}", spec.substr(7));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    s.kind = grammar::StructuredOutputKind::kJsonSchema;
+    s.text = ss.str();
+  } else if (spec.rfind("regex:", 0) == 0) {
+    s.kind = grammar::StructuredOutputKind::kRegex;
+    s.text = spec.substr(6);
+  } else {
+    return InvalidArgument("--constrain must be json_object, schema:FILE or regex:PATTERN, got '{}'", spec);
+  }
+  s.json.max_whitespace = 4;  // the server's default (--json-max-whitespace)
+  TARMAC_ASSIGN_OR_RETURN(grammar::Grammar g, grammar::BuildGrammar(s));
+  const double t0 = NowSeconds();
+  auto compiled = client.grammars()->Compile(g);
+  *ms = (NowSeconds() - t0) * 1e3;
+  return compiled;
+}
 
 nlohmann::json PctJson(const Percentiles& p) {
   return {{"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"mean", p.mean}};
@@ -103,6 +134,17 @@ int RunBenchOffline(const OfflineArgs& a) {
     return 2;
   }
   engine::EngineClient& client = **client_r;
+  std::shared_ptr<const grammar::CompiledGrammar> constraint;
+  double compile_ms = 0;
+  if (!a.constrain.empty()) {
+    client.grammars()->tokens();  // the vocabulary's table is built once per model, not per grammar
+    auto c = Constraint(a.constrain, client, &compile_ms);
+    if (!c.ok()) {
+      std::fprintf(stderr, "tarmac bench offline: %s\n", c.status().message().c_str());
+      return 2;
+    }
+    constraint = *c;
+  }
 
   // Synthetic requests: ids drawn from the non-control vocabulary.
   std::mt19937_64 rng(a.seed);
@@ -171,6 +213,11 @@ int RunBenchOffline(const OfflineArgs& a) {
     if (a.workload == "mixed") {  // half extraction-like greedy, half creative sampling
       r.task = i % 2 == 0 ? "qa" : "creative";
       r.sampling.temperature = i % 2 == 0 ? 0.0f : 1.5f;
+    }
+    if (i % a.constrain_every == 0) {
+      r.grammar = constraint;
+      // Constrained and free requests of one run, told apart in the per-bucket figures.
+      if (constraint && a.constrain_every > 1) r.task += "-constrained";
     }
     reqs.push_back(std::move(r));
   }
@@ -374,6 +421,8 @@ int RunBenchOffline(const OfflineArgs& a) {
       {"evicted_blocks", after.sched.evicted_blocks - before.sched.evicted_blocks},
       {"max_concurrent_running", after.max_concurrent_running},
       {"steps", after.steps - before.steps},
+      {"constrain", a.constrain},
+      {"grammar_compile_ms", compile_ms},
   };
   // Per request bucket (the one definition: metrics::BucketTable), latencies and speculation.
   const metrics::BucketTable& table = client.config().metrics->buckets();
@@ -537,6 +586,14 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
                   "temperature-1.5 'creative'")
       ->capture_default_str()
       ->check(CLI::IsMember({"random", "text", "copy", "quote", "mixed"}));
+  cmd->add_option("--constrain", a->constrain,
+                  "constrain every output: json_object, schema:FILE (a JSON Schema) or regex:PATTERN (the engine "
+                  "masks logits with the grammar; reports grammar_compile_ms)");
+  cmd->add_option("--constrain-every", a->constrain_every,
+                  "constrain only requests 0, N, 2N, ...; with N > 1 their task is '<workload>-constrained', so the "
+                  "per-bucket figures compare constrained and free requests of the same run")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prompt-file", a->prompt_file,
                   "text file for text/copy/quote/mixed workloads")
       ->check(CLI::ExistingFile);

@@ -24,6 +24,7 @@
 #include "config/serve_config.h"
 #include "control/controller.h"
 #include "control/slo_tracker.h"
+#include "grammar/tool_call_format.h"
 #include "metrics/registry.h"
 #include "router/pool_model.h"
 #include "server/http_server.h"
@@ -42,6 +43,8 @@ struct ServeArgs {
   bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
+  bool no_parse_special = false;
+  std::string tool_call_parser = "auto";  // auto: each model's, from its chat template
 };
 
 // One model to serve: its file, name and the config's overrides.
@@ -138,6 +141,13 @@ int RunServe(const ServeArgs& a) {
   if (!models.ok()) return Fail(models.status());
   server::ServerConfig sc = a.server;
   sc.metrics = std::make_shared<metrics::Registry>();
+  sc.parse_special = !a.no_parse_special;
+  std::optional<grammar::ToolCallFormat> tool_format;
+  if (a.tool_call_parser != "auto") {
+    auto f = grammar::ParseToolCallFormat(a.tool_call_parser);
+    if (!f.ok()) return Fail(Status(StatusCode::kInvalidArgument, "--tool-call-parser: " + f.status().message()));
+    tool_format = *f;
+  }
   auto keys = Keys(a, config);
   if (!keys.ok()) return Fail(keys.status());
   sc.keys = std::move(keys).value();
@@ -221,8 +231,10 @@ int RunServe(const ServeArgs& a) {
       rc = Fail(Status(sm.status().code(), mt.path + ": " + sm.status().message()));
       break;
     }
-    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB)\n", mt.name.c_str(),
-                 (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0);
+    if (tool_format) (*sm)->tool_format = *tool_format;
+    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB), tool calls: %s\n", mt.name.c_str(),
+                 (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0,
+                 grammar::ToolCallFormatName((*sm)->tool_format));
     if (sc.controller) sc.controller->AddModel(mt.name, (*sm)->engine.get());
     if (pub != nullptr) {
       engine::EngineClient* e = (*sm)->engine.get();
@@ -289,6 +301,20 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--idle-timeout", a->server.idle_timeout_s, "seconds to read a request / keep an idle connection")
       ->capture_default_str()->check(CLI::Range(0.01, 1e7));
+  cmd->add_option("--cors-origin", a->server.cors_origins,
+                  "let browsers on this origin call the API (repeatable; '*': any origin): CORS headers on responses, "
+                  "preflight OPTIONS answered (off by default)");
+  cmd->add_option("--json-max-whitespace", a->server.parse_defaults.json_max_whitespace,
+                  "whitespace characters allowed between JSON tokens of constrained JSON outputs (json_object, "
+                  "json_schema, tool arguments; 0: compact)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
+  cmd->add_flag("--no-parse-special", a->no_parse_special,
+                "completions prompts and /tokenize keep special-token text (\"<|eot_id|>\") as text unless a request "
+                "sets parse_special (default: parsed, as vLLM and llama.cpp do)");
+  cmd->add_option("--tool-call-parser", a->tool_call_parser,
+                  "how models write tool calls: auto (each model's, detected from its chat template), hermes, "
+                  "llama3_json, mistral, none")
+      ->capture_default_str();
   AddEngineFlags(cmd, &a->engine);
   AddControlFlags(cmd, &a->control);
   AddScaleOutFlags(cmd, &a->scale_out);

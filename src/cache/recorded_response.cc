@@ -6,13 +6,22 @@ namespace tarmac::cache {
 namespace {
 
 using Json = nlohmann::json;
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: prompt logprobs
 
 Json EventJson(const engine::TokenEvent& e) {
   Json top = Json::array();
   for (const sampling::TokenLogprob& t : e.top) top.push_back(Json::array({t.id, t.logprob}));
   Json j = {{"t", e.token}, {"x", Json::binary(std::vector<uint8_t>(e.text.begin(), e.text.end()))},
             {"l", e.logprob}, {"a", std::move(top)}, {"f", static_cast<int>(e.finish)}};
+  if (!e.prompt_logprobs.empty()) {
+    Json p = Json::array();
+    for (const sampling::SampleResult& s : e.prompt_logprobs) {
+      Json alt = Json::array();
+      for (const sampling::TokenLogprob& t : s.top) alt.push_back(Json::array({t.id, t.logprob}));
+      p.push_back(Json::array({s.id, s.logprob, std::move(alt)}));
+    }
+    j["p"] = std::move(p);
+  }
   if (e.last())
     j["m"] = {e.metrics.prompt_tokens, e.metrics.output_tokens, e.metrics.cached_prompt_tokens};
   return j;
@@ -25,6 +34,15 @@ engine::TokenEvent EventOf(const Json& j) {
   e.text.assign(text.begin(), text.end());
   e.logprob = j.at("l").get<float>();
   for (const Json& t : j.at("a")) e.top.push_back({t.at(0).get<int32_t>(), t.at(1).get<float>()});
+  if (j.contains("p")) {
+    for (const Json& s : j.at("p")) {
+      sampling::SampleResult r;
+      r.id = s.at(0).get<int32_t>();
+      r.logprob = s.at(1).get<float>();
+      for (const Json& t : s.at(2)) r.top.push_back({t.at(0).get<int32_t>(), t.at(1).get<float>()});
+      e.prompt_logprobs.push_back(std::move(r));
+    }
+  }
   const int f = j.at("f").get<int>();
   if (f != static_cast<int>(engine::FinishReason::kNone) && f != static_cast<int>(engine::FinishReason::kStop) &&
       f != static_cast<int>(engine::FinishReason::kLength))

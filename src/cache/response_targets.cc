@@ -1,6 +1,7 @@
 #include "cache/response_targets.h"
 
 #include "base/check.h"
+#include "router/generation_spec.h"
 
 namespace tarmac::cache {
 
@@ -56,10 +57,16 @@ ReplayTarget::ReplayTarget(const router::PoolModel* model, RecordedResponse reco
 }
 
 Result<router::PreparedRequests> ReplayTarget::Prepare(const router::GenerationSpec& spec) {
-  (void)spec;  // the key covered everything the spec could change
+  // The key covered everything the spec could change; the prompts' token ids (usage, echo) are
+  // the answering model's encoding of them, as the miss had.
   router::PreparedRequests p;
   p.prompt_index = rec_.prompt_index;
   p.prompt_tokens = rec_.prompt_tokens;
+  TARMAC_ASSIGN_OR_RETURN(p.prompts, router::EncodePrompts(*model_, spec));
+  if (p.prompts.size() != p.prompt_tokens.size()) return DataLoss("a cached response's prompts do not match the request's");
+  for (size_t i = 0; i < p.prompts.size(); ++i)
+    if (static_cast<int64_t>(p.prompts[i].size()) != p.prompt_tokens[i])
+      return DataLoss("a cached response's prompt {} has {} tokens, the request's {}", i, p.prompt_tokens[i], p.prompts[i].size());
   return p;
 }
 

@@ -53,6 +53,7 @@ bool EngineClient::accepting() const {
 }
 std::vector<prefix::BlockEvent> EngineClient::DrainEvents(size_t max) { return core_->DrainEvents(max); }
 const EngineConfig& EngineClient::config() const { return core_->config(); }
+GrammarCache* EngineClient::grammars() const { return core_->grammars(); }
 int64_t EngineClient::kv_bytes() const { return core_->kv_bytes(); }
 
 void EngineClient::Shutdown() {

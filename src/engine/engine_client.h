@@ -27,6 +27,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_metrics.h"
 #include "engine/engine_types.h"
+#include "engine/grammar_cache.h"
 #include "engine/request_stream.h"
 #include "prefix/radix_tree.h"
 
@@ -79,6 +80,8 @@ class EngineClient {
 
   // Resolved configuration (KV blocks and bytes filled in).
   const EngineConfig& config() const;
+  // The model's compiled grammars, for EngineRequest::grammar (null without a tokenizer).
+  GrammarCache* grammars() const;
   int64_t kv_bytes() const;
   // Test aid: when set, the step thread checks integrity after every step and aborts on error.
   void set_check_integrity(bool on) { check_integrity_ = on; }

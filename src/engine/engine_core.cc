@@ -67,6 +67,7 @@ EngineCore::EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer
   }
   metrics_ = std::make_unique<EngineMetrics>(config_.metrics, config_.model_name);
   metrics_->Watch(sched_.get());
+  if (tok_ != nullptr) grammars_ = std::make_unique<GrammarCache>(tok_);
 }
 
 EngineCore::~EngineCore() {
@@ -95,6 +96,10 @@ Result<ValidRequest> EngineCore::Validate(EngineRequest r) const {
   if (!r.stop.empty() && tok_ == nullptr)
     return InvalidField("stop", "stop strings need a tokenizer (this engine has none)");
   TARMAC_RETURN_IF_ERROR(r.sampling.Validate(n_vocab));
+  if (r.grammar != nullptr && (grammars_ == nullptr || &r.grammar->tokens() != grammars_->tokens().get()))
+    return InvalidField("grammar", "the grammar was not compiled for this engine's vocabulary (GrammarCache)");
+  if (r.prompt_logprobs < -1 || r.prompt_logprobs > 20)
+    return InvalidField("prompt_logprobs", "prompt_logprobs must be in [-1, 20], got {}", r.prompt_logprobs);
   TARMAC_RETURN_IF_ERROR(prefix::CheckSession(r.session));
   if (r.bucket == metrics::kNoBucket) {
     r.bucket = config_.metrics->buckets().Of(BucketFeatures(r));
@@ -111,6 +116,7 @@ void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStre
   a.submit_s = NowSeconds();
   a.sampler = std::make_unique<sampling::Sampler>(r.sampling, model_->config().n_vocab);
   a.sampler->AddPrompt(r.prompt);
+  if (r.grammar) a.grammar = std::make_unique<GrammarConstraint>(r.grammar);
   if (tok_ != nullptr) {
     a.detok = std::make_unique<tok::StreamDetokenizer>(tok_);
     a.stop = std::make_unique<StopMatcher>(r.stop);
@@ -118,7 +124,9 @@ void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStre
   a.metrics.prompt_tokens = static_cast<int32_t>(r.prompt.size());
   a.metrics.bucket = r.bucket;
   a.stream = std::move(stream);
-  Status st = sched_->Add({id, r.ns, r.priority, r.prompt, r.max_tokens, r.session});
+  Status st = sched_->Add({.id = id, .ns = r.ns, .priority = r.priority, .prompt = r.prompt,
+                             .max_tokens = r.max_tokens, .session = r.session,
+                             .reuse_prefix = r.prompt_logprobs < 0});
   TARMAC_CHECK(st.ok());  // Validate() ran CheckAdmission; ids are unique
   a.req = std::move(r);
   active_.emplace(id, std::move(a));
@@ -141,6 +149,7 @@ void EngineCore::FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, c
   a.metrics.e2e_s = now - a.submit_s;
   a.metrics.queue_s = (a.first_sched_s > 0 ? a.first_sched_s : now) - a.submit_s;
   metrics_->RequestFinished(a.metrics, reason, now);
+  if (!a.prompt_lp.empty()) ev.prompt_logprobs = std::move(a.prompt_lp);  // finished before a token
   if (config_.on_request_finished) config_.on_request_finished(a.metrics, reason, now);
   ev.finish = reason;
   ev.error = error;
@@ -207,12 +216,39 @@ int32_t EngineCore::KCap(metrics::BucketId b) const {
   return cap;
 }
 
+void EngineCore::Accept(ActiveRequest& a, int32_t token) {
+  a.sampler->Accept(token);
+  if (a.grammar) {
+    const bool ok = a.grammar->Accept(token);
+    TARMAC_CHECK(ok);  // sampled under the grammar's mask
+  }
+}
+
 void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
   ActiveRequest& a = active_.at(id);
-  sampling::SampleResult r = a.sampler->Sample(logits);
-  a.sampler->Accept(r.id);
+  const grammar::TokenBitmask* mask = nullptr;
+  if (a.grammar) {
+    mask = a.grammar->Mask();
+    if (mask == nullptr) return FinishRequest(id, FinishReason::kStop, TokenEvent{}, Status::Ok());
+  }
+  sampling::SampleResult r = a.sampler->Sample(logits, mask);
+  Accept(a, r.id);
   sched_->AppendToken(id, r.id);
   Emit(id, std::move(r), now);
+}
+
+void EngineCore::CapturePromptLogprobs(int64_t id, int32_t first, int32_t n, const float* rows) {
+  ActiveRequest& a = active_.at(id);
+  const int32_t V = model_->config().n_vocab;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t next = first + i + 1;  // the prompt token these logits predict
+    sampling::SampleResult r;
+    r.id = a.req.prompt[next];
+    sampling::TopLogprobs(std::span<const float>(rows + static_cast<int64_t>(i) * V, static_cast<size_t>(V)),
+                          a.req.prompt_logprobs, r.id, &r);
+    a.prompt_lp.push_back(std::move(r));
+    a.prompt_lp_next = next + 1;
+  }
 }
 
 bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
@@ -232,16 +268,24 @@ bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
   ev.token = r.id;
   ev.logprob = r.logprob;
   ev.top = std::move(r.top);
+  ev.prompt_logprobs = std::move(a.prompt_lp);
+  a.prompt_lp.clear();
   FinishReason fin = FinishReason::kNone;
+  // A complete grammar ends the request; so does an end-of-generation token it accepted,
+  // whatever ignore_eos says (the constrained output is over).
+  const bool grammar_done = a.grammar && a.grammar->Complete();
+  const bool eog = tok_ != nullptr && tok_->IsEndOfGeneration(r.id);
   const bool stop_token =
       std::find(a.req.stop_token_ids.begin(), a.req.stop_token_ids.end(), r.id) != a.req.stop_token_ids.end() ||
-      (!a.req.ignore_eos && tok_ != nullptr && tok_->IsEndOfGeneration(r.id));
+      (eog && (!a.req.ignore_eos || grammar_done));
   bool stopped_by_string = false;
   if (stop_token) {
     fin = FinishReason::kStop;  // the stop token's own text is not part of the output
   } else if (tok_ != nullptr) {
     ev.text = a.stop->Push(a.detok->Push(r.id), &stopped_by_string);
-    if (stopped_by_string) fin = FinishReason::kStop;
+    if (stopped_by_string || grammar_done) fin = FinishReason::kStop;
+  } else if (grammar_done) {
+    fin = FinishReason::kStop;
   }
   if (fin == FinishReason::kNone && m.output_tokens >= a.req.max_tokens) fin = FinishReason::kLength;
   if (fin == FinishReason::kNone) {
@@ -298,6 +342,7 @@ void EngineCore::Draft() {
   const double t0 = NowSeconds();
   std::vector<std::vector<sampling::DraftToken>> out;
   proposer_->Propose(reqs, &out);
+  CheckDraftsAgainstGrammars(reqs, &out);
   int32_t rounds = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     rounds = std::max(rounds, static_cast<int32_t>(out[i].size()));
@@ -319,6 +364,21 @@ void EngineCore::Draft() {
   }
 }
 
+void EngineCore::CheckDraftsAgainstGrammars(std::span<const speculative::ProposeRequest> reqs,
+                                            std::vector<std::vector<sampling::DraftToken>>* drafts) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ActiveRequest& a = active_.at(reqs[i].id);
+    std::vector<sampling::DraftToken>& d = (*drafts)[i];
+    if (!a.grammar || d.empty()) continue;
+    const int32_t allowed = a.grammar->CheckDraft(d);
+    if (allowed == static_cast<int32_t>(d.size())) continue;
+    d.resize(static_cast<size_t>(allowed));
+    // Without drafts no verification rolls the proposer back: its guesses past the known
+    // tokens must not be taken for computed ones next step.
+    if (d.empty()) proposer_->Rollback(reqs[i].id, static_cast<int32_t>(reqs[i].tokens->size()));
+  }
+}
+
 void EngineCore::Verify(int64_t id, float* logits, int32_t num_draft, double now) {
   const std::vector<sampling::DraftToken>& drafts = drafts_.at(id);
   const int32_t V = model_->config().n_vocab;
@@ -329,15 +389,25 @@ void EngineCore::Verify(int64_t id, float* logits, int32_t num_draft, double now
   for (int32_t i = 0; i <= num_draft && !finished; ++i) {
     std::span<float> row(logits + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
     ActiveRequest& a = active_.at(id);  // a finished request is gone: look it up each time
+    // The grammar's mask at this position: the tokens accepted so far are this row's prefix.
+    const grammar::TokenBitmask* mask = nullptr;
+    if (a.grammar) {
+      mask = a.grammar->Mask();
+      if (mask == nullptr) {
+        FinishRequest(id, FinishReason::kStop, TokenEvent{}, Status::Ok());
+        finished = true;
+        break;
+      }
+    }
     if (i == num_draft) {  // every draft passed: the bonus token
-      sampling::SampleResult r = a.sampler->Sample(row);
-      a.sampler->Accept(r.id);
+      sampling::SampleResult r = a.sampler->Sample(row, mask);
+      Accept(a, r.id);
       sched_->AppendToken(id, r.id);
       finished = Emit(id, std::move(r), now);
       break;
     }
-    sampling::VerifyOutcome v = sampling::VerifyDraft(*a.sampler, row, drafts[i]);
-    a.sampler->Accept(v.token.id);
+    sampling::VerifyOutcome v = sampling::VerifyDraft(*a.sampler, row, drafts[i], mask);
+    Accept(a, v.token.id);
     if (v.accepted) {
       ++accepted;
       sched_->AcceptDraftToken(id, v.token.id);
@@ -405,6 +475,7 @@ bool EngineCore::Step() {
   const int32_t bs = config_.sched.block_size;
   batch_.Clear();
   batch_.block_tables.resize(out.seqs.size());
+  rows_.assign(out.seqs.size(), SeqRows{});
   int32_t prefill_tokens = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
@@ -413,14 +484,23 @@ bool EngineCore::Step() {
     batch_.block_tables[i] = *s.block_table;
     const std::vector<int32_t>& table = batch_.block_tables[i];
     const int32_t known = s.num_tokens - s.num_draft;
+    const int32_t prompt_len = a.metrics.prompt_tokens;
+    rows_[i].begin = static_cast<int32_t>(batch_.logits_for.size());
     for (int32_t t = 0; t < s.num_tokens; ++t) {
       const int32_t pos = s.start + t;
       batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : drafts_.at(s.id)[t - known].id);
       batch_.positions.push_back(pos);
       batch_.seq.push_back(static_cast<int32_t>(i));
       batch_.slots.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
-      // Logits of the last known token, and of every draft when verifying.
-      if (s.sample && t >= known - 1) batch_.logits_for.push_back(batch_.n_tokens() - 1);
+      // Logits of prompt positions whose logprobs are wanted and not captured yet (a request
+      // back from preemption recomputes them, but has them), of the last known token, and of
+      // every draft when verifying.
+      if (a.req.prompt_logprobs >= 0 && pos + 1 < prompt_len && pos + 1 >= a.prompt_lp_next) {
+        batch_.logits_for.push_back(batch_.n_tokens() - 1);
+        ++rows_[i].prompt;
+      } else if (s.sample && t >= known - 1) {
+        batch_.logits_for.push_back(batch_.n_tokens() - 1);
+      }
     }
     const bool decode = s.num_draft > 0 || (s.num_tokens == 1 && s.sample && s.start >= a.metrics.prompt_tokens);
     if (!decode) prefill_tokens += s.num_tokens;
@@ -438,17 +518,22 @@ bool EngineCore::Step() {
   sched_->Commit(out);
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
-  size_t k = 0;
   bool verified = false;
-  for (const sched::ScheduledSeq& s : out.seqs) {
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
+    float* rows = logits_.data() + static_cast<int64_t>(rows_[i].begin) * V;
+    if (rows_[i].prompt > 0) {
+      const int32_t first = std::max(s.start, active_.at(s.id).prompt_lp_next - 1);
+      CapturePromptLogprobs(s.id, first, rows_[i].prompt, rows);
+      rows += static_cast<int64_t>(rows_[i].prompt) * V;
+    }
     if (!s.sample) continue;
     if (s.num_draft > 0) {
-      Verify(s.id, logits_.data() + k * V, s.num_draft, now);
+      Verify(s.id, rows, s.num_draft, now);
       verified = true;
     } else {
-      Sample(s.id, std::span<float>(logits_.data() + k * V, static_cast<size_t>(V)), now);
+      Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);
     }
-    k += 1 + s.num_draft;
   }
   if (verified) metrics_->VerifySeconds(forward_s);
   metrics_->StepDone();

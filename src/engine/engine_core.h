@@ -8,10 +8,13 @@
 // the proof that the checks ran, so Add never checks again.
 //
 // Owns the KV cache, block pool, prefix tree, scheduler, thread pool, proposer, policy, the
-// engine's metric series and per-request state (sampler, detokenizer, stop matcher, timings).
+// engine's metric series, the model's compiled grammars (GrammarCache) and per-request state
+// (sampler, grammar constraint, detokenizer, stop matcher, timings). A constrained request's
+// logits are masked by its grammar before sampling and before verifying drafts (which are
+// first cut where the grammar forbids a token); free requests in the same step are untouched.
 // Borrows the model and tokenizer (must outlive it; the tokenizer may be null: no text, no stop
 // strings, no end-of-generation detection).
-// Thread-safety: Validate, Stats, DrainEvents, metrics(), config(), kv_bytes() and
+// Thread-safety: Validate, Stats, DrainEvents, metrics(), config(), kv_bytes(), grammars() and
 // num_blocks() may be called from any thread; everything else (Add, Cancel, Step, SetKnobs,
 // CheckIntegrity, ...) from one thread, the step thread.
 #pragma once
@@ -29,6 +32,8 @@
 #include "engine/engine_config.h"
 #include "engine/engine_metrics.h"
 #include "engine/engine_types.h"
+#include "engine/grammar_cache.h"
+#include "engine/grammar_constraint.h"
 #include "engine/request_stream.h"
 #include "engine/stop_matcher.h"
 #include "kv/block_pool.h"
@@ -101,6 +106,9 @@ class EngineCore {
   const EngineConfig& config() const { return config_; }  // resolved (KV blocks filled in)
   int32_t num_blocks() const { return pool_->num_blocks(); }
   int64_t kv_bytes() const;
+  // Grammars compiled for this engine's vocabulary (requests' EngineRequest::grammar); null
+  // without a tokenizer. Thread-safe.
+  GrammarCache* grammars() const { return grammars_.get(); }
 
  private:
   // The engine's state of one live request.
@@ -108,6 +116,9 @@ class EngineCore {
     EngineRequest req;
     std::shared_ptr<RequestStream> stream;
     std::unique_ptr<sampling::Sampler> sampler;
+    std::unique_ptr<GrammarConstraint> grammar;  // null: unconstrained
+    std::vector<sampling::SampleResult> prompt_lp;  // prompt logprobs captured, not yet sent
+    int32_t prompt_lp_next = 1;                     // next prompt position to capture
     std::unique_ptr<tok::StreamDetokenizer> detok;
     std::unique_ptr<StopMatcher> stop;
     double submit_s = 0, first_sched_s = 0, first_token_s = 0, last_token_s = 0;
@@ -120,6 +131,13 @@ class EngineCore {
   // checks; finishes the request when it ends it. Returns true when the request finished.
   bool Emit(int64_t id, sampling::SampleResult r, double now);
   void Sample(int64_t id, std::span<float> logits, double now);
+  // Records a sampled or verified token in the request's sampler and grammar.
+  static void Accept(ActiveRequest& a, int32_t token);
+  // Logprobs of the prompt tokens following positions [first, first + n) from n logits rows.
+  void CapturePromptLogprobs(int64_t id, int32_t first, int32_t n, const float* rows);
+  // Cuts each constrained request's drafts where its grammar forbids a token.
+  void CheckDraftsAgainstGrammars(std::span<const speculative::ProposeRequest> reqs,
+                                  std::vector<std::vector<sampling::DraftToken>>* drafts);
   // Verifies num_draft drafts against rows [0, num_draft] of logits (one row per position,
   // the last known token's first) and emits what comes out.
   void Verify(int64_t id, float* logits, int32_t num_draft, double now);
@@ -149,7 +167,13 @@ class EngineCore {
   EngineKnobs knobs_;
   std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
   model::ForwardBatch batch_;
+  struct SeqRows {
+    int32_t begin = 0;   // first row of logits_ of a scheduled sequence
+    int32_t prompt = 0;  // of which prompt-logprob rows (then its sample rows)
+  };
+  std::vector<SeqRows> rows_;  // this step's, per scheduled sequence
   std::vector<float> logits_;
+  std::unique_ptr<GrammarCache> grammars_;
   std::vector<prefix::BlockEvent> step_events_;  // scratch: this step's, on their way out
   std::unique_ptr<CacheEventQueue> events_;      // null: events off
   bool resync_ = false;  // events were dropped: the stream must restart

@@ -9,10 +9,12 @@
 #include <climits>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/compiled_grammar.h"
 #include "metrics/request_bucket.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
@@ -30,6 +32,14 @@ struct EngineRequest {
   prefix::SessionRetain session;       // id 0: none; else its prefix stays cached for the session
   int32_t priority = 0;                // smaller is more important
   bool speculative = true;             // false: never speculate for this request
+  // Constrained decoding: every output token is one the grammar allows, and the request
+  // finishes (kStop) when the grammar is complete; an end-of-generation token the grammar
+  // accepts ends it even with ignore_eos. Compiled for this engine's vocabulary
+  // (EngineCore::grammars()); shared by the choices that use it. Null: unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // >= 0: report the prompt tokens' logprobs with that many alternatives (0..20); the prompt
+  // is then computed in full (no prefix-cache reuse). -1: off.
+  int32_t prompt_logprobs = -1;
   // The request bucket's features besides lengths and temperature ("" = the default).
   std::string task;
   std::string sla;
@@ -80,6 +90,9 @@ struct TokenEvent {
   std::string text;
   float logprob = 0.0f;
   std::vector<sampling::TokenLogprob> top;
+  // The request's first event when it asked for prompt_logprobs: entry i is prompt token
+  // i + 1 given the tokens before it (the first prompt token has none).
+  std::vector<sampling::SampleResult> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
   Status error;        // set when finish == kError
   RequestMetrics metrics;

@@ -6,7 +6,13 @@
 //   Assistant: TEXT\n          (assistant messages)
 //   Assistant:                 (when add_generation_prompt; no trailing space)
 //
-// Immutable after Create; Render is thread-safe.
+// Special tokens: text in the messages and tools (a user who writes "<|eot_id|>") is never
+// encoded as a control token, while the template's own literals are: Encode renders with
+// every special-token text in those strings swapped for a placeholder, puts the text back,
+// and encodes with special tokens recognised only outside it (tok::EncodeOptions::
+// literal_ranges). The plain default format parses no special text at all.
+//
+// Immutable after Create; Render and Encode are thread-safe.
 #pragma once
 
 #include <optional>
@@ -30,10 +36,10 @@ class ChatFormatter {
   // messages: validated (content flattened to strings). tools: null or an array.
   Result<std::string> Render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                              bool add_generation_prompt) const;
-  // How to encode the rendered text: a template writes its special tokens (BOS) as text.
-  tok::EncodeOptions encode_options() const {
-    return has_template() ? tok::EncodeOptions{false, true} : tok::EncodeOptions{true, false};
-  }
+  // The prompt's token ids (Render, then encode as above). Errors: the template's, or a
+  // special-token text that the template transformed beyond recognition (the field named).
+  Result<std::vector<int32_t>> Encode(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                      bool add_generation_prompt, const tok::Tokenizer& tokenizer) const;
 
  private:
   std::optional<chat_template::ChatTemplate> tmpl_;

@@ -12,14 +12,14 @@ namespace tarmac::router {
 Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& m, const GenerationSpec& spec) {
   std::vector<std::vector<int32_t>> ids;
   if (spec.chat) {
-    auto text = m.chat.Render(spec.messages, spec.tools, spec.add_generation_prompt);
-    if (!text.ok())
-      return InvalidField("messages", "the chat template rejected the messages: {}", text.status().message());
-    ids.push_back(m.tokenizer->Encode(*text, m.chat.encode_options()));
+    auto enc = m.chat.Encode(spec.messages, spec.tools, spec.add_generation_prompt, *m.tokenizer);
+    if (!enc.ok())
+      return InvalidField("messages", "the chat template rejected the messages: {}", enc.status().message());
+    ids.push_back(std::move(enc).value());
     return ids;
   }
   for (const PromptInput& p : spec.prompts)
-    ids.push_back(p.is_ids ? p.ids : m.tokenizer->Encode(p.text, tok::EncodeOptions{true, false}));
+    ids.push_back(p.is_ids ? p.ids : m.tokenizer->Encode(p.text, tok::EncodeOptions{true, spec.parse_special}));
   return ids;
 }
 
@@ -27,14 +27,41 @@ uint64_t PrefixNamespace(std::string_view ns_key, std::string_view model) {
   return First64(HmacSha256(ns_key, model));
 }
 
+Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(const PoolModel& m,
+                                                                         const GenerationSpec& spec) {
+  if (!spec.constrained()) return std::shared_ptr<const grammar::CompiledGrammar>();
+  const bool tools = spec.grammar == nullptr;
+  const char* field = tools ? "tool_choice" : "response_format";
+  engine::GrammarCache* cache = m.engine->grammars();
+  if (cache == nullptr) return InvalidField(field, "model {} has no tokenizer to constrain its output with", m.name);
+  grammar::Grammar forced;
+  if (tools) {
+    grammar::ForcedToolCallOptions o;
+    if (spec.tool_use.choice == ToolChoice::kFunction) o.function = spec.tool_use.function;
+    o.parallel = spec.tool_use.parallel;
+    o.json = spec.tool_use.json;
+    auto g = grammar::ForcedToolCallGrammar(m.tool_format, spec.tool_use.tools, o);
+    if (!g.ok()) return InvalidField("tools", "{}", g.status().message());
+    forced = std::move(g).value();
+  }
+  auto compiled = cache->Compile(tools ? forced : *spec.grammar);
+  if (!compiled.ok()) return InvalidField(field, "{}", compiled.status().message());
+  return std::move(compiled).value();
+}
+
 Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec) {
+  if (spec.tool_use.parsed() && m.tool_format == grammar::ToolCallFormat::kNone)
+    return InvalidField("tool_choice", "model {} has no tool-call format to parse calls in (its chat template teaches "
+                                       "none; serve it with --tool-call-parser, or send tool_choice 'none')", m.name);
   TARMAC_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts, EncodePrompts(m, spec));
+  TARMAC_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::CompiledGrammar> grammar, CompileConstraint(m, spec));
   const int32_t ctx = m.max_context;
   const uint64_t ns = PrefixNamespace(spec.ns_key.empty() ? spec.tenant : spec.ns_key, m.name);
   PreparedRequests out;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int32_t len = static_cast<int32_t>(prompts[p].size());
     out.prompt_tokens.push_back(len);
+    out.prompts.push_back(prompts[p]);
     const int32_t max_tokens = spec.max_tokens ? *spec.max_tokens : (spec.chat ? ctx - len : std::min(16, ctx - len));
     for (int32_t j = 0; j < spec.n; ++j) {
       engine::EngineRequest r;
@@ -52,6 +79,8 @@ Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec)
       r.task = spec.task;
       r.sla = spec.sla;
       r.risk = spec.risk;
+      r.grammar = grammar;
+      r.prompt_logprobs = spec.prompt_logprobs;
       auto v = m.engine->Validate(std::move(r));
       if (!v.ok()) {
         const Status& st = v.status();

@@ -2,8 +2,9 @@
 // completions or chat) and of the model that will answer; and Prepare, which turns a spec into
 // one model's engine requests: renders chat messages through the model's template, encodes
 // prompts with its tokenizer, fills max_tokens' default, fans out n choices per prompt (choice
-// j seeded seed + j), and validates each request with the model's engine. Errors carry the
-// field ("messages" for a chat prompt's problems).
+// j seeded seed + j), compiles the output's grammar (CompileConstraint), and validates each
+// request with the model's engine. Errors carry the field ("messages" for a chat prompt's
+// problems).
 //
 // Plain values; Prepare is thread-safe (the engine's Validate is).
 #pragma once
@@ -17,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_types.h"
+#include "grammar/grammar.h"
+#include "grammar/tool_call_grammar.h"
 #include "metrics/request_bucket.h"
 #include "prefix/session_pins.h"
 #include "sampling/sampler.h"
@@ -29,6 +32,24 @@ struct PromptInput {
   bool is_ids = false;
   std::string text;
   std::vector<int32_t> ids;
+};
+
+// Which tools the model may call (OpenAI's tools, tool_choice, parallel_tool_calls).
+enum class ToolChoice {
+  kNone,      // no tools, or tool_choice "none": the output is content
+  kAuto,      // the model may call: its output is parsed in the model's tool-call format
+  kRequired,  // it must call one or more of the tools (forced by a grammar)
+  kFunction,  // it must call `function` (forced by a grammar)
+};
+
+struct ToolUse {
+  std::vector<grammar::ToolSpec> tools;  // validated; names unique
+  ToolChoice choice = ToolChoice::kNone;
+  std::string function;                  // kFunction
+  bool parallel = true;                  // several calls allowed
+  grammar::JsonSchemaOptions json;       // for the forced calls' parameter schemas
+  bool parsed() const { return choice != ToolChoice::kNone; }
+  bool forced() const { return choice == ToolChoice::kRequired || choice == ToolChoice::kFunction; }
 };
 
 struct GenerationSpec {
@@ -55,13 +76,33 @@ struct GenerationSpec {
   prefix::SessionRetain session;          // id 0: not part of a session
   bool streaming = false;                 // the answer streams (a target may not wait for its end)
   std::string last_user_message;          // chat: the last user message's text (routing rules)
+  // The grammar every output must follow (response_format json_object / json_schema, or
+  // structured_outputs); model-independent, compiled per model by Prepare. Null: none.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  ToolUse tool_use;
+  bool parse_special = true;              // completions: special-token text in prompts is parsed
+  int32_t prompt_logprobs = -1;           // completions echo with logprobs: alternatives per prompt token
+
+  // The output is constrained by a grammar (structured output or a forced tool call).
+  bool constrained() const { return grammar != nullptr || tool_use.forced(); }
+  // A cascade may answer it: not constrained (the held-back attempt would be judged on
+  // grammar-chosen tokens) and no prompt logprobs (they belong to one model's tokenization).
+  bool cascadable() const { return !constrained() && prompt_logprobs < 0; }
 };
+
+// The grammar a spec's output follows on one model: the structured-output grammar, or the
+// one forcing a tool call in the model's tool-call format, compiled for the model's vocabulary
+// (cached per model); null when the output is free. Errors name the field (tool_choice when
+// the model has no tool-call format, response_format for a grammar beyond the limits).
+Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(const PoolModel& model,
+                                                                         const GenerationSpec& spec);
 
 // One model's engine requests for a spec, in choice order (choice i is request i).
 struct PreparedRequests {
   std::vector<engine::ValidRequest> requests;
   std::vector<int32_t> prompt_index;   // [choices] which prompt each choice continues
   std::vector<int64_t> prompt_tokens;  // [prompts]
+  std::vector<std::vector<int32_t>> prompts;  // [prompts] their token ids (usage and echo render them)
   int64_t admission_tokens = 0;        // prompt + max_tokens over all choices
 };
 

@@ -23,6 +23,7 @@ Result<std::unique_ptr<PoolModel>> PoolModel::Create(std::string name, model::Ll
   auto chat = ChatFormatter::Create(v.chat_template, TokenText(*tokenizer, v.bos_id), TokenText(*tokenizer, v.eos_id));
   if (!chat.ok()) return Status(chat.status().code(), m->name + ": chat template: " + chat.status().message());
   m->chat = std::move(chat).value();
+  m->tool_format = grammar::DetectToolCallFormat(v.chat_template);
   config.model_name = m->name;
   TARMAC_ASSIGN_OR_RETURN(m->engine, engine::EngineClient::Create(model, tokenizer, config));
   if (check_integrity) m->engine->set_check_integrity(true);

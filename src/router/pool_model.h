@@ -1,6 +1,6 @@
 // PoolModel: one model of the pool: the name requests give in `model`, the borrowed weights
 // and tokenizer, the engine that runs it (owned), its chat formatter (the model's GGUF chat
-// template, or the plain default), its context and load time.
+// template, or the plain default), its tool-call format, its context and load time.
 //
 // Thread-safety: immutable after Create except through the engine, which is thread-safe.
 // Preconditions: the model and tokenizer outlive the PoolModel.
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/engine_client.h"
+#include "grammar/tool_call_format.h"
 #include "router/chat_format.h"
 
 namespace tarmac::router {
@@ -21,6 +22,9 @@ struct PoolModel {
   const tok::Tokenizer* tokenizer = nullptr;
   std::unique_ptr<engine::EngineClient> engine;
   ChatFormatter chat;
+  // How the model writes tool calls: detected from its chat template at Create (none when it
+  // teaches none); a server flag may set it before serving.
+  grammar::ToolCallFormat tool_format = grammar::ToolCallFormat::kNone;
   int32_t max_context = 0;
   int64_t created = 0;  // unix seconds when loaded
 

@@ -63,6 +63,10 @@ Status RouteTarget::Decide(const GenerationSpec& spec) {
     info_.fallback = true;
     return UseModel(baseline);
   }
+  if (d.cascade && !spec.cascadable()) {
+    info_.reason += "; constrained output or prompt logprobs: the cascade's large model answers";
+    return UseModel(d.cascade->large);
+  }
   if (d.cascade) {
     PoolModel* small = router_->pool_model(d.cascade->small);
     PoolModel* large = router_->pool_model(d.cascade->large);

@@ -1,6 +1,8 @@
 // RouteTarget: a request for a route. Prepare computes the request's features (the route's
 // baseline encodes the prompt), asks the route's policy, and prepares the chosen model's target
-// (an EngineTarget, or a CascadeTarget); Fallback moves to the baseline. What it decided and
+// (an EngineTarget, or a CascadeTarget; a request a cascade may not answer,
+// GenerationSpec::cascadable(), goes to the cascade's large model); Fallback moves to the
+// baseline. What it decided and
 // how it ended go back to the Router (metrics, feedback, implicit scores).
 //
 // Not thread-safe: one generation job on the server's I/O thread owns it.

@@ -158,11 +158,13 @@ void TopLogprobs(std::span<const float> logits, int32_t n, int32_t chosen, Sampl
   for (int32_t t = 0; t < size; ++t) out->top.push_back({top[static_cast<size_t>(t)], logits[top[static_cast<size_t>(t)]] - log_z});
 }
 
-SampleResult Sampler::Sample(std::span<float> logits) {
+SampleResult Sampler::Sample(std::span<float> logits, const grammar::TokenBitmask* mask) {
   // Logprobs describe the model's own distribution, before any processing: a copy of the row
-  // when processors change it.
+  // when processors or a mask change it.
   std::vector<float> raw;
-  if (has_processors_) raw.assign(logits.begin(), logits.end());
+  const bool changed = has_processors_ || mask != nullptr;
+  if (changed) raw.assign(logits.begin(), logits.end());
+  if (mask != nullptr) mask->ApplyToLogits(logits);
   ApplyProcessors(logits);
   SampleResult r;
   if (params_.temperature == 0.0f) {
@@ -185,8 +187,7 @@ SampleResult Sampler::Sample(std::span<float> logits) {
     }
     if (r.id < 0) r.id = last_nonzero;  // rounding left u just above the total
   }
-  TopLogprobs(has_processors_ ? std::span<const float>(raw) : std::span<const float>(logits), params_.top_logprobs,
-              r.id, &r);
+  TopLogprobs(changed ? std::span<const float>(raw) : std::span<const float>(logits), params_.top_logprobs, r.id, &r);
   return r;
 }
 

@@ -1,7 +1,7 @@
-// Token sampling: logits processors (logit bias, repetition / presence / frequency
-// penalties), temperature, top-k, top-p, min-p, greedy, seeded sampling, top-n logprobs.
+// Token sampling: logits processors (a grammar's token mask, logit bias, repetition / presence /
+// frequency penalties), temperature, top-k, top-p, min-p, greedy, seeded sampling, top-n logprobs.
 //
-// Order of operations (as OpenAI-compatible servers apply them): logit bias -> penalties over
+// Order of operations (as OpenAI-compatible servers apply them): grammar mask -> logit bias -> penalties over
 // the request's history -> (temperature == 0: argmax) -> temperature -> top-k -> softmax ->
 // top-p -> min-p -> renormalise -> draw. The same pipeline gives the distribution used by
 // speculative verification, so p and q see identical transforms.
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/token_bitmask.h"
 #include "sampling/rng.h"
 
 namespace tarmac::sampling {
@@ -59,8 +60,10 @@ class Sampler {
   // Records a generated (accepted) token.
   void Accept(int32_t id);
 
-  // Samples one token. logits: [n_vocab], modified in place (processed logits).
-  SampleResult Sample(std::span<float> logits);
+  // Samples one token. logits: [n_vocab], modified in place (processed logits). mask (a
+  // grammar's allowed tokens, optional) sets every other logit to -inf before the processors;
+  // logprobs stay the model's own (unmasked). Preconditions: mask allows at least one token.
+  SampleResult Sample(std::span<float> logits, const grammar::TokenBitmask* mask = nullptr);
 
   // Applies bias and penalties in place (first stage of Sample).
   void ApplyProcessors(std::span<float> logits) const;

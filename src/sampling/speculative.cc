@@ -37,9 +37,11 @@ DraftToken SampleDraft(Sampler& draft, std::span<float> logits) {
   return d;
 }
 
-VerifyOutcome VerifyDraft(Sampler& target, std::span<float> logits, const DraftToken& draft) {
+VerifyOutcome VerifyDraft(Sampler& target, std::span<float> logits, const DraftToken& draft,
+                          const grammar::TokenBitmask* mask) {
   const int32_t top_n = target.params().top_logprobs;
   const std::vector<float> raw(logits.begin(), logits.end());
+  if (mask != nullptr) mask->ApplyToLogits(logits);
   target.ApplyProcessors(logits);
   VerifyOutcome out;
   if (target.params().temperature == 0.0f) {

@@ -35,7 +35,11 @@ struct VerifyOutcome {
 };
 
 // Verifies one draft token against the target's raw logits at that position (processed in
-// place). Uses target.rng(); does not Accept the token (the caller does, in order).
-VerifyOutcome VerifyDraft(Sampler& target, std::span<float> logits, const DraftToken& draft);
+// place). Uses target.rng(); does not Accept the token (the caller does, in order). mask (a
+// grammar's allowed tokens at that position, optional) restricts p as in Sampler::Sample: a
+// draft the grammar forbids has p = 0 and is rejected, its replacement drawn from allowed
+// tokens only. Preconditions: mask allows at least one token.
+VerifyOutcome VerifyDraft(Sampler& target, std::span<float> logits, const DraftToken& draft,
+                          const grammar::TokenBitmask* mask = nullptr);
 
 }  // namespace tarmac::sampling

@@ -55,6 +55,7 @@ struct Scheduler::Req {
   std::vector<int32_t> tokens;    // prompt + output so far
   int32_t prompt_len = 0;
   int32_t max_tokens = 0;
+  bool reuse_prefix = true;
   int32_t computed = 0;           // tokens whose K/V is in the cache
   std::vector<int32_t> blocks;    // block table; one pool reference each
   prefix::PrefixMatch lock;       // cached path this request keeps locked
@@ -142,6 +143,7 @@ Status Scheduler::Add(NewRequest nr) {
   r->arrival = arrivals_++;
   r->prompt_len = static_cast<int32_t>(nr.prompt.size());
   r->max_tokens = nr.max_tokens;
+  r->reuse_prefix = nr.reuse_prefix;
   r->tokens = std::move(nr.prompt);
   r->tokens.reserve(r->tokens.size() + nr.max_tokens);
   waiting_.push_back(r.get());
@@ -210,7 +212,7 @@ void Scheduler::ReleaseAll(Req* r) {
 
 // Reuses the longest cached prefix (whole blocks, never the last token).
 bool Scheduler::AdmitPrefix(Req* r) {
-  if (tree_ == nullptr || r->computed != 0 || !r->blocks.empty()) return false;
+  if (tree_ == nullptr || !r->reuse_prefix || r->computed != 0 || !r->blocks.empty()) return false;
   const int64_t len = static_cast<int64_t>(r->tokens.size());
   prefix::PrefixMatch m = tree_->Match(r->ns, r->tokens, (len - 1) / config_.block_size);
   if (m.num_blocks() == 0) return false;

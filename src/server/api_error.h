@@ -16,6 +16,7 @@ struct ApiError {
   std::string param;           // "" -> null
   std::string code;            // "" -> null
   int retry_after_s = 0;       // > 0: sent as Retry-After (429, 503)
+  std::string allow;           // non-empty: sent as Allow (405; RFC 9110 15.5.6)
 
   std::string ToJson() const;  // the body, one line
 };

@@ -15,7 +15,6 @@
 namespace tarmac::server {
 namespace {
 
-using Json = nlohmann::json;
 using cache::CacheKind;
 using Reply = CacheReply;
 
@@ -58,12 +57,6 @@ std::vector<std::string_view> Segments(std::string_view path) {
   return out;
 }
 
-ApiError MethodNotAllowed(http::verb method, const std::string& path, const char* allowed) {
-  ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(http::to_string(method)),
-                                          path, allowed), "method_not_allowed");
-  e.status = 405;
-  return e;
-}
 
 // The body of a PUT of a retrieval or tool value.
 std::optional<ApiError> ParseValuePut(const std::string& body, const cache::CacheLimits& lim, Json* value,
@@ -92,6 +85,27 @@ std::optional<ApiError> ParseValuePut(const std::string& body, const cache::Cach
 
 }  // namespace
 
+std::string CacheApiMethods(std::string_view path) {
+  const std::vector<std::string_view> seg = Segments(path);  // v1, cache|sessions, ...
+  if (seg.size() < 3 || seg[0] != "v1") return "";
+  if (seg[1] == "cache") {
+    if (seg.size() == 3 && (seg[2] == "responses" || seg[2] == "retrieval" || seg[2] == "tool")) return "DELETE";
+    if (seg.size() == 4 && (seg[2] == "retrieval" || seg[2] == "tool")) return "GET, HEAD, PUT, DELETE";
+  } else if (seg[1] == "sessions") {
+    if (seg.size() == 3) return "DELETE";
+    if (seg.size() == 4 && seg[3] == "state") return "GET, HEAD, PUT";
+  }
+  return "";
+}
+
+ApiError MethodNotAllowed(http::verb method, std::string_view path, const std::string& allow) {
+  ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(http::to_string(method)),
+                                          path, allow), "method_not_allowed");
+  e.status = 405;
+  e.allow = allow;
+  return e;
+}
+
 void Session::RunCacheOp(std::function<CacheReply()> op) {
   // The job holds the session: nothing else does while the cache answers.
   std::shared_ptr<Session> self = shared_from_this();
@@ -116,9 +130,10 @@ void Session::HandleCacheApi(const std::string& tenant, http::verb method, const
   cache::RequestScope scope;
   if (auto e = ScopeOf(srv_->config, tenant, "", "", headers, &scope)) return RespondError(*e);
   const bool is_cache = seg.size() >= 2 && seg[1] == "cache";
+  const std::string allow = CacheApiMethods(path) + (srv_->cors.enabled() ? ", OPTIONS" : "");
 
   if (is_cache && seg.size() == 3 && seg[2] == "responses") {
-    if (method != http::verb::delete_) return RespondError(MethodNotAllowed(method, path, "DELETE"));
+    if (method != http::verb::delete_) return RespondError(MethodNotAllowed(method, path, allow));
     std::string model;
     if (query.rfind("model=", 0) == 0 && !PercentDecode(query.substr(6), &model))
       return RespondError(BadRequest("model", "malformed percent-escape in 'model'"));
@@ -136,7 +151,7 @@ void Session::HandleCacheApi(const std::string& tenant, http::verb method, const
     const cache::ValueKind vk = seg[2] == "retrieval" ? cache::ValueKind::kRetrieval : cache::ValueKind::kTool;
     const CacheKind kind = vk == cache::ValueKind::kRetrieval ? CacheKind::kRetrieval : CacheKind::kTool;
     if (seg.size() == 3) {
-      if (method != http::verb::delete_) return RespondError(MethodNotAllowed(method, path, "DELETE"));
+      if (method != http::verb::delete_) return RespondError(MethodNotAllowed(method, path, allow));
       const std::string prefix = cache::ValueTenantPrefix(vk, tenant);
       return RunCacheOp([caches, kind, prefix] {
         auto n = caches->store(kind).ErasePrefix(prefix);
@@ -194,7 +209,7 @@ void Session::HandleCacheApi(const std::string& tenant, http::verb method, const
         return Ok({{"deleted", *d}});
       });
     }
-    return RespondError(MethodNotAllowed(method, path, "GET, PUT or DELETE"));
+    return RespondError(MethodNotAllowed(method, path, allow));
   }
   if (!is_cache && (seg.size() == 3 || (seg.size() == 4 && seg[3] == "state"))) {
     const std::string id(seg[2]);
@@ -245,7 +260,7 @@ void Session::HandleCacheApi(const std::string& tenant, http::verb method, const
         return Ok({{"deleted", *d}});
       });
     }
-    return RespondError(MethodNotAllowed(method, path, state ? "GET or PUT" : "DELETE"));
+    return RespondError(MethodNotAllowed(method, path, allow));
   }
   RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(http::to_string(method)), path)));
 }

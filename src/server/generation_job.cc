@@ -6,7 +6,7 @@ namespace tarmac::server {
 
 GenerationJob::GenerationJob(GenRequest req, std::unique_ptr<router::Target> target)
     : req_(std::move(req)), target_(std::move(target)),
-      render_(req_.kind, req_.stream, req_.include_usage, req_.logprobs, req_.spec.n) {
+      render_(req_) {
   TARMAC_CHECK(target_ != nullptr);
 }
 
@@ -14,9 +14,9 @@ std::optional<ApiError> GenerationJob::Prepare() {
   auto p = target_->Prepare(req_.spec);
   if (!p.ok()) return FromStatus(p.status());
   prepared_ = std::move(p).value();
-  render_.SetModel(target_->model().name, target_->model().tokenizer);
+  render_.SetModel(target_->model());
   render_.SetRoute(target_->route_info());
-  render_.SetChoices(prepared_.prompt_index, prepared_.prompt_tokens);
+  render_.SetChoices(prepared_.prompt_index, prepared_.prompts);
   return std::nullopt;
 }
 
@@ -50,7 +50,7 @@ bool GenerationJob::Poll(std::string* sse) {
     while (!render_.choices()[i].done() && target_->Next(i, &ev)) {
       if (!released_) {
         // The answering model and the route are known once anything is released.
-        render_.SetModel(target_->model().name, target_->model().tokenizer);
+        render_.SetModel(target_->model());
         render_.SetRoute(target_->route_info());
         released_ = true;
       }

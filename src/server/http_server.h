@@ -40,6 +40,7 @@
 #include "router/router.h"
 #include "server/auth.h"
 #include "server/limits.h"
+#include "server/openai_request.h"
 
 namespace tarmac::control {
 class Controller;
@@ -79,6 +80,13 @@ struct ServerConfig {
   std::shared_ptr<control::SloTracker> slo_tracker;
   std::shared_ptr<control::Controller> controller;
   std::map<std::string, TenantDefaults> tenants;  // by tenant name
+  // CORS: origins allowed to call from a browser ("*": any); empty: no CORS headers and no
+  // preflight answers (OPTIONS is then a 405).
+  std::vector<std::string> cors_origins;
+  // Completions prompts (and /tokenize) recognise special-token text ("<|eot_id|>") unless a
+  // request's parse_special says otherwise.
+  bool parse_special = true;
+  ParseDefaults parse_defaults;  // JSON whitespace of constrained outputs
   // When set, the model whose load llm-d's endpoint picker reads under vLLM's metric names
   // (server_metrics.h: WatchModelForPicker), registered when that model is added.
   std::string vllm_metrics_model;

@@ -20,6 +20,11 @@ std::string HexChunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r
 
 std::chrono::milliseconds Ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
+// How long a connection closed after an error with its request body unread keeps reading and
+// discarding (nginx's lingering close): the client, still sending, then gets the response
+// instead of a reset.
+constexpr double kLingerSeconds = 5;
+
 }  // namespace
 
 Session::Session(tcp::socket socket, Server::Impl* srv)
@@ -82,6 +87,7 @@ void Session::OnRead(beast::error_code ec) {
   keep_alive_ = true;
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
+    linger_ = true;
     route_ = "other";
     RespondError(TooLarge(fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)",
                                       srv_->config.max_body_bytes)));
@@ -89,6 +95,7 @@ void Session::OnRead(beast::error_code ec) {
   }
   if (ec == http::error::header_limit) {
     keep_alive_ = false;
+    linger_ = true;
     route_ = "other";
     ApiError e = BadRequest("", "the request headers are too large");
     e.status = 431;
@@ -97,6 +104,7 @@ void Session::OnRead(beast::error_code ec) {
   }
   if (ec) {
     keep_alive_ = false;
+    linger_ = true;
     route_ = "other";
     RespondError(BadRequest("", "malformed HTTP request: " + ec.message(), "bad_request"));
     return;
@@ -117,6 +125,7 @@ void Session::Handle() {
   std::string target(req.target());
   if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
   const http::verb method = req.method();
+  SetCors(req);
   struct Route {
     const char* path;
     http::verb verb;
@@ -144,13 +153,14 @@ void Session::Handle() {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
   }
-  if (route && method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
-    ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
-                                            target, std::string(http::to_string(route->verb))), "method_not_allowed");
-    e.status = 405;
-    RespondError(e);
-    return;
-  }
+  // The routes here take one method each; the caches' endpoints several (HandleCacheApi checks
+  // them against CacheApiMethods, which the preflight answers with too).
+  const std::string methods = route ? std::string(http::to_string(route->verb)) + (route->verb == http::verb::get ? ", HEAD" : "")
+                                    : CacheApiMethods(target);
+  const std::string allow = methods + (srv_->cors.enabled() ? ", OPTIONS" : "");
+  if (method == http::verb::options && srv_->cors.enabled() && !methods.empty()) return RespondPreflight(req, allow);
+  if (route && method != route->verb && !(method == http::verb::head && route->verb == http::verb::get))
+    return RespondError(MethodNotAllowed(method, target, allow));
   if (route_ == "/health") {
     if (srv_->draining) return RespondError(Unavailable("the server is draining"));
     if (!srv_->ready) return RespondError(Unavailable("the server is loading models"));
@@ -223,7 +233,8 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
     return RespondError(TooManyRequests("rate limit reached for tenant '" + tenant + "'; retry later", retry, "rate_limit_exceeded"));
   }
   GenRequest req;
-  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
+  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req, srv_->config.parse_defaults)) return RespondError(*e);
+  if (!req.parse_special_given) req.spec.parse_special = srv_->config.parse_special;
   req.spec.tenant = tenant;
   if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {
     if (req.spec.sla.empty()) req.spec.sla = t->second.sla;
@@ -332,6 +343,7 @@ void Session::WriteStreamHeaders() {
   std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
                   "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
   if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  h += CorsHeaders();
   if (!cache_status_.empty()) h += "x-tarmac-cache: " + cache_status_ + "\r\n";
   Write(h + "\r\n");
   std::string prelude = gen_->render().StreamPrelude();
@@ -460,6 +472,7 @@ void Session::Respond(int status, const std::string& content_type, const std::st
   std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n", status,
                               Reason(status), content_type, body.size(), keep_alive_ ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  h += CorsHeaders();
   h += "\r\n";
   const bool head = parser_ && parser_->is_header_done() && parser_->get().method() == http::verb::head;
   Write(h + (head ? std::string() : body));
@@ -470,6 +483,7 @@ void Session::RespondError(const ApiError& e) {
   std::vector<std::pair<std::string, std::string>> extra;
   if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
+  if (!e.allow.empty()) extra.emplace_back("Allow", e.allow);
   Respond(e.status, "application/json", e.ToJson(), extra);
 }
 
@@ -488,7 +502,7 @@ void Session::DoWrite() {
   if (outq_.empty()) {
     if (!response_complete_ || state_ == State::kClosed) return;
     response_complete_ = false;
-    if (!keep_alive_) return Close();
+    if (!keep_alive_) return linger_ ? Linger() : Close();
     if (watching_) {  // stop the disconnect watch, then read the next request
       read_after_watch_ = true;
       beast::error_code ec;
@@ -504,6 +518,40 @@ void Session::DoWrite() {
     if (!self->outq_.empty()) self->outq_.pop_front();
     self->DoWrite();
   });
+}
+
+void Session::Linger() {
+  beast::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);  // the response is complete: FIN
+  if (ec) return Close();
+  state_ = State::kLingering;
+  read_timer_.expires_after(Ms(kLingerSeconds));
+  read_timer_.async_wait([w = weak_from_this()](const beast::error_code& tec) {
+    if (tec) return;
+    if (auto s = w.lock(); s && s->state_ == State::kLingering) s->Close();
+  });
+  DiscardInput();
+}
+
+void Session::DiscardInput() {
+  socket_.async_read_some(asio::buffer(watch_buf_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (self->state_ != State::kLingering) return;
+    if (ec) return self->Close();  // the client closed its side (or went away)
+    self->DiscardInput();
+  });
+}
+
+void Session::SetCors(const http::request<http::string_body>& req) {
+  auto it = req.find(http::field::origin);
+  cors_origin_ = it == req.end() ? "" : srv_->cors.AllowOrigin(std::string_view(it->value().data(), it->value().size()));
+}
+
+std::string Session::CorsHeaders() const { return CorsPolicy::ResponseHeaders(cors_origin_); }
+
+void Session::RespondPreflight(const http::request<http::string_body>& req, const std::string& allow) {
+  auto h = req.find(http::field::access_control_request_headers);
+  Respond(204, "text/plain", "",
+          CorsPolicy::PreflightHeaders(allow, h == req.end() ? std::string_view() : std::string_view(h->value().data(), h->value().size())));
 }
 
 void Session::Close() {

@@ -53,11 +53,11 @@ void Session::HandleTokenize(bool detokenize) {
   if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
   std::vector<int32_t> ids;
   if (r.is_chat) {
-    auto text = m->chat.Render(r.messages, nullptr, r.add_generation_prompt);
-    if (!text.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + text.status().message()));
-    ids = m->tokenizer->Encode(*text, m->chat.encode_options());
+    auto enc = m->chat.Encode(r.messages, nullptr, r.add_generation_prompt, *m->tokenizer);
+    if (!enc.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + enc.status().message()));
+    ids = std::move(enc).value();
   } else {
-    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, false});
+    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, r.parse_special.value_or(srv_->config.parse_special)});
   }
   Respond(200, "application/json",
           DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));

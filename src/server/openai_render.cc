@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 
 namespace tarmac::server {
 namespace {
@@ -27,11 +28,6 @@ const char* FinishName(engine::FinishReason r) {
   }
 }
 
-Json FinishJson(engine::FinishReason r) {
-  const char* n = FinishName(r);
-  return n ? Json(n) : Json(nullptr);
-}
-
 Json Bytes(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -41,6 +37,13 @@ Json Bytes(const std::string& s) {
 }  // namespace
 
 std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+std::string LogprobTokenString(const std::string& piece) {
+  if (IsValidUtf8(piece)) return piece;
+  std::string out = "bytes:";
+  for (unsigned char c : piece) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
 
 Json RouteJson(const router::RouteInfo& info) {
   Json j = {{"route", info.route}, {"policy", info.policy}, {"model", info.model}, {"escalated", info.escalated},
@@ -63,16 +66,18 @@ void OpenAiRenderer::SetRoute(const std::optional<router::RouteInfo>& info) {
   route_ = info ? RouteJson(*info) : Json(nullptr);
 }
 
-OpenAiRenderer::OpenAiRenderer(ApiKind kind, bool stream, bool include_usage, bool logprobs, int32_t n)
-    : kind_(kind), stream_(stream), include_usage_(include_usage), logprobs_(logprobs), n_(n),
-      id_(RandomId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-")),
+OpenAiRenderer::OpenAiRenderer(const GenRequest& req)
+    : kind_(req.kind), stream_(req.stream), include_usage_(req.include_usage), continuous_usage_(req.continuous_usage),
+      logprobs_(req.logprobs), echo_(req.echo), n_(req.spec.n), tool_use_(req.spec.tool_use),
+      prompt_inputs_(req.spec.prompts), id_(RandomId(req.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-")),
       created_(static_cast<int64_t>(std::time(nullptr))) {
-  TARMAC_CHECK(n >= 1);
+  TARMAC_CHECK(n_ >= 1);
 }
 
-void OpenAiRenderer::SetModel(std::string name, const tok::Tokenizer* tokenizer) {
-  model_ = std::move(name);
-  tok_ = tokenizer;
+void OpenAiRenderer::SetModel(const router::PoolModel& model) {
+  model_ = model.name;
+  tok_ = model.tokenizer;
+  tool_format_ = model.tool_format;
 }
 
 Json OpenAiRenderer::EmptyLogprobs() const {
@@ -81,7 +86,7 @@ Json OpenAiRenderer::EmptyLogprobs() const {
               {"text_offset", Json::array()}};
 }
 
-void OpenAiRenderer::SetChoices(const std::vector<int32_t>& prompt_index, std::vector<int64_t> prompt_tokens) {
+void OpenAiRenderer::SetChoices(const std::vector<int32_t>& prompt_index, std::vector<std::vector<int32_t>> prompts) {
   choices_.clear();
   for (size_t i = 0; i < prompt_index.size(); ++i) {
     ChoiceState c;
@@ -90,7 +95,7 @@ void OpenAiRenderer::SetChoices(const std::vector<int32_t>& prompt_index, std::v
     if (logprobs_) c.logprobs = EmptyLogprobs();
     choices_.push_back(std::move(c));
   }
-  prompt_tokens_ = std::move(prompt_tokens);
+  prompts_ = std::move(prompts);
 }
 
 bool OpenAiRenderer::all_done() const {
@@ -108,27 +113,42 @@ Json OpenAiRenderer::ChunkBase() const {
   return j;
 }
 
-Json OpenAiRenderer::LogprobEntry(const engine::TokenEvent& ev, std::string* piece) const {
-  *piece = tok_->TokenToPiece(ev.token, true);
-  if (kind_ == ApiKind::kChat) {
-    Json e;
-    e["token"] = *piece;
-    e["logprob"] = ev.logprob;
-    e["bytes"] = Bytes(*piece);
-    Json top = Json::array();
-    for (const auto& t : ev.top) {
-      const std::string p = tok_->TokenToPiece(t.id, true);
-      top.push_back(Json{{"token", p}, {"logprob", t.logprob}, {"bytes", Bytes(p)}});
-    }
-    e["top_logprobs"] = std::move(top);
-    return e;
-  }
-  Json top = Json::object();
-  for (const auto& t : ev.top) top[tok_->TokenToPiece(t.id, true)] = t.logprob;
-  return Json{{"token", *piece}, {"logprob", ev.logprob}, {"top", std::move(top)}};
+Json OpenAiRenderer::FinishJson(const ChoiceState& c) const {
+  const char* name = FinishName(c.finish);
+  if (name == nullptr) return nullptr;
+  if (c.finish == engine::FinishReason::kStop && c.tools && c.tools->any() && tool_use_.choice != router::ToolChoice::kFunction)
+    return "tool_calls";
+  return name;
 }
 
-void OpenAiRenderer::AppendLogprobs(Json* lp, int32_t* bytes_logged, const Json& e, const std::string& piece) const {
+Json OpenAiRenderer::LogprobEntry(int32_t token, float logprob, const std::vector<sampling::TokenLogprob>& top,
+                                  bool has_logprob) const {
+  const std::string piece = tok_->TokenToPiece(token, true);
+  if (kind_ == ApiKind::kChat) {
+    Json e;
+    e["token"] = piece;
+    e["logprob"] = logprob;
+    e["bytes"] = Bytes(piece);
+    Json alts = Json::array();
+    for (const auto& t : top) {
+      const std::string p = tok_->TokenToPiece(t.id, true);
+      alts.push_back(Json{{"token", p}, {"logprob", t.logprob}, {"bytes", Bytes(p)}});
+    }
+    e["top_logprobs"] = std::move(alts);
+    return e;
+  }
+  const std::string key = LogprobTokenString(piece);
+  if (!has_logprob) return Json{{"token", key}, {"logprob", nullptr}, {"top", nullptr}};  // an echoed first token
+  Json alts = Json::object();
+  for (const auto& t : top) {
+    const std::string k = LogprobTokenString(tok_->TokenToPiece(t.id, true));
+    if (!alts.contains(k)) alts[k] = t.logprob;
+  }
+  if (!alts.contains(key)) alts[key] = logprob;  // the sampled token is always among them
+  return Json{{"token", key}, {"logprob", logprob}, {"top", std::move(alts)}};
+}
+
+void OpenAiRenderer::AppendLogprobs(Json* lp, int32_t* bytes_logged, const Json& e, int32_t token) const {
   if (kind_ == ApiKind::kChat) {
     (*lp)["content"].push_back(e);
     return;
@@ -137,25 +157,56 @@ void OpenAiRenderer::AppendLogprobs(Json* lp, int32_t* bytes_logged, const Json&
   (*lp)["token_logprobs"].push_back(e["logprob"]);
   (*lp)["top_logprobs"].push_back(e["top"]);
   (*lp)["text_offset"].push_back(*bytes_logged);
-  *bytes_logged += static_cast<int32_t>(piece.size());
+  // Offsets index the text, which holds no control token's text.
+  *bytes_logged += static_cast<int32_t>(tok_->TokenToPiece(token, false).size());
+}
+
+std::string OpenAiRenderer::Echo(ChoiceState& c, const engine::TokenEvent& ev, Json* lp_delta) {
+  const std::vector<int32_t>& ids = prompts_[static_cast<size_t>(c.prompt_index)];
+  const router::PromptInput& in = prompt_inputs_[static_cast<size_t>(c.prompt_index)];
+  if (logprobs_) {
+    int32_t delta_bytes = c.text_bytes_logged;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool has = i > 0 && i - 1 < ev.prompt_logprobs.size();
+      const Json e = has ? LogprobEntry(ids[i], ev.prompt_logprobs[i - 1].logprob, ev.prompt_logprobs[i - 1].top, true)
+                         : LogprobEntry(ids[i], 0, {}, false);
+      AppendLogprobs(lp_delta, &delta_bytes, e, ids[i]);
+      AppendLogprobs(&c.logprobs, &c.text_bytes_logged, e, ids[i]);
+    }
+  }
+  return in.is_ids ? tok_->Decode(ids) : in.text;
 }
 
 void OpenAiRenderer::OnEvent(size_t i, engine::TokenEvent ev, std::string* sse) {
   TARMAC_CHECK(i < choices_.size() && tok_ != nullptr);
   ChoiceState& c = choices_[i];
   const bool chat = kind_ == ApiKind::kChat;
-  Json lp_delta = nullptr;
-  if (logprobs_ && ev.token >= 0) {
-    std::string piece;
-    const Json e = LogprobEntry(ev, &piece);
-    // A streamed chunk carries the logprobs of its own tokens only.
-    Json delta = EmptyLogprobs();
-    int32_t delta_bytes = c.text_bytes_logged;
-    AppendLogprobs(&delta, &delta_bytes, e, piece);
-    AppendLogprobs(&c.logprobs, &c.text_bytes_logged, e, piece);
-    lp_delta = std::move(delta);
+  Json lp_delta = logprobs_ ? EmptyLogprobs() : Json(nullptr);
+  std::string text;
+  if (!c.started) {
+    c.started = true;
+    if (chat && tool_use_.parsed() && tool_format_ != grammar::ToolCallFormat::kNone)
+      c.tools = std::make_shared<ToolCallRender>(tool_format_, tool_use_,
+                                                 fmt::format("call_{}{}_", id_.substr(id_.size() - 12), c.index));
+    if (echo_ && !chat) text = Echo(c, ev, &lp_delta);
   }
-  c.text += ev.text;
+  if (logprobs_ && ev.token >= 0) {
+    // A streamed chunk carries the logprobs of its own tokens only.
+    const Json e = LogprobEntry(ev.token, ev.logprob, ev.top, true);
+    int32_t delta_bytes = c.text_bytes_logged;
+    AppendLogprobs(&lp_delta, &delta_bytes, e, ev.token);
+    AppendLogprobs(&c.logprobs, &c.text_bytes_logged, e, ev.token);
+  }
+  if (ev.token >= 0) ++c.tokens;
+  Json tool_delta = nullptr;
+  if (c.tools) {
+    ToolCallRender::Delta d = c.tools->Feed(ev.text, ev.last());
+    text += d.content;
+    tool_delta = std::move(d.tool_calls);
+  } else {
+    text += ev.text;
+  }
+  c.text += text;
   if (ev.last()) {
     c.finish = ev.finish;
     c.metrics = ev.metrics;
@@ -167,19 +218,23 @@ void OpenAiRenderer::OnEvent(size_t i, engine::TokenEvent ev, std::string* sse) 
     return;
   }
   if (ev.finish == engine::FinishReason::kCancelled) return;
-  if (ev.text.empty() && lp_delta.is_null() && !ev.last()) return;
+  const bool has_lp = logprobs_ && !(chat ? lp_delta["content"] : lp_delta["tokens"]).empty();
+  if (text.empty() && !has_lp && tool_delta.is_null() && !ev.last()) return;
   Json ch;
   ch["index"] = c.index;
   if (chat) {
-    ch["delta"] = ev.text.empty() && ev.last() ? Json::object() : Json{{"content", ev.text}};
+    Json delta = Json::object();
+    if (!text.empty() || (!ev.last() && tool_delta.is_null())) delta["content"] = text;
+    if (!tool_delta.is_null()) delta["tool_calls"] = std::move(tool_delta);
+    ch["delta"] = std::move(delta);
   } else {
-    ch["text"] = ev.text;
+    ch["text"] = text;
   }
-  ch["logprobs"] = std::move(lp_delta);
-  ch["finish_reason"] = FinishJson(c.finish);
+  ch["logprobs"] = has_lp ? std::move(lp_delta) : Json(nullptr);
+  ch["finish_reason"] = FinishJson(c);
   Json j = ChunkBase();
   j["choices"] = Json::array({std::move(ch)});
-  if (include_usage_) j["usage"] = nullptr;
+  if (include_usage_) j["usage"] = continuous_usage_ ? Usage(false) : Json(nullptr);
   if (ev.last() && !route_.is_null()) j["tarmac"] = route_;
   *sse += "data: " + DumpJson(j) + "\n\n";
 }
@@ -195,24 +250,24 @@ std::string OpenAiRenderer::StreamPrelude() const {
     ch["finish_reason"] = nullptr;
     Json j = ChunkBase();
     j["choices"] = Json::array({std::move(ch)});
-    if (include_usage_) j["usage"] = nullptr;
+    if (include_usage_) j["usage"] = continuous_usage_ ? Usage(false) : Json(nullptr);
     out += "data: " + DumpJson(j) + "\n\n";
   }
   return out;
 }
 
-Json OpenAiRenderer::Usage() const {
+Json OpenAiRenderer::Usage(bool final) const {
   int64_t prompt = 0, completion = 0, cached = 0;
-  for (int64_t p : prompt_tokens_) prompt += p;
+  for (const std::vector<int32_t>& p : prompts_) prompt += static_cast<int64_t>(p.size());
   for (const ChoiceState& c : choices_) {
-    completion += c.metrics.output_tokens;
+    completion += final ? c.metrics.output_tokens : c.tokens;
     if (c.index % n_ == 0) cached += c.metrics.cached_prompt_tokens;
   }
   Json u;
   u["prompt_tokens"] = prompt;
   u["completion_tokens"] = completion;
   u["total_tokens"] = prompt + completion;
-  u["prompt_tokens_details"] = Json{{"cached_tokens", cached}};
+  if (final) u["prompt_tokens_details"] = Json{{"cached_tokens", cached}};
   return u;
 }
 
@@ -221,7 +276,7 @@ std::string OpenAiRenderer::StreamEpilogue() const {
   if (include_usage_) {
     Json j = ChunkBase();
     j["choices"] = Json::array();
-    j["usage"] = Usage();
+    j["usage"] = Usage(true);
     out += "data: " + DumpJson(j) + "\n\n";
   }
   out += "data: [DONE]\n\n";
@@ -239,16 +294,19 @@ std::string OpenAiRenderer::ResponseBody() const {
     Json ch;
     ch["index"] = c.index;
     if (kind_ == ApiKind::kChat) {
-      ch["message"] = Json{{"role", "assistant"}, {"content", c.text}};
+      const bool calls = c.tools && c.tools->any();
+      Json msg = {{"role", "assistant"}, {"content", calls && c.text.empty() ? Json(nullptr) : Json(c.text)}};
+      if (calls) msg["tool_calls"] = c.tools->MessageToolCalls();
+      ch["message"] = std::move(msg);
     } else {
       ch["text"] = c.text;
     }
     ch["logprobs"] = c.logprobs;
-    ch["finish_reason"] = FinishJson(c.finish);
+    ch["finish_reason"] = FinishJson(c);
     arr.push_back(std::move(ch));
   }
   j["choices"] = std::move(arr);
-  j["usage"] = Usage();
+  j["usage"] = Usage(true);
   if (!route_.is_null()) j["tarmac"] = route_;
   return DumpJson(j);
 }

@@ -1,132 +1,18 @@
 #include "server/openai_request.h"
 
-#include <cstring>
-
-#include <cmath>
-#include <limits>
 #include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <set>
+
+#include "server/json_fields.h"
+#include "server/openai_messages.h"
+#include "server/openai_structured.h"
+#include "server/openai_tools.h"
 
 namespace tarmac::server {
 namespace {
-
-using Json = nlohmann::ordered_json;
-
-const char* TypeName(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "boolean";
-    case Json::value_t::string: return "string";
-    case Json::value_t::array: return "array";
-    case Json::value_t::object: return "object";
-    case Json::value_t::number_float: return "number";
-    default: return "integer";
-  }
-}
-
-ApiError WrongType(const std::string& param, const char* want, const Json& v) {
-  return BadRequest(param, "'" + param + "' must be " + want + ", got " + TypeName(v), "invalid_type");
-}
-
-ApiError OutOfRange(const std::string& param, const std::string& what) {
-  return BadRequest(param, "'" + param + "' " + what, "invalid_value");
-}
-
-// Reads an optional field; absent or null leaves *out unchanged.
-std::optional<ApiError> GetBool(const Json& j, const char* key, bool* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) return WrongType(key, "a boolean", *it);
-  *out = it->get<bool>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetInt(const Json& j, const char* key, int64_t lo, int64_t hi, int64_t* out,
-                               bool* present = nullptr) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number_integer() && !it->is_number_unsigned()) {
-    // 3.0 is accepted as 3, as Python's pydantic does; 3.5 is not.
-    if (it->is_number_float()) {
-      const double d = it->get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) {
-        const int64_t v = static_cast<int64_t>(d);
-        if (v < lo || v > hi)
-          return OutOfRange(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
-        *out = v;
-        if (present) *present = true;
-        return std::nullopt;
-      }
-    }
-    return WrongType(key, "an integer", *it);
-  }
-  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))
-    return OutOfRange(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + it->dump());
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi)
-    return OutOfRange(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
-  *out = v;
-  if (present) *present = true;
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetFloat(const Json& j, const char* key, double lo, double hi, float* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return WrongType(key, "a number", *it);
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi) {
-    return OutOfRange(key, "must be in [" + fmt::format("{}", lo) + ", " + fmt::format("{}", hi) +
-                               "], got " + it->dump());
-  }
-  *out = static_cast<float>(v);
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetDouble(const Json& j, const char* key, double lo, double hi, double* out) {
-  float f = 0;
-  if (auto e = GetFloat(j, key, lo, hi, &f)) return e;
-  auto it = j.find(key);
-  if (it != j.end() && it->is_number()) *out = it->get<double>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetString(const Json& j, const char* key, std::string* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) return WrongType(key, "a string", *it);
-  *out = it->get<std::string>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
-  // The parser itself is iterative, but copying or walking a value recurses: values nested
-  // deeper than kMaxJsonDepth are dropped while parsing and the request refused.
-  bool too_deep = false;
-  auto limit = [&too_deep](int depth, Json::parse_event_t, Json&) {
-    if (depth > kMaxJsonDepth) too_deep = true;
-    return !too_deep;
-  };
-  try {
-    *out = Json::parse(body, limit);
-  } catch (const nlohmann::json::exception& e) {
-    return BadRequest("", std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
-  }
-  if (too_deep) {
-    *out = nullptr;
-    return BadRequest("", "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels", "invalid_json");
-  }
-  if (!out->is_object()) return BadRequest("", "the request body must be a JSON object", "invalid_json");
-  return std::nullopt;
-}
-
-std::optional<ApiError> CheckKnown(const Json& j, const std::set<std::string>& known) {
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!known.count(it.key()))
-      return BadRequest(it.key(), "Unrecognized request argument supplied: " + it.key(), "unknown_parameter");
-  }
-  return std::nullopt;
-}
 
 // A bucket name (task, SLA tier): at most 64 letters, digits, '-' and '_'.
 std::optional<ApiError> GetName(const Json& j, const char* key, std::string* out) {
@@ -203,56 +89,6 @@ std::optional<ApiError> ParsePrompt(const Json& j, std::vector<router::PromptInp
   return std::nullopt;
 }
 
-// Validates messages and flattens content parts to strings.
-std::optional<ApiError> ParseMessages(const Json& j, Json* out) {
-  auto it = j.find("messages");
-  if (it == j.end() || it->is_null()) return BadRequest("messages", "'messages' is required", "missing_required_parameter");
-  if (!it->is_array()) return WrongType("messages", "an array", *it);
-  if (it->empty()) return BadRequest("messages", "'messages' must not be empty", "invalid_value");
-  if (it->size() > static_cast<size_t>(kMaxMessages))
-    return BadRequest("messages", "'messages' holds more than " + std::to_string(kMaxMessages) + " messages", "invalid_value");
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
-  *out = Json::array();
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& m = (*it)[i];
-    const std::string param = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return BadRequest(param, "'" + param + "' must be an object", "invalid_type");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string())
-      return BadRequest(param + ".role", "'" + param + ".role' is required and must be a string", "invalid_value");
-    if (!kRoles.count(role->get<std::string>()))
-      return BadRequest(param + ".role", "'" + param + ".role' must be one of system, developer, user, assistant, tool; got '" +
-                                             role->get<std::string>() + "'", "invalid_value");
-    Json msg = m;
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      if (role->get<std::string>() != "assistant")
-        return BadRequest(param + ".content", "'" + param + ".content' is required", "missing_required_parameter");
-      msg["content"] = "";
-    } else if (content->is_array()) {
-      std::string text;
-      for (size_t k = 0; k < content->size(); ++k) {
-        const Json& part = (*content)[k];
-        const std::string pp = param + ".content[" + std::to_string(k) + "]";
-        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-          return BadRequest(pp, "'" + pp + "' must be an object with a 'type'", "invalid_type");
-        if (part["type"] != "text")
-          return BadRequest(pp + ".type", "content parts of type '" + part["type"].get<std::string>() +
-                                              "' are not supported (text only)", "invalid_value");
-        if (!part.contains("text") || !part["text"].is_string())
-          return BadRequest(pp + ".text", "'" + pp + ".text' must be a string", "invalid_type");
-        text += part["text"].get<std::string>();
-      }
-      msg["content"] = text;
-    } else if (!content->is_string()) {
-      return BadRequest(param + ".content", "'" + param + ".content' must be a string or an array of content parts, got " +
-                                                TypeName(*content), "invalid_type");
-    }
-    out->push_back(std::move(msg));
-  }
-  return std::nullopt;
-}
-
 std::optional<ApiError> ParseStop(const Json& j, std::vector<std::string>* stop) {
   auto it = j.find("stop");
   if (it == j.end() || it->is_null()) return std::nullopt;
@@ -299,19 +135,40 @@ std::optional<ApiError> ParseLogitBias(const Json& j, sampling::SamplingParams* 
   return std::nullopt;
 }
 
+// Fields whose accepted values change nothing here (nothing is stored; one service tier; text
+// only): those values pass, any other is a 400 naming the field rather than being ignored.
+std::optional<ApiError> CheckInertFields(const Json& j) {
+  auto given = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  if (given("store") && !(j["store"].is_boolean() && !j["store"].get<bool>()))
+    return BadRequest("store", "'store' must be false: tarmac does not store completions", "unsupported_parameter");
+  if (given("metadata")) {
+    const Json& m = j["metadata"];
+    if (!m.is_object() || m.size() > 16) return BadRequest("metadata", "'metadata' must be an object of at most 16 strings", "invalid_value");
+    for (const auto& [k, v] : m.items())
+      if (!v.is_string()) return BadRequest("metadata", "'metadata' values must be strings; '" + k + "' is not", "invalid_value");
+  }
+  if (given("service_tier") && j["service_tier"] != "auto" && j["service_tier"] != "default")
+    return BadRequest("service_tier", "'service_tier' must be 'auto' or 'default' (tarmac has one tier)", "unsupported_parameter");
+  if (given("reasoning_effort"))
+    return BadRequest("reasoning_effort", "'reasoning_effort' is not supported (no reasoning models)", "unsupported_parameter");
+  if (given("modalities") && j["modalities"] != Json::array({"text"}))
+    return BadRequest("modalities", "'modalities' must be [\"text\"] (text only)", "unsupported_parameter");
+  return std::nullopt;
+}
+
 const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "seed", "stream",
     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "user",
     "priority", "logprobs", "stop_token_ids", "ignore_eos", "best_of", "service_tier", "metadata", "store",
-    "speculative", "task", "sla", "risk", "cache", "session_id", "locale"};
+    "speculative", "task", "sla", "risk", "response_format", "structured_outputs", "cache", "session_id", "locale"};
 // Fields that never change what is generated (or enter the response cache's key elsewhere:
 // the prompt as token ids, the model in the scope).
 const std::set<std::string> kNotInKey = {"model", "prompt", "messages", "stream", "stream_options", "user",
                                          "cache", "session_id", "locale"};
-const std::set<std::string> kCompletionOnly = {"prompt", "echo", "suffix"};
+const std::set<std::string> kCompletionOnly = {"prompt", "echo", "suffix", "parse_special"};
 const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "top_logprobs", "tools",
-                                         "tool_choice", "parallel_tool_calls", "response_format",
-                                         "add_generation_prompt", "reasoning_effort", "modalities"};
+                                         "tool_choice", "parallel_tool_calls", "add_generation_prompt",
+                                         "reasoning_effort", "modalities"};
 
 // `cache` (true, false or {"ttl_s": N}), `session_id`, `locale`, and the response cache's key
 // parameters.
@@ -353,7 +210,8 @@ std::optional<ApiError> ParseCacheFields(const Json& j, GenRequest* out) {
 
 }  // namespace
 
-std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out) {
+std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out,
+                                        const ParseDefaults& defaults) {
   Json j;
   if (auto e = ParseJsonObject(body, &j)) return e;
   out->kind = kind;
@@ -362,27 +220,25 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   known.insert((kind == ApiKind::kChat ? kChatOnly : kCompletionOnly).begin(),
                (kind == ApiKind::kChat ? kChatOnly : kCompletionOnly).end());
   if (auto e = CheckKnown(j, known)) return e;
+  if (auto e = CheckInertFields(j)) return e;
   if (auto e = ParseModel(j, &out->model)) return e;
   if (kind == ApiKind::kCompletion) {
     if (auto e = ParsePrompt(j, &out->spec.prompts)) return e;
-    bool echo = false;
-    if (auto e = GetBool(j, "echo", &echo)) return e;
-    if (echo) return BadRequest("echo", "'echo' is not supported", "unsupported_parameter");
+    if (auto e = GetBool(j, "echo", &out->echo)) return e;
+    if (auto e = GetBool(j, "parse_special", &out->spec.parse_special)) return e;
+    out->parse_special_given = j.contains("parse_special") && !j["parse_special"].is_null();
     std::string suffix;
     if (auto e = GetString(j, "suffix", &suffix)) return e;
     if (!suffix.empty()) return BadRequest("suffix", "'suffix' is not supported", "unsupported_parameter");
   } else {
     if (auto e = ParseMessages(j, &out->spec.messages)) return e;
-    if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
-      if (!t->is_array()) return WrongType("tools", "an array", *t);
-      out->spec.tools = *t;
-    }
+    if (auto e = ParseToolUse(j, defaults.json_max_whitespace, &out->spec.tool_use, &out->spec.tools)) return e;
     if (auto e = GetBool(j, "add_generation_prompt", &out->spec.add_generation_prompt)) return e;
-    if (auto rf = j.find("response_format"); rf != j.end() && !rf->is_null()) {
-      if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
-        return BadRequest("response_format", "only 'response_format' {\"type\": \"text\"} is supported", "unsupported_parameter");
-    }
   }
+  if (auto e = ParseStructuredOutput(j, defaults.json_max_whitespace, &out->spec.grammar)) return e;
+  if (out->spec.grammar && out->spec.tool_use.parsed())
+    return BadRequest("response_format", "a constrained output ('response_format' or 'structured_outputs') cannot be combined "
+                                         "with tool calls; set 'tool_choice' to 'none' to pass the tools anyway", "invalid_value");
   int64_t v = 0;
   bool has = false;
   if (auto e = GetInt(j, "max_tokens", 1, 1 << 24, &v, &has)) return e;
@@ -413,8 +269,14 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   if (auto e = GetFloat(j, "repetition_penalty", 0, 10, &sp.repetition_penalty)) return e;
   if (!(sp.repetition_penalty > 0)) return OutOfRange("repetition_penalty", "must be > 0");
   if (auto it = j.find("seed"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer() && !it->is_number_unsigned()) return WrongType("seed", "an integer", *it);
-    sp.seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+    // A signed 64-bit integer, as OpenAI and vLLM take it (larger ones arrive unsigned or as
+    // doubles).
+    if (!it->is_number_integer() && !it->is_number_unsigned() && !it->is_number_float()) return WrongType("seed", "an integer", *it);
+    const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX) : it->is_number_integer();
+    if (!in_range)
+      return OutOfRange("seed", "must be an integer in [" + std::to_string(INT64_MIN) + ", " + std::to_string(INT64_MAX) +
+                                    "], got " + it->dump());
+    sp.seed = static_cast<uint64_t>(it->get<int64_t>());
   }
   if (auto e = ParseLogitBias(j, &sp)) return e;
   if (auto e = ParseStop(j, &out->spec.stop)) return e;
@@ -435,6 +297,13 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
       if (!iu->is_boolean()) return WrongType("stream_options.include_usage", "a boolean", *iu);
       out->include_usage = iu->get<bool>();
     }
+    if (auto cu = it->find("continuous_usage_stats"); cu != it->end() && !cu->is_null()) {
+      if (!cu->is_boolean()) return WrongType("stream_options.continuous_usage_stats", "a boolean", *cu);
+      out->continuous_usage = cu->get<bool>();
+      if (out->continuous_usage && !out->include_usage)
+        return BadRequest("stream_options.continuous_usage_stats",
+                          "'stream_options.continuous_usage_stats' needs 'stream_options.include_usage' set to true", "invalid_value");
+    }
     if (!out->stream) return BadRequest("stream_options", "'stream_options' is only allowed when 'stream' is true", "invalid_value");
   }
   // logprobs: a boolean (chat, with top_logprobs) or an integer 0..20 (completions).
@@ -451,6 +320,7 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
     out->logprobs = true;
     sp.top_logprobs = static_cast<int32_t>(v);
   }
+  if (out->echo && out->logprobs) out->spec.prompt_logprobs = sp.top_logprobs;
   if (auto e = GetString(j, "user", &out->user)) return e;
   if (out->user.size() > 256) return BadRequest("user", "'user' must be at most 256 bytes", "invalid_value");
   v = 0;
@@ -482,7 +352,8 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
 std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out) {
   Json j;
   if (auto e = ParseJsonObject(body, &j)) return e;
-  if (auto e = CheckKnown(j, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt"})) return e;
+  if (auto e = CheckKnown(j, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "parse_special"}))
+    return e;
   if (auto e = ParseModel(j, &out->model)) return e;
   if (j.contains("messages")) {
     if (j.contains("prompt")) return BadRequest("prompt", "give either 'prompt' or 'messages', not both", "invalid_value");
@@ -495,6 +366,11 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequ
     out->prompt = it->get<std::string>();
   }
   if (auto e = GetBool(j, "add_special_tokens", &out->add_special_tokens)) return e;
+  if (j.contains("parse_special") && !j["parse_special"].is_null()) {
+    bool ps = true;
+    if (auto e = GetBool(j, "parse_special", &ps)) return e;
+    out->parse_special = ps;
+  }
   if (auto e = GetBool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
   return std::nullopt;
 }

@@ -17,6 +17,7 @@
 
 #include "router/generation_spec.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace tarmac::server {
 
@@ -28,8 +29,6 @@ inline constexpr int kMaxPrompts = 32;        // prompts in one /v1/completions 
 inline constexpr int kMaxStop = 16;           // stop strings
 inline constexpr int kMaxStopBytes = 512;     // bytes per stop string
 inline constexpr int kMaxLogitBias = 1024;    // logit_bias entries
-inline constexpr int kMaxMessages = 4096;
-inline constexpr int kMaxJsonDepth = 64;     // nesting of the request body
 
 struct GenRequest {
   ApiKind kind = ApiKind::kCompletion;
@@ -37,6 +36,9 @@ struct GenRequest {
   router::GenerationSpec spec;           // what to generate (vocabulary-dependent checks still to do)
   bool stream = false;
   bool include_usage = false;            // stream_options.include_usage
+  bool continuous_usage = false;         // stream_options.continuous_usage_stats: usage in every chunk
+  bool echo = false;                     // completions: the prompt precedes the text (and its logprobs)
+  bool parse_special_given = false;      // completions: parse_special was in the body (else the server's default)
   bool logprobs = false;                 // report the chosen token's logprob
   std::string user;
   // Scoped caches (tarmac extensions).
@@ -50,8 +52,17 @@ struct GenRequest {
   nlohmann::json key_params;
 };
 
+// What the server decides for every request (flags).
+struct ParseDefaults {
+  // Whitespace characters allowed between JSON tokens in constrained JSON (json_object,
+  // json_schema, tool arguments): a weak model otherwise fills every gap with spaces up to
+  // max_tokens; 4 still lets a model write ", " and one level of "\n  " indentation.
+  int32_t json_max_whitespace = 4;
+};
+
 // Parses and validates `body`. On error returns the ApiError (status 400).
-std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out);
+std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, GenRequest* out,
+                                        const ParseDefaults& defaults = {});
 
 // POST /tokenize and /detokenize bodies.
 struct TokenizeRequest {
@@ -60,6 +71,7 @@ struct TokenizeRequest {
   std::string prompt;
   nlohmann::ordered_json messages;
   bool add_special_tokens = true;
+  std::optional<bool> parse_special;  // none: the server's default
   bool add_generation_prompt = true;
 };
 std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out);

@@ -21,6 +21,7 @@
 #include "cache/recorded_response.h"
 #include "router/model_pool.h"
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/generation_job.h"
 #include "server/http_server.h"
 #include "server/server_cache.h"
@@ -41,7 +42,7 @@ struct Server::Impl {
       : config(std::move(c)), acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc),
         pool(config.admission, config.metrics),
         limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)),
-        metrics(config.metrics) {
+        metrics(config.metrics), cors(config.cors_origins) {
     metrics.Watch(&pool.admission(), &open_connections);
   }
 
@@ -70,6 +71,7 @@ struct Server::Impl {
   std::unique_ptr<RouterDegrader> degrader;  // over `router`, once it is set
   RateLimiter limiter;
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
+  CorsPolicy cors;
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
   int64_t next_gen_id = 1;
   std::shared_ptr<cache::CacheService> caches;  // reset by ~Server before the io_context goes
@@ -80,6 +82,12 @@ struct CacheReply {
   int status = 200;
   std::string body;  // JSON
 };
+
+// The methods a cache endpoint takes ("GET, HEAD, PUT, DELETE"; cache_endpoints.cc), "" when
+// path (no query) names none: what its 405's Allow and its CORS preflight say.
+std::string CacheApiMethods(std::string_view path);
+// A 405 naming the method and the path, with `allow` as its Allow header.
+ApiError MethodNotAllowed(http::verb method, std::string_view path, const std::string& allow);
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -94,7 +102,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const std::string& model_name() const;
 
  private:
-  enum class State { kReading, kQueued, kGenerating, kResponding, kClosed };
+  enum class State { kReading, kQueued, kGenerating, kResponding, kLingering, kClosed };
 
   void DoRead();
   void ReadBody();
@@ -133,6 +141,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoWrite();
   void ResponseDone();
   void Close();
+  // After an error response whose request was not read to its end: stop sending, read and
+  // discard what the client still sends for at most kLingerSeconds, then close.
+  void Linger();
+  void DiscardInput();
+  // CORS (--cors-origin): the Access-Control-Allow-Origin this request's Origin earns ("" for
+  // none), the headers every response then carries, and the answer to a preflight OPTIONS.
+  void SetCors(const http::request<http::string_body>& req);
+  std::string CorsHeaders() const;
+  void RespondPreflight(const http::request<http::string_body>& req, const std::string& allow);
   void WatchDisconnect();
   void OnClientGone();
   void OnEngineEvents();
@@ -148,6 +165,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool response_complete_ = false;  // the whole current response is queued
   bool keep_alive_ = true;
+  bool linger_ = false;      // close by Linger (the request's bytes were not all read)
+  std::string cors_origin_;  // this request's Access-Control-Allow-Origin ("": none)
   State state_ = State::kReading;
   std::string route_;
   int status_ = 0;

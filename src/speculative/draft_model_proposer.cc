@@ -94,8 +94,11 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
     active.push_back({i, &s, len, k, *r.sampler});
     // The draft's randomness must be independent of the target's (whose RNG the copy
     // carries) and of other requests': a stream per (request, draft round).
-    active.back().sampler.rng().Seed(
-        SplitMix64(SplitMix64(static_cast<uint64_t>(r.id) ^ 0x5bd1e995ull) + ++s.rounds));
+    // A seeded request's streams come from its seed, not its engine id, so the same seeded
+    // request drafts (and so samples) the same whichever id it gets: streamed == not.
+    const std::optional<uint64_t>& seed = r.sampler->params().seed;
+    const uint64_t stream = seed ? SplitMix64(*seed ^ 0x9e3779b97f4a7c15ull) : static_cast<uint64_t>(r.id);
+    active.back().sampler.rng().Seed(SplitMix64(SplitMix64(stream ^ 0x5bd1e995ull) + ++s.rounds));
     const int32_t seq_index = static_cast<int32_t>(batch_.block_tables.size());
     batch_.block_tables.push_back(s.blocks);
     for (int32_t p = s.computed; p < len; ++p) AddToken(seq_index, s, (*r.tokens)[p], p);

@@ -127,7 +127,16 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOption
   // Fragments: plain text between special tokens (only when parse_special).
   bool prev_special = true;  // SPM adds its space prefix to text that follows a special token
   size_t start = 0, i = 0;
+  size_t next_range = 0;
   while (opts.parse_special && i < text.size()) {
+    if (opts.literal_ranges != nullptr) {  // skip literal text (the fragment goes on)
+      const auto& ranges = *opts.literal_ranges;
+      while (next_range < ranges.size() && ranges[next_range].second <= i) ++next_range;
+      if (next_range < ranges.size() && ranges[next_range].first <= i) {
+        i = ranges[next_range].second;
+        continue;
+      }
+    }
     int32_t hit = -1;
     for (int32_t id : special_ids_) {
       const std::string& s = vocab_.tokens[id];

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -20,6 +21,10 @@ class PreTokenizer;
 struct EncodeOptions {
   bool add_special = true;     // add BOS/EOS as the vocabulary asks
   bool parse_special = false;  // recognise special-token text (e.g. "<|eot_id|>") in the input
+  // With parse_special: byte ranges [first, second) of the input, sorted and disjoint, where
+  // special-token text stays text (a chat message's content inside a rendered template). A
+  // special token is recognised only where its text starts outside every range. Borrowed.
+  const std::vector<std::pair<size_t, size_t>>* literal_ranges = nullptr;
 };
 
 class Tokenizer {
@@ -46,6 +51,8 @@ class Tokenizer {
   bool IsEndOfGeneration(int32_t id) const;
   // Token id of exact token text, or -1.
   int32_t Find(std::string_view text) const;
+  // Control and user-defined tokens (what parse_special recognises), longest text first.
+  const std::vector<int32_t>& special_ids() const { return special_ids_; }
 
  private:
   explicit Tokenizer(Vocab vocab);

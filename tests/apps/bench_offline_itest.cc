@@ -48,6 +48,31 @@ TEST_F(BenchOfflineTest, JsonReportHasEveryField) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["prefix_hit_tokens"].get<int64_t>(), 0);
 }
 
+// --constrain puts the grammar on the requests (compile time reported); with
+// --constrain-every 2 half of them, under their own task, so one run's buckets compare both.
+TEST_F(BenchOfflineTest, ConstrainEveryNSplitsTheBuckets) {
+  auto r = Run({"bench", "offline", "-m", testing::kWp11m, "--requests", "4", "--concurrency", "1", "--prompt-len", "16",
+                "--output-len", "6", "-t", "1", "--constrain", "regex:[0-9]+", "--constrain-every", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["constrain"], "regex:[0-9]+");
+  EXPECT_GT(j["grammar_compile_ms"].get<double>(), 0.0);
+  int constrained = 0, free = 0;
+  for (auto it = j["buckets"].begin(); it != j["buckets"].end(); ++it) {
+    const bool c = it.key().find("task=random-constrained ") != std::string::npos;
+    (c ? constrained : free) += it.value()["requests"].get<int>();
+  }
+  EXPECT_EQ(constrained, 2);
+  EXPECT_EQ(free, 2);
+  // Every request constrained by default: one task.
+  r = Run({"bench", "offline", "-m", testing::kWp11m, "--requests", "2", "--prompt-len", "16", "--output-len", "4", "-t", "1",
+           "--constrain", "json_object", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  for (auto it = j["buckets"].begin(); it != j["buckets"].end(); ++it)
+    EXPECT_EQ(it.key().find("-constrained"), std::string::npos) << it.key();
+}
+
 // The quote workload (prompt = passage P, the model's own continuation C, P again) is
 // copy-heavy for real: n-gram lookup finds most of the answer in the prompt. Measured: 0.73
 // at seed 1 (0.51-0.87 over seeds 1-8); the `copy` workload gives 0.06-0.21 here.

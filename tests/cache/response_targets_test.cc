@@ -65,6 +65,17 @@ void ExpectSameEvents(const std::vector<engine::TokenEvent>& a, const std::vecto
       EXPECT_EQ(a[j].top[k].logprob, b[j].top[k].logprob);
     }
     EXPECT_EQ(a[j].finish, b[j].finish);
+    ASSERT_EQ(a[j].prompt_logprobs.size(), b[j].prompt_logprobs.size());
+    for (size_t k = 0; k < a[j].prompt_logprobs.size(); ++k) {
+      const sampling::SampleResult &x = a[j].prompt_logprobs[k], &y = b[j].prompt_logprobs[k];
+      EXPECT_EQ(x.id, y.id);
+      EXPECT_EQ(x.logprob, y.logprob);
+      ASSERT_EQ(x.top.size(), y.top.size());
+      for (size_t t = 0; t < x.top.size(); ++t) {
+        EXPECT_EQ(x.top[t].id, y.top[t].id);
+        EXPECT_EQ(x.top[t].logprob, y.top[t].logprob);
+      }
+    }
   }
 }
 
@@ -74,6 +85,9 @@ TEST(ResponseTargets, AReplayIsTheRecordedRunEventForEvent) {
   RecordingTarget rec(std::make_unique<router::EngineTarget>(pm.get()), [&](RecordedResponse r) { stored = std::move(r); });
   auto p = rec.Prepare(Spec());
   ASSERT_TRUE(p.ok());
+  const std::vector<std::vector<int32_t>> p_prompts = p->prompts;
+  ASSERT_EQ(p_prompts.size(), 2u);
+  ASSERT_FALSE(p_prompts[0].empty());
   ASSERT_TRUE(rec.Start(std::move(p).value(), [] {}).ok());
   const auto seen = Drain(rec, 4);
   EXPECT_FALSE(stored.has_value());  // only once the job says it finished
@@ -90,12 +104,38 @@ TEST(ResponseTargets, AReplayIsTheRecordedRunEventForEvent) {
   ASSERT_TRUE(rp.ok());
   EXPECT_EQ(rp->prompt_index, stored->prompt_index);
   EXPECT_EQ(rp->prompt_tokens, stored->prompt_tokens);
+  EXPECT_EQ(rp->prompts, p_prompts);  // usage and echo render the same prompt ids
   EXPECT_TRUE(rp->requests.empty());  // nothing reaches an engine
   ASSERT_TRUE(replay.Start(std::move(rp).value(), [] {}).ok());
   const auto replayed = Drain(replay, 4);
   for (size_t i = 0; i < 4; ++i) ExpectSameEvents(seen[i], replayed[i]);
   // The whole prompt counts as cached on a hit.
   EXPECT_EQ(replayed[0].back().metrics.cached_prompt_tokens, replayed[0].back().metrics.prompt_tokens);
+}
+
+// Echo's prompt logprobs (issue 25) are part of the record: a hit renders them as the miss did.
+TEST(ResponseTargets, PromptLogprobsAreRecordedAndReplayed) {
+  auto pm = Make();
+  router::GenerationSpec spec = Spec();
+  spec.prompt_logprobs = 2;
+  std::optional<RecordedResponse> stored;
+  RecordingTarget rec(std::make_unique<router::EngineTarget>(pm.get()), [&](RecordedResponse r) { stored = std::move(r); });
+  auto p = rec.Prepare(spec);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(rec.Start(std::move(p).value(), [] {}).ok());
+  const auto seen = Drain(rec, 4);
+  ASSERT_FALSE(seen[0].empty());
+  ASSERT_FALSE(seen[0][0].prompt_logprobs.empty());  // the test needs something to record
+  rec.Finished("cmpl-3", false);
+  ASSERT_TRUE(stored.has_value());
+  auto decoded = DecodeRecorded(EncodeRecorded(*stored));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ReplayTarget replay(pm.get(), std::move(decoded).value());
+  auto rp = replay.Prepare(spec);
+  ASSERT_TRUE(rp.ok()) << rp.status().message();
+  ASSERT_TRUE(replay.Start(std::move(rp).value(), [] {}).ok());
+  const auto replayed = Drain(replay, 4);
+  for (size_t i = 0; i < 4; ++i) ExpectSameEvents(seen[i], replayed[i]);
 }
 
 TEST(ResponseTargets, FailedOrCancelledRunsAreNotRecorded) {

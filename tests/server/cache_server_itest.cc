@@ -124,6 +124,49 @@ TEST_F(CacheServerTest, HitsOnlyWithinTheScopeAndTouchNoEngine) {
   EXPECT_GT(MetricSum(met, "tarmac:cache_seconds_saved_total{cache=\"response\""), 0);
 }
 
+// Issue 25's fields through the cache: echo with logprobs (a text and a token-id prompt) and a
+// constrained output are hits the second time with the body the miss had (usage, echoed prompt
+// and its logprobs included); another response_format or logprobs count misses.
+TEST_F(CacheServerTest, EchoLogprobsAndStructuredOutputsHitAsTheyMissed) {
+  auto srv = Start(Config());
+  const int port = srv->port();
+  auto same = [](const HttpResponse& a, const HttpResponse& b) {
+    Json x = Json::parse(a.body), y = Json::parse(b.body);
+    for (Json* j : {&x, &y}) j->erase("id"), j->erase("created"), (*j)["usage"].erase("prompt_tokens_details");
+    EXPECT_EQ(x.dump(), y.dump());
+  };
+  Json echo = Completion();
+  echo["echo"] = true;
+  echo["logprobs"] = 2;
+  Json ids = Completion();
+  ids["prompt"] = {10, 20, 30, 40};
+  ids["echo"] = true;
+  Json json_object = Completion("Answer in JSON:", 16);
+  json_object["response_format"] = {{"type", "json_object"}};
+  for (const Json& body : {echo, ids, json_object}) {
+    HttpResponse miss = Post(port, "/v1/completions", body.dump(), kAcme);
+    ASSERT_EQ(miss.status, 200) << miss.body;
+    EXPECT_EQ(miss.Header("x-tarmac-cache"), "miss") << body.dump();
+    HttpResponse hit = Post(port, "/v1/completions", body.dump(), kAcme);
+    ASSERT_EQ(hit.status, 200) << hit.body;
+    EXPECT_EQ(hit.Header("x-tarmac-cache"), "hit") << body.dump();
+    same(miss, hit);
+  }
+  const Json hit = Json::parse(Post(port, "/v1/completions", echo.dump(), kAcme).body);
+  const Json& lp = hit["choices"][0]["logprobs"];
+  EXPECT_EQ(hit["choices"][0]["text"].get<std::string>().rfind("Prince Andrew looked at", 0), 0u);
+  EXPECT_GT(hit["usage"]["prompt_tokens"].get<int>(), 0);
+  ASSERT_EQ(lp["tokens"].size(), hit["usage"]["prompt_tokens"].get<size_t>() + hit["usage"]["completion_tokens"].get<size_t>());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["token_logprobs"][1].is_number());  // the prompt's logprobs came back from the cache
+  Json other = echo;
+  other["logprobs"] = 1;
+  EXPECT_EQ(Post(port, "/v1/completions", other.dump(), kAcme).Header("x-tarmac-cache"), "miss");
+  Json schema = json_object;
+  schema["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", {{"type", "integer"}}}}}};
+  EXPECT_EQ(Post(port, "/v1/completions", schema.dump(), kAcme).Header("x-tarmac-cache"), "miss");
+}
+
 TEST_F(CacheServerTest, NonDeterministicRequestsAreNeverCached) {
   auto srv = Start(Config());
   const int port = srv->port();
@@ -214,7 +257,12 @@ TEST_F(CacheServerTest, RetrievalAndToolValuesLiveInTheCallersScope) {
   EXPECT_EQ(req("PUT", "/v1/cache/tool/k", Json{{"ttl_s", 5}}.dump(), kAcme).status, 400);
   EXPECT_EQ(req("GET", "/v1/cache/tool/k", "", kAcme).status, 404);
   EXPECT_EQ(req("GET", "/v1/cache/other/k", "", kAcme).status, 404);
-  EXPECT_EQ(req("POST", "/v1/cache/tool/k", "{}", kAcme).status, 405);
+  HttpResponse not_allowed = req("POST", "/v1/cache/tool/k", "{}", kAcme);
+  EXPECT_EQ(not_allowed.status, 405);
+  EXPECT_EQ(not_allowed.Header("Allow"), "GET, HEAD, PUT, DELETE");  // no CORS: no OPTIONS
+  EXPECT_EQ(req("GET", "/v1/cache/tool", "", kAcme).Header("Allow"), "DELETE");
+  EXPECT_EQ(req("PUT", "/v1/sessions/s-1", "{}", kAcme).Header("Allow"), "DELETE");
+  EXPECT_EQ(req("DELETE", "/v1/sessions/s-1/state", "", kAcme).Header("Allow"), "GET, HEAD, PUT");
   EXPECT_EQ(req("GET", "/v1/cache/tool/k", "", "").status, 401);
   // Delete one, then all of a tenant's.
   ASSERT_EQ(req("PUT", "/v1/cache/tool/t1", Json{{"value", 1}}.dump(), kAcme).status, 200);

@@ -1,6 +1,7 @@
-// The official `openai` npm package (pinned in tests/server/openai_client/package-lock.json,
-// installed here with `npm ci`) as a client of `tarmac serve`: runs client_test.mjs against a
-// started server. Skips with a message when node/npm are missing or the install fails.
+// The official `openai` npm package (pinned with ajv, a JSON Schema validator, in
+// tests/server/openai_client/package-lock.json, installed here with `npm ci`) as a client of
+// `tarmac serve`: runs client_test.mjs and structured_test.mjs against a started server. Skips
+// with a message when node/npm are missing or the install fails.
 #include <cstdlib>
 
 #include "server_test_util.h"
@@ -48,6 +49,19 @@ TEST_F(OpenAiClientTest, OfficialClientWorksAgainstARoute) {
   std::fprintf(stderr, "%s", Slurp(Path("node.log")).c_str());
   const std::string met = Get(srv.port(), "/metrics", "Authorization: Bearer sk-test-openai-client\r\n").body;
   EXPECT_NE(met.find("tarmac:route_requests_total{route=\"auto\""), std::string::npos);
+  EXPECT_TRUE(srv.Alive());
+}
+
+// Structured outputs and tool calls, validated by ajv (a model served with the hermes tool-call
+// format: wp-11m's GGUF has no chat template to detect one from).
+TEST_F(OpenAiClientTest, StructuredOutputsAndToolCallsValidate) {
+  ServerProcess srv({"--api-key-file", Path("keys.txt"), "--tool-call-parser", "hermes"}, Path("server.log"));
+  ASSERT_TRUE(srv.WaitReady()) << Slurp(Path("server.log"));
+  const std::string cmd = "node " + kClientDir + "/structured_test.mjs http://127.0.0.1:" + std::to_string(srv.port()) +
+                          "/v1 wp-11m-f16 sk-test-openai-client > " + Path("node.log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << Slurp(Path("node.log")) << "\n--- server log ---\n" << Slurp(Path("server.log"));
+  std::fprintf(stderr, "%s", Slurp(Path("node.log")).c_str());
   EXPECT_TRUE(srv.Alive());
 }
 

@@ -13,8 +13,6 @@
 namespace tarmac::server {
 namespace {
 
-using Json = nlohmann::json;
-
 ServerConfig Config() {
   ServerConfig c;
   c.tenants["acme"] = {"", std::nullopt, {"accounts.read", "cards.read"}, "v1", std::nullopt};
@@ -30,6 +28,7 @@ struct Req {
   Json body;
   CacheHeaders headers;
   ServerConfig config = Config();
+  ApiKind kind = ApiKind::kChat;
 };
 
 Json Body() {
@@ -40,7 +39,7 @@ Json Body() {
 // The key the server would use ("" when not cached).
 std::string KeyOf(const Req& r) {
   GenRequest g;
-  auto e = ParseGenRequest(r.body.dump(), ApiKind::kChat, &g);
+  auto e = ParseGenRequest(r.body.dump(), r.kind, &g);
   EXPECT_FALSE(e.has_value()) << e->message;
   cache::RequestScope scope;
   EXPECT_FALSE(ScopeOf(r.config, r.tenant, g.model, g.locale, r.headers, &scope).has_value());
@@ -87,6 +86,30 @@ TEST(ServerCache, EveryKeyFieldChangesTheKey) {
   with("task", [](Req& r) { r.body["task"] = "qa"; });
   with("sla", [](Req& r) { r.body["sla"] = "gold"; });
   with("risk", [](Req& r) { r.body["risk"] = "high"; });
+  // Structured outputs and tool calls (issue 25).
+  with("response_format json_object", [](Req& r) { r.body["response_format"] = {{"type", "json_object"}}; });
+  with("response_format json_schema", [](Req& r) {
+    r.body["response_format"] = {{"type", "json_schema"},
+                                 {"json_schema", {{"name", "p"}, {"schema", {{"type", "object"}}}}}};
+  });
+  with("response_format schema", [](Req& r) {
+    r.body["response_format"] = {{"type", "json_schema"},
+                                 {"json_schema", {{"name", "p"}, {"schema", {{"type", "array"}}}}}};
+  });
+  with("structured_outputs regex", [](Req& r) { r.body["structured_outputs"] = {{"regex", "[a-z]+"}}; });
+  with("structured_outputs choice", [](Req& r) { r.body["structured_outputs"] = {{"choice", {"yes", "no"}}}; });
+  const Json tool = {{"type", "function"},
+                     {"function", {{"name", "g"}, {"parameters", {{"type", "object"}, {"properties", Json::object()}}}}}};
+  with("tools with parameters", [&](Req& r) { r.body["tools"] = Json::array({tool}); });
+  with("tool_choice none", [&](Req& r) { r.body["tools"] = Json::array({tool}), r.body["tool_choice"] = "none"; });
+  with("tool_choice required", [&](Req& r) { r.body["tools"] = Json::array({tool}), r.body["tool_choice"] = "required"; });
+  with("tool_choice named", [&](Req& r) {
+    r.body["tools"] = Json::array({tool});
+    r.body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "g"}}}};
+  });
+  with("parallel_tool_calls", [&](Req& r) {
+    r.body["tools"] = Json::array({tool}), r.body["tool_choice"] = "required", r.body["parallel_tool_calls"] = false;
+  });
   std::map<std::string, std::string> seen = {{base, "base"}};
   for (const auto& [name, r] : variants) {
     const std::string k = KeyOf(r);
@@ -102,6 +125,37 @@ TEST(ServerCache, EveryKeyFieldChangesTheKey) {
   EXPECT_EQ(KeyOf(same), base);
   same.headers.accept_language = "*";
   EXPECT_EQ(KeyOf(same), base);
+  // Usage on every chunk is rendered from the same events (a hit renders it for the request).
+  same.body["stream_options"]["continuous_usage_stats"] = true;
+  EXPECT_EQ(KeyOf(same), base);
+}
+
+// Completions: the fields only they take (issue 25) each change the key.
+TEST(ServerCache, CompletionKeyFieldsChangeTheKey) {
+  auto body = [] { return Json{{"model", "auto"}, {"prompt", "hi"}, {"temperature", 0}, {"max_tokens", 16}}; };
+  const std::string base = KeyOf(Req{"acme", body(), {}, Config(), ApiKind::kCompletion});
+  ASSERT_FALSE(base.empty());
+  std::vector<std::pair<std::string, Json>> variants;
+  auto with = [&](const std::string& name, auto change) {
+    Json b = body();
+    change(b);
+    variants.emplace_back(name, std::move(b));
+  };
+  with("echo", [](Json& b) { b["echo"] = true; });
+  with("logprobs 0", [](Json& b) { b["logprobs"] = 0; });
+  with("logprobs 2", [](Json& b) { b["logprobs"] = 2; });
+  with("echo with logprobs", [](Json& b) { b["echo"] = true, b["logprobs"] = 1; });
+  with("parse_special", [](Json& b) { b["parse_special"] = false; });
+  with("seed", [](Json& b) { b["seed"] = 9; });
+  with("response_format", [](Json& b) { b["response_format"] = {{"type", "json_object"}}; });
+  with("structured_outputs grammar", [](Json& b) { b["structured_outputs"] = {{"grammar", "root ::= \"a\""}}; });
+  std::map<std::string, std::string> seen = {{base, "base"}};
+  for (const auto& [name, b] : variants) {
+    const std::string k = KeyOf(Req{"acme", b, {}, Config(), ApiKind::kCompletion});
+    ASSERT_FALSE(k.empty()) << name;
+    auto [it, fresh] = seen.emplace(k, name);
+    EXPECT_TRUE(fresh) << name << " has the key of " << it->second;
+  }
 }
 
 TEST(ServerCache, RandomRequestsNeverShareAKeyAcrossScopes) {

@@ -239,7 +239,8 @@ TEST_F(ServerTest, HostileRequestsGet4xx) {
   // Unknown fields and unsupported options.
   cases.push_back({C, with(base(), "unknown_field", 1)});
   cases.push_back({C, with(base(), "__proto__", Json::object())});
-  cases.push_back({C, with(base(), "echo", true)});
+  cases.push_back({C, with(base(), "echo", 1)});
+  cases.push_back({H, with(chat(), "echo", true)});  // completions only
   cases.push_back({C, with(base(), "suffix", "x")});
   cases.push_back({C, with(base(), "best_of", 3)});
   cases.push_back({C, with(base(), "stream_options", Json{{"include_usage", true}})});

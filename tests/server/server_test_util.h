@@ -126,8 +126,10 @@ inline HttpResponse Get(int port, const std::string& path, const std::string& he
 inline std::string NpmCiOnce(const std::string& dir, const std::string& log_path) {
   if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
     return "node/npm not installed (scripts/install-deps.sh installs them)";
-  const std::string cmd = "cd " + dir + " && flock .npm-install.lock sh -c 'test -f node_modules/.tarmac-installed || " +
-                          "(npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.tarmac-installed)' > " +
+  // The marker is a copy of the lockfile, written after `npm ci` succeeds: a finished install is
+  // told from a partial one, and a lockfile that changed installs again.
+  const std::string cmd = "cd " + dir + " && flock .npm-install.lock sh -c 'cmp -s package-lock.json node_modules/.tarmac-installed || " +
+                          "(npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.tarmac-installed)' > " +
                           log_path + " 2>&1";
   if (std::system(cmd.c_str()) != 0) return "npm ci in " + dir + " failed (no registry access?): " + Slurp(log_path);
   return "";
