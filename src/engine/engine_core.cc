@@ -380,6 +380,10 @@ bool EngineCore::Step() {
   // teach the policy, say, that 17 decodes take longer than 34 verified tokens.
   if (step.prefill_tokens == 0) policy_.ObserveStep(batch_.n_tokens(), forward_s);
   sched_->Commit(out);
+  // Sliding-window models: KV blocks that no layer reads again go back to the pool.
+  if (const int32_t window = model_->config().KvRetentionWindow(); window > 0) {
+    for (const sched::ScheduledSeq& s : out.seqs) sched_->ReleaseOutsideWindow(s.id, window);
+  }
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
   size_t k = 0;
