@@ -40,15 +40,20 @@ RESULTS=$OUT/results.jsonl
 : > "$RESULTS"
 
 # Golden models: name arch shape (synthetic 512-token vocabulary, f32, seed 26, norm jitter 0.2).
-# tests/model/arch_golden_test.cc has the same list.
+# tests/model/arch_golden_test.cc has the same list. With random weights of stddev 0.02 the
+# attention scores and logits are small: gemma2-caps caps them hard enough (0.03, 0.5) that
+# capping changes them; its head dim 64 takes the decode fast path (AVX-512). phi3-partial
+# rotates 24 of 32 head dims.
 GOLDEN=(
   "llama llama dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512"
   "qwen2 qwen2 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512"
   "qwen3 qwen3 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=48"
   "gemma2 gemma2 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=32,window=20,tied=1"
+  "gemma2-caps gemma2 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=64,window=20,tied=1,attn_softcap=0.03,final_softcap=0.5"
   "gemma3 gemma3 dim=128,layers=6,heads=4,kv_heads=1,ffn=256,vocab=512,head_dim=32,window=20,swa_pattern=3,rope_base=1000000,rope_base_swa=10000,final_softcap=20"
   "gemma3-swa gemma3 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=32,window=24,swa_pattern=0"
   "phi3 phi3 dim=128,layers=4,heads=4,kv_heads=4,ffn=256,vocab=512,ctx=1024,orig_ctx=256"
+  "phi3-partial phi3 dim=128,layers=4,heads=4,kv_heads=4,ffn=256,vocab=512,rot=24"
 )
 # Real-vocabulary models: name arch shape vocab-file.
 L2=$SHARED/models/llama-2-tiny-random.gguf

@@ -195,6 +195,42 @@ TEST_F(ArchConfigTest, BadKeysAreNamed) {
             std::string::npos) << cap.message();
 }
 
+// Logits of positions 0..n-1 of one sequence, in one prefill.
+std::vector<float> Prefill(const std::string& path, int32_t n, ThreadPool* pool) {
+  auto m = LlamaModel::Load(path);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  const ModelConfig& c = (*m)->config();
+  KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, 16, (n + 15) / 16});
+  ForwardBatch batch;
+  batch.block_tables.push_back({});
+  for (int32_t b = 0; b < (n + 15) / 16; ++b) batch.block_tables[0].push_back(b);
+  for (int32_t i = 0; i < n; ++i) {
+    batch.tokens.push_back((i * 37 + 5) % c.n_vocab);
+    batch.positions.push_back(i);
+    batch.seq.push_back(0);
+    batch.slots.push_back(i);
+    batch.logits_for.push_back(i);
+  }
+  std::vector<float> logits;
+  (*m)->Forward(batch, &cache, pool, &logits);
+  return logits;
+}
+
+// Mistral-style llama: with a window of 12 the first 12 positions are those of the same
+// weights without a window (bit for bit), the later ones are not.
+TEST_F(ArchConfigTest, LlamaWindowMasksOnlyPastTheWindow) {
+  const std::string plain = Make("llama", "");
+  const std::string windowed =
+      Edit(plain, "", {{"llama.attention.sliding_window", gguf::Value::U32(12)}});
+  const std::vector<float> a = Prefill(plain, 40, &pool_), b = Prefill(windowed, 40, &pool_);
+  const size_t V = 300;
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 12 * V, b.begin()));
+  for (int32_t p = 12; p < 40; ++p) {
+    EXPECT_FALSE(std::equal(a.begin() + p * V, a.begin() + (p + 1) * V, b.begin() + p * V))
+        << "position " << p;
+  }
+}
+
 // A fused attn_qkv gives the same logits as the separate projections it stacks.
 TEST_F(ArchConfigTest, FusedQkvEqualsSeparate) {
   const std::string sep = Make("qwen3", "");
