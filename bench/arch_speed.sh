@@ -2,15 +2,16 @@
 # Speed of each model family against the llama family at the same shape, parameter count and
 # dtype: 1B-class random models (the llama-3.2-1b shape: dim 2048, 16 blocks, 32 heads / 8 KV
 # heads, FFN 8192, 128256-token vocabulary, tied) written by make-random --arch; prefill of a
-# 512-token prompt and batch-1 decode at T threads. The host is shared and its load drifts by
-# a factor of 2-3 within minutes, so bench/arch_pair runs llama and one family in turns in one
-# process (R rounds, measured as `tarmac bench model` does) under flock
-# /tmp/tarmac-bench.lock; the figure is the median over rounds of the back-to-back ratio.
+# 512-token prompt and batch-1 decode at T threads. The host is shared and its load drifts
+# more between runs minutes apart than the differences measured here (bench/NOTES.md), so
+# bench/arch_pair runs llama and one family in turns in one process (R rounds, measured as
+# `tarmac bench model` does) under flock /tmp/tarmac-bench.lock; the figure is the median over
+# rounds of the back-to-back ratio.
 #
 # Usage: bench/arch_speed.sh [--type q8_0] [--threads 2] [--rounds 7] [--decode 64]
 #                            [--families "qwen3 gemma2 gemma3 phi3 mistral"]
 #   TARMAC_BIN, ARCH_PAIR (defaults build/bin/tarmac, build/bin/arch_pair). Models are cached
-#   in /tmp/tarmac-bench (1.3 GB each in q8_0).
+#   in /tmp/tarmac-bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPE=q8_0

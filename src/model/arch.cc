@@ -71,6 +71,7 @@ constexpr ArchDescription Gemma3() {
   a.window_rule = WindowRule::kPattern;
   a.pattern_default = 6;   // windows only where the file names one
   a.swa_rope_base_default = 10000.0f;
+  a.swa_rope_unscaled = true;
   a.activation = FfnActivation::kGeGlu;
   a.post_ffn_norm = true;
   a.scale_embedding = true;

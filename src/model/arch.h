@@ -64,10 +64,12 @@ struct ArchDescription {
   WindowRule window_rule = WindowRule::kNone;
   int32_t window_default = 0;   // kPattern: window when the key is absent (0: then no windows)
   int32_t pattern_default = 0;  // kPattern: `sliding_window_pattern` when absent
-  // Rope of the windowed layers: `<arch>.rope.freq_base_swa` when present, else this base
-  // (0: the global `rope.freq_base`); their frequency scale is 1 (linear rope scaling applies
-  // to the global layers only, as in llama.cpp).
+  // Rope of the windowed layers (kPattern): `<arch>.rope.freq_base_swa` when present, else
+  // this base (0: the global `rope.freq_base`); their frequency scale is 1 with
+  // swa_rope_unscaled (Gemma 3: linear rope scaling applies to the global layers only), else
+  // the global one. kAllLayers windows rotate as the global rope.
   float swa_rope_base_default = 0.0f;
+  bool swa_rope_unscaled = false;
 
   // ---- feed-forward block: ffn_norm -> gate/up -> activation -> ffn_down -> [post norm]
   FfnActivation activation = FfnActivation::kSwiGlu;

@@ -62,9 +62,9 @@ Status LlamaModel::Init(int32_t context) {
   }
   rope_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
                              factors, c.rope_attn_factor);
-  if (c.any_window()) {
-    rope_swa_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base_swa, 1.0f,
-                                   factors, c.rope_attn_factor);
+  if (c.separate_swa_rope()) {
+    rope_swa_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base_swa,
+                                   c.rope_freq_scale_swa, factors, c.rope_attn_factor);
   }
   PackForAmx();
   PackForDecode();
@@ -291,7 +291,8 @@ void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* 
   const int32_t n = batch.n_tokens();
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim();
   const kernels::AttentionVariant variant{c.layer_window[il], c.attn_softcap};
-  const kernels::RopeCache& rope = variant.window > 0 ? rope_swa_ : rope_;
+  const kernels::RopeCache& rope =
+      variant.window > 0 && c.separate_swa_rope() ? rope_swa_ : rope_;
   ForTokens(n, pool, [&](int32_t t) {
     kernels::RmsNorm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
   });

@@ -112,7 +112,7 @@ class LlamaModel {
   ModelConfig config_;
   ModelWeights w_;
   kernels::RopeCache rope_;       // global layers
-  kernels::RopeCache rope_swa_;   // windowed layers, when config_.any_window()
+  kernels::RopeCache rope_swa_;   // windowed layers, when config_.separate_swa_rope()
   int64_t weight_bytes_ = 0;
   AlignedBuffer amx_arena_;  // every AmxPackedMatrix's bytes (huge pages)
   std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here

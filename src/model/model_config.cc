@@ -114,6 +114,7 @@ Status LoadWindows(const gguf::File& f, const std::string& a, ModelConfig* c) {
   const ArchDescription& d = *c->desc;
   c->layer_window.assign(static_cast<size_t>(c->n_layer), 0);
   c->rope_freq_base_swa = c->rope_freq_base;
+  c->rope_freq_scale_swa = c->rope_freq_scale;
   if (d.window_rule == WindowRule::kNone) return Status::Ok();
   const std::string window_key = a + "attention.sliding_window";
   TARMAC_ASSIGN_OR_RETURN(int32_t window, GetCountOr(f, window_key, d.window_default));
@@ -130,6 +131,8 @@ Status LoadWindows(const gguf::File& f, const std::string& a, ModelConfig* c) {
   for (int32_t il = 0; il < c->n_layer; ++il) {
     if (pattern == 0 || il % pattern < pattern - 1) c->layer_window[il] = window;
   }
+  if (d.window_rule != WindowRule::kPattern) return Status::Ok();
+  if (d.swa_rope_unscaled) c->rope_freq_scale_swa = 1.0f;
   const double base_default =
       d.swa_rope_base_default > 0 ? d.swa_rope_base_default : c->rope_freq_base;
   TARMAC_ASSIGN_OR_RETURN(c->rope_freq_base_swa,

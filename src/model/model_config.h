@@ -37,9 +37,11 @@ struct ModelConfig {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   // Per layer: the sliding window (0: the layer attends to the whole context). Windowed
-  // layers rotate with rope_freq_base_swa and frequency scale 1.
+  // layers rotate with rope_freq_base_swa and rope_freq_scale_swa (the global values unless
+  // the family gives its windowed layers their own rope).
   std::vector<int32_t> layer_window;
   float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
   // LongRoPE (desc->long_rope): the context the short factors were trained for
   // (<arch>.rope.scaling.original_context_length, else n_ctx_train) and the factor scaling
   // the rotated dims (<arch>.rope.scaling.attn_factor, else 1).
@@ -49,6 +51,11 @@ struct ModelConfig {
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   bool any_window() const;
+  // Whether windowed layers rotate differently from global ones (a second rope).
+  bool separate_swa_rope() const {
+    return any_window() &&
+           (rope_freq_base_swa != rope_freq_base || rope_freq_scale_swa != rope_freq_scale);
+  }
   // Positions a sequence's KV must keep: when every layer is windowed, the largest window
   // (KV blocks wholly before position - window + 1 are never read again); 0 when some layer
   // attends to everything.

@@ -116,7 +116,13 @@ TEST_F(ArchConfigTest, Gemma2AlternatesWindowsWithDefaults) {
   EXPECT_FLOAT_EQ(c.attn_softcap, 10.0f);
   EXPECT_FLOAT_EQ(c.final_softcap, 5.0f);
   EXPECT_FLOAT_EQ(c.rope_freq_base_swa, c.rope_freq_base);
+  EXPECT_FALSE(c.separate_swa_rope());
   EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / std::sqrt(32.0f));
+  // Gemma 2's windowed layers share the global rope, linear scaling included.
+  const ModelConfig scaled = Config(Edit(keyed, "", {{"gemma2.rope.scaling.type", gguf::Value::Str("linear")},
+                                                     {"gemma2.rope.scaling.factor", gguf::Value::F32(2.0f)}}));
+  EXPECT_FLOAT_EQ(scaled.rope_freq_scale_swa, 0.5f);
+  EXPECT_FALSE(scaled.separate_swa_rope());
   EXPECT_EQ(c.KvRetentionWindow(), 0);  // global layers keep everything
   // Keys absent: llama.cpp's defaults (window 4096, caps 50 / 30).
   const ModelConfig d = Config(Edit(keyed, "", {},
@@ -137,6 +143,13 @@ TEST_F(ArchConfigTest, Gemma3WindowsOnlyWhenNamedAndItsLocalRope) {
   EXPECT_EQ(c.layer_window, (std::vector<int32_t>{8, 8, 8, 8, 8, 0, 8}));  // period 6
   EXPECT_FLOAT_EQ(c.rope_freq_base, 1e6f);
   EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 10000.0f);
+  EXPECT_TRUE(c.separate_swa_rope());
+  // Gemma 3's linear rope scaling is the global layers' only.
+  const ModelConfig scaled = Config(Edit(Make("gemma3", ",window=8"), "",
+                                         {{"gemma3.rope.scaling.type", gguf::Value::Str("linear")},
+                                          {"gemma3.rope.scaling.factor", gguf::Value::F32(8.0f)}}));
+  EXPECT_FLOAT_EQ(scaled.rope_freq_scale, 0.125f);
+  EXPECT_FLOAT_EQ(scaled.rope_freq_scale_swa, 1.0f);
   const ModelConfig all = Config(Make("gemma3", ",window=8,swa_pattern=0,rope_base_swa=500"));
   EXPECT_EQ(all.layer_window, (std::vector<int32_t>{8, 8, 8, 8}));
   EXPECT_EQ(all.KvRetentionWindow(), 8);
@@ -217,11 +230,15 @@ std::vector<float> Prefill(const std::string& path, int32_t n, ThreadPool* pool)
 }
 
 // Mistral-style llama: with a window of 12 the first 12 positions are those of the same
-// weights without a window (bit for bit), the later ones are not.
+// weights without a window (bit for bit: the windowed layers keep the global rope, its
+// linear scaling included), the later ones are not.
 TEST_F(ArchConfigTest, LlamaWindowMasksOnlyPastTheWindow) {
-  const std::string plain = Make("llama", "");
+  const std::string plain =
+      Edit(Make("llama", ""), "", {{"llama.rope.scaling.type", gguf::Value::Str("linear")},
+                                   {"llama.rope.scaling.factor", gguf::Value::F32(4.0f)}});
   const std::string windowed =
       Edit(plain, "", {{"llama.attention.sliding_window", gguf::Value::U32(12)}});
+  EXPECT_FALSE(Config(windowed).separate_swa_rope());
   const std::vector<float> a = Prefill(plain, 40, &pool_), b = Prefill(windowed, 40, &pool_);
   const size_t V = 300;
   EXPECT_TRUE(std::equal(a.begin(), a.begin() + 12 * V, b.begin()));

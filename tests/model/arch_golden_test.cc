@@ -4,7 +4,7 @@
 // file with the same family, shape, type and seed, runs it and compares:
 //   - the prompt's log-probabilities at every position (llama.cpp's top 4 tokens), within
 //     kLogProbTol: f32 weights, but llama.cpp rounds K/V, Q and the attention weights to f16
-//     and GELU through an f16 table, which moves log-probabilities by up to ~1e-3 here;
+//     and takes GELU from an f16 table (bench/NOTES.md has the differences measured);
 //   - 64 greedy steps, teacher-forced with llama.cpp's tokens: our argmax is llama.cpp's
 //     token, or the two are within kNearTie nats (by llama.cpp's top-2 margin or our gap);
 //   - perplexity of a 256-token slice, within 0.5%.
