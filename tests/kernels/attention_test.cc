@@ -211,17 +211,21 @@ TEST(AttentionTest, Int8TilesMatchReference) {
   view.block_size = bs;
   view.head_dim = hd;
   const int stride = n_heads * hd;
-  for (int pos0 : {0, 17, 70}) {
-    const int nq = 9;
-    std::vector<float> q(nq * stride), got(q.size()), want(stride);
-    for (auto& x : q) x = nd(rng);
-    for (int g = 0; g < n_kv; ++g)
-      PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f,
-                         got.data(), stride);
-    for (int i = 0; i < nq; ++i) {
-      PagedAttentionRef(q.data() + i * stride, n_heads, view, table.data(), pos0 + i + 1, 0.125f,
-                        want.data());
-      for (int e = 0; e < stride; ++e) ASSERT_NEAR(got[i * stride + e], want[e], 1e-5 * 7) << e;
+  // Plain, and a window with soft-capping (the int8 blocks go through the general path).
+  for (AttentionVariant var : {AttentionVariant{}, AttentionVariant{13, 3.0f}}) {
+    for (int pos0 : {0, 17, 70}) {
+      const int nq = 9;
+      std::vector<float> q(nq * stride), got(q.size()), want(stride);
+      for (auto& x : q) x = nd(rng);
+      for (int g = 0; g < n_kv; ++g)
+        PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f,
+                           got.data(), stride, var);
+      for (int i = 0; i < nq; ++i) {
+        PagedAttentionRef(q.data() + i * stride, n_heads, view, table.data(), pos0 + i + 1,
+                          0.125f, want.data(), var);
+        for (int e = 0; e < stride; ++e)
+          ASSERT_NEAR(got[i * stride + e], want[e], 1e-5 * 7) << "window " << var.window << " " << e;
+      }
     }
   }
 }
