@@ -32,12 +32,13 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS) -L unit
 
 # The multi-threaded pieces (thread pool, engine thread and client, request streams, the
-# speculative engine) under ThreadSanitizer.
+# speculative engine, a compiled grammar shared by matchers on several threads) under
+# ThreadSanitizer.
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_TSAN=ON -DTARMAC_BENCH=OFF >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS)
 	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -L unit -R 'ThreadPool|Engine|SpecEngine|Scheduler'
+	  ctest --output-on-failure -j $(JOBS) -L unit -R 'ThreadPool|Engine|SpecEngine|Scheduler|GrammarMatcherTest.OneCompiledGrammar'
 
 # Kernel benchmarks (needs ~5 GiB free memory): interleaved repetitions and one summary table.
 bench: build

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
-BIN=build/bin/tarmac
+BIN=${TARMAC_BIN:-build/bin/tarmac}
 WP=models/wp-11m-f16.gguf
 CACHE=/tmp/tarmac-bench
 mkdir -p "$CACHE"

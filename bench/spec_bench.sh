@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
-BIN=build/bin/tarmac
+BIN=${TARMAC_BIN:-build/bin/tarmac}
 WP=models/wp-11m-f16.gguf
 DRAFT=models/wp-1m-f16.gguf
 TEXT=../shared/data/war-and-peace.txt
@@ -95,12 +95,14 @@ import json, sys
 off, on = (json.load(open(p)) for p in sys.argv[1:3])
 c = sys.argv[3]
 print(f"mixed (padded, 24 requests at batch {c}): {on['output_tokens_per_s']:.2f} tok/s with auto (max slowdown {on.get('spec_max_slowdown')}) vs {off['output_tokens_per_s']:.2f} off = {on['output_tokens_per_s']/off['output_tokens_per_s']:.2f}x")
-for task in sorted(off['tasks']):
-    a, b = off['tasks'][task]['tpot_ms'], on['tasks'][task]['tpot_ms']
+for key in sorted(off['buckets']):
+    task = off['buckets'][key]['labels']['task']
+    a, b = off['buckets'][key]['tpot_ms'], on['buckets'][key]['tpot_ms']
     print(f"mixed (padded, 24 requests at batch {c}) bucket {task:9s}: TPOT p50 {a['p50']:.1f} -> {b['p50']:.1f} ms ({b['p50']/a['p50']:.2f}x), p99 {a['p99']:.1f} -> {b['p99']:.1f} ms ({b['p99']/a['p99']:.2f}x)")
-for b, st in on['spec_buckets'].items():
-    if st['decisions'] > 1:
-        print(f"  bucket {b}: acceptance {100*st['acceptance_rate']:.1f}%, mean accepted {st['mean_accepted_length']:.2f}, fallbacks {st['fallbacks']}/{st['decisions']}")
+for key, e in on['buckets'].items():
+    st = e.get('spec')
+    if st and st['decisions'] > 1:
+        print(f"  bucket {key}: acceptance {100*st['acceptance_rate']:.1f}%, mean accepted {st['mean_accepted_length']:.2f}, fallbacks {st['fallbacks']}/{st['decisions']}")
 PY
 done
 echo; cat $out

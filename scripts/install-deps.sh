@@ -11,8 +11,10 @@ PACKAGES=(
   libhwy-dev                          # Highway: portable SIMD with runtime dispatch
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
   libpcre2-dev libssl-dev libboost-dev libyaml-cpp-dev
+  libxxhash-dev                       # xxHash: chained block hashes of the prefix cache
   libopenblas-dev                     # benchmark reference only (sgemm)
   python3 python3-jinja2              # python3-jinja2: reference renderings for the chat-template tests
+  python3-jsonschema                  # the independent validator of the grammar tests
 )
 
 missing=()

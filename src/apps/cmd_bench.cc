@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_offline.h"
+#include "apps/bench_route.h"
 #include "apps/bench_serve.h"
 #include "apps/commands.h"
 #include "apps/model_loading.h"
@@ -108,6 +109,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
   RegisterBenchOffline(bench, run);
   RegisterBenchServe(bench, run);
+  RegisterBenchRoute(bench, run);
 }
 
 }  // namespace tarmac::apps

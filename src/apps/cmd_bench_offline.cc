@@ -20,9 +20,10 @@
 #include "apps/bench_offline.h"
 #include "apps/model_loading.h"
 #include "apps/percentiles.h"
-#include "apps/spec_flags.h"
+#include "apps/engine_flags.h"
 #include "base/clock.h"
 #include "engine/engine_client.h"
+#include "metrics/request_bucket.h"
 
 namespace tarmac::apps {
 namespace {
@@ -35,23 +36,23 @@ struct OfflineArgs {
   int output_len = 128;
   double length_spread = 0.0;  // prompt and output lengths uniform in [L(1-s), L(1+s)]
   int shared_prefix = 0;
-  std::string kv_dtype = "f16";
-  double kv_memory_gib = 0.0;
-  bool no_prefix_cache = false;
-  int max_batched_tokens = 512;
-  int max_running = 0;  // 0: concurrency
-  int block_size = 16;
-  int threads = ThreadPool::DefaultThreads();
+  EngineFlags engine;  // --max-running not given: the concurrency
   uint64_t seed = 1;
   bool json = false;
   float temp = 0.0f;
+  int logprobs = 0;  // alternatives per token each request asks for
   std::string workload = "random";  // random | text | copy | quote | mixed
   std::string prompt_file;
-  SpecArgs spec;
 };
 
 nlohmann::json PctJson(const Percentiles& p) {
   return {{"p50", p.p50}, {"p95", p.p95}, {"p99", p.p99}, {"mean", p.mean}};
+}
+
+nlohmann::json SpecJson(const engine::SpecCounts& c) {
+  return {{"drafts", c.drafts}, {"draft_tokens", c.draft_tokens}, {"accepted_tokens", c.accepted_tokens},
+          {"acceptance_rate", c.acceptance_rate()}, {"mean_accepted_length", c.mean_accepted_length()},
+          {"accepted_per_position", c.accepted_at}, {"decisions", c.decisions}, {"fallbacks", c.fallbacks}};
 }
 
 int RunBenchOffline(const OfflineArgs& a) {
@@ -62,20 +63,14 @@ int RunBenchOffline(const OfflineArgs& a) {
   }
   model::LlamaModel& m = *loaded->model;
   const tok::Tokenizer& tk = *loaded->tokenizer;
-  engine::EngineConfig cfg;
-  cfg.block_size = a.block_size;
-  cfg.kv_dtype = a.kv_dtype == "int8" ? model::KvDtype::kInt8 : model::KvDtype::kF16;
-  cfg.kv_memory_bytes = static_cast<int64_t>(a.kv_memory_gib * (1ll << 30));
-  cfg.max_batched_tokens = a.max_batched_tokens;
-  cfg.max_running = a.max_running > 0 ? a.max_running : a.concurrency;
-  cfg.prefix_cache = !a.no_prefix_cache;
-  cfg.threads = a.threads;
-  auto spec = LoadSpec(a.spec, a.model);
+  auto spec = LoadSpec(a.engine.spec, a.model);
   if (!spec.ok()) {
     std::fprintf(stderr, "tarmac bench offline: %s\n", spec.status().message().c_str());
     return 2;
   }
-  ApplySpec(*spec, &cfg);
+  engine::EngineConfig cfg = ToEngineConfig(a.engine, *spec);
+  if (a.engine.max_running_option == nullptr || a.engine.max_running_option->count() == 0)
+    cfg.sched.max_running = a.concurrency;
   auto client_r = engine::EngineClient::Create(&m, &tk, cfg);
   if (!client_r.ok()) {
     std::fprintf(stderr, "tarmac bench offline: %s\n", client_r.status().message().c_str());
@@ -143,6 +138,7 @@ int RunBenchOffline(const OfflineArgs& a) {
     r.prompt.insert(r.prompt.end(), own.begin(), own.end());
     r.max_tokens = spread(a.output_len);
     r.sampling.temperature = a.temp;
+    r.sampling.top_logprobs = a.logprobs;
     r.sampling.seed = a.seed * 1000003 + static_cast<uint64_t>(i);
     r.ignore_eos = true;
     r.task = a.workload;
@@ -171,15 +167,15 @@ int RunBenchOffline(const OfflineArgs& a) {
   if (a.workload == "quote") {
     // Quote: the answer is in the prompt, as in RAG where it is in the retrieved text. The
     // small models cannot follow an instruction to quote, and hardly copy text they see
-    // (`copy` gets ~11% n-gram acceptance: they just continue), so the prompt holds the
+    // (`copy` gets little n-gram acceptance: they just continue), so the prompt holds the
     // model's own greedy continuation C of the passage P: P + C + P, a document with the
     // answer, then the question again. The model, mostly attending to recent tokens, answers
     // with (mostly) C again, which n-gram lookup finds in the prompt. C is generated twice:
     // from P, then from P + C + P, so that the quote is what the model says in (nearly) the
-    // measured context (wp-11m, prompt 96, output 48: acceptance ~0.42 -> ~0.52). This happens
+    // measured context (higher acceptance than from P alone; bench/NOTES.md). This happens
     // before the measured phase, without speculation and in another cache namespace: not
     // timed, not counted, and nothing of it is prefix-cached for the measured requests.
-    const int ctx = client.config().max_context;
+    const int ctx = client.config().sched.max_context;
     for (size_t i = 0; i < reqs.size(); ++i) {
       const int64_t need = 2 * static_cast<int64_t>(reqs[i].prompt.size()) - a.shared_prefix +
                            2 * static_cast<int64_t>(reqs[i].max_tokens);
@@ -233,9 +229,7 @@ int RunBenchOffline(const OfflineArgs& a) {
   std::condition_variable cv;
   int pending_events = 0;
   std::vector<std::shared_ptr<engine::RequestStream>> inflight;
-  std::vector<std::string> inflight_task;
   std::vector<engine::RequestMetrics> done;
-  std::vector<std::string> done_task;
   double frag_sum = 0, frag_max = 0;
   int64_t frag_samples = 0;
   size_t next = 0;
@@ -253,7 +247,6 @@ int RunBenchOffline(const OfflineArgs& a) {
       cv.notify_one();
     });
     inflight.push_back(*s);
-    inflight_task.push_back(reqs[next].task);
     ++next;
     return true;
   };
@@ -281,13 +274,11 @@ int RunBenchOffline(const OfflineArgs& a) {
             return 1;
           }
           done.push_back(std::move(ev.metrics));
-          done_task.push_back(inflight_task[i]);
           finished = true;
         }
       }
       if (finished) {
         inflight.erase(inflight.begin() + static_cast<std::ptrdiff_t>(i));
-        inflight_task.erase(inflight_task.begin() + static_cast<std::ptrdiff_t>(i));
         if (next < reqs.size() && !submit_next()) return 2;
       } else {
         ++i;
@@ -314,17 +305,17 @@ int RunBenchOffline(const OfflineArgs& a) {
                     p_e2e = Summarize(e2e), p_queue = Summarize(queue);
   nlohmann::json j = {
       {"model", a.model},
-      {"threads", a.threads},
+      {"threads", a.engine.threads},
       {"requests", a.requests},
       {"concurrency", a.concurrency},
       {"prompt_len", a.prompt_len},
       {"output_len", a.output_len},
       {"shared_prefix", a.shared_prefix},
-      {"kv_dtype", a.kv_dtype},
-      {"prefix_cache", !a.no_prefix_cache},
-      {"kv_blocks", client.config().kv_blocks},
+      {"kv_dtype", a.engine.kv_dtype},
+      {"prefix_cache", !a.engine.no_prefix_cache},
+      {"kv_blocks", client.config().kv.blocks},
       {"kv_bytes", client.kv_bytes()},
-      {"block_size", a.block_size},
+      {"block_size", a.engine.block_size},
       {"wall_s", wall},
       {"prompt_tokens", prompt_tokens},
       {"output_tokens", out_tokens},
@@ -346,11 +337,13 @@ int RunBenchOffline(const OfflineArgs& a) {
       {"max_concurrent_running", after.max_concurrent_running},
       {"steps", after.steps - before.steps},
   };
-  // Per task (request bucket) latencies, and speculation per engine bucket.
-  std::map<std::string, std::vector<size_t>> by_task;
-  for (size_t i = 0; i < done.size(); ++i) by_task[done_task[i]].push_back(i);
-  nlohmann::json tasks = nlohmann::json::object();
-  for (const auto& [task, idx] : by_task) {
+  // Per request bucket (the one definition: metrics::BucketTable), latencies and speculation.
+  const metrics::BucketTable& table = client.config().metrics->buckets();
+  std::map<metrics::BucketId, std::vector<size_t>> by_bucket;
+  for (size_t i = 0; i < done.size(); ++i) by_bucket[done[i].bucket].push_back(i);
+  const std::map<metrics::BucketId, engine::SpecCounts> spec_by_bucket = client.metrics().SpecByBucket();
+  nlohmann::json buckets = nlohmann::json::object();
+  for (const auto& [b, idx] : by_bucket) {
     std::vector<double> tt, tp;
     int64_t out = 0;
     for (size_t i : idx) {
@@ -359,37 +352,25 @@ int RunBenchOffline(const OfflineArgs& a) {
       tt.push_back(d.ttft_s * 1e3);
       if (d.output_tokens > 1) tp.push_back((d.e2e_s - d.ttft_s) * 1e3 / (d.output_tokens - 1));
     }
-    tasks[task] = {{"requests", idx.size()}, {"output_tokens", out},
-                   {"ttft_ms", PctJson(Summarize(tt))}, {"tpot_ms", PctJson(Summarize(tp))}};
+    nlohmann::json labels = nlohmann::json::object();
+    for (size_t l = 0; l < metrics::BucketTable::LabelNames().size(); ++l)
+      labels[metrics::BucketTable::LabelNames()[l]] = table.LabelValues(b)[l];
+    nlohmann::json e = {{"labels", labels}, {"requests", idx.size()}, {"output_tokens", out},
+                        {"ttft_ms", PctJson(Summarize(tt))}, {"tpot_ms", PctJson(Summarize(tp))}};
+    if (auto it = spec_by_bucket.find(b); it != spec_by_bucket.end()) e["spec"] = SpecJson(it->second);
+    buckets[table.Key(b)] = std::move(e);
   }
-  j["tasks"] = tasks;
-  int64_t drafted = 0, accepted = 0, verifies = 0, decisions = 0, fallbacks = 0;
-  nlohmann::json buckets = nlohmann::json::object();
-  for (const auto& [b, st] : after.spec_buckets) {
-    drafted += st.draft_tokens;
-    accepted += st.accepted_tokens;
-    verifies += st.drafts;
-    decisions += st.decisions;
-    fallbacks += st.fallbacks;
-    nlohmann::json at = nlohmann::json::array();
-    for (int i = 0; i < spec::kMaxDraft && st.accepted_at[i] > 0; ++i) at.push_back(st.accepted_at[i]);
-    buckets[b] = {{"drafts", st.drafts}, {"draft_tokens", st.draft_tokens},
-                  {"accepted_tokens", st.accepted_tokens}, {"acceptance_rate", st.acceptance_rate()},
-                  {"mean_accepted_length", st.mean_accepted_length()},
-                  {"accepted_per_position", at}, {"decisions", st.decisions},
-                  {"fallbacks", st.fallbacks}, {"last_k", st.last_k},
-                  {"acceptance_estimate", st.accept_est}};
-  }
-  j["spec"] = a.spec.mode;
-  j["spec_max_slowdown"] = a.spec.max_slowdown;
+  j["buckets"] = buckets;
+  const engine::SpecCounts spec_total = client.metrics().SpecTotal();
+  j["spec"] = a.engine.spec.mode;
+  j["spec_max_slowdown"] = a.engine.spec.max_slowdown;
   if (spec->draft != nullptr) {
     j["draft_model"] = spec->draft_path;
     j["draft_quantized_q8_0"] = spec->draft_quantized;
   }
-  j["acceptance_rate"] = drafted ? static_cast<double>(accepted) / drafted : 0.0;
-  j["mean_accepted_length"] = verifies ? static_cast<double>(accepted) / verifies : 0.0;
-  j["spec_fallback_rate"] = decisions ? static_cast<double>(fallbacks) / decisions : 0.0;
-  j["spec_buckets"] = buckets;
+  j["acceptance_rate"] = spec_total.acceptance_rate();
+  j["mean_accepted_length"] = spec_total.mean_accepted_length();
+  j["spec_fallback_rate"] = spec_total.decisions ? static_cast<double>(spec_total.fallbacks) / spec_total.decisions : 0.0;
   j["draft_seconds"] = after.draft_seconds - before.draft_seconds;
   j["verify_seconds"] = after.verify_seconds - before.verify_seconds;
   if (a.json) {
@@ -403,7 +384,7 @@ int RunBenchOffline(const OfflineArgs& a) {
         "max running %d\n",
         a.requests, a.concurrency, a.prompt_len,
         a.shared_prefix ? (" + shared " + std::to_string(a.shared_prefix)).c_str() : "",
-        a.output_len, a.threads, a.kv_dtype.c_str(), client.config().kv_blocks,
+        a.output_len, a.engine.threads, a.engine.kv_dtype.c_str(), client.config().kv.blocks,
         out_tokens / wall, (out_tokens + prompt_tokens) / wall, done.size() / wall, wall,
         p_ttft.p50, p_ttft.p95, p_ttft.p99, p_tpot.p50, p_tpot.p95, p_tpot.p99,
         100.0 * j["kv_waste"].get<double>(), 100.0 * frag_max, static_cast<long long>(hits),
@@ -432,23 +413,14 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0.0, 0.95));
   cmd->add_option("--shared-prefix", a->shared_prefix, "tokens shared by every prompt's start")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV element type")->capture_default_str()
-      ->check(CLI::IsMember({"f16", "int8"}));
-  cmd->add_option("--kv-memory", a->kv_memory_gib, "KV memory in GiB (0: sized for the load)")
-      ->capture_default_str()->check(CLI::Range(0.0, 4096.0));
-  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
-  cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "token budget per step")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-running", a->max_running, "running requests at most (0: concurrency)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 16));
-  cmd->add_option("--block-size", a->block_size, "tokens per KV block")->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()
-      ->check(CLI::Range(1, 256));
+  AddEngineFlags(cmd, &a->engine);
+  a->engine.max_running_option->description("requests batched (holding KV) at most (default: --concurrency)");
   cmd->add_option("--seed", a->seed, "seed of the synthetic prompts")->capture_default_str();
   cmd->add_flag("--json", a->json, "one JSON object");
   cmd->add_option("--temp", a->temp, "sampling temperature (0: greedy)")->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--logprobs", a->logprobs, "top alternatives per token each request asks for (what they cost)")
+      ->capture_default_str()->check(CLI::Range(0, 20));
   cmd->add_option("--workload", a->workload,
                   "random: random ids; text: slices of --prompt-file; copy: a slice then its first "
                   "half again (but the small models continue rather than copy); quote: a slice "
@@ -461,7 +433,6 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
   cmd->add_option("--prompt-file", a->prompt_file,
                   "text file for text/copy/quote/mixed workloads")
       ->check(CLI::ExistingFile);
-  AddSpecFlags(cmd, &a->spec);
   cmd->callback([a, run] { *run = [a] { return RunBenchOffline(*a); }; });
 }
 

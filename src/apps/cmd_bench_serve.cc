@@ -2,7 +2,8 @@
 // built-in workload over streaming HTTP, closed loop (--concurrency N) or open loop (--rate R,
 // Poisson arrivals, optionally capped by --concurrency), and reports like `vllm bench serve`:
 // request and token throughput, TTFT, TPOT, ITL and end-to-end latency (mean, median, p95,
-// p99) and goodput under the given SLOs; --json for one JSON object.
+// p99) and goodput under the given SLOs; --json for one JSON object. --scrape-metrics MS also
+// times GET /metrics every MS ms while the load runs (what a scheduler's scraper sees).
 //
 // Workloads (deterministic for a --seed; sized for a 512-token context):
 //   short-chat            chat, one short user message, 64 output tokens
@@ -47,6 +48,7 @@ struct Args {
   uint64_t seed = 1;
   double slo_ttft_ms = 0, slo_tpot_ms = 0, slo_e2e_ms = 0;
   double timeout_s = 300;
+  double scrape_ms = 0;  // > 0: GET /metrics this often during the run, timing each
   bool json = false;
 };
 
@@ -219,23 +221,45 @@ Outcome RunOne(const Args& a, const Target& t, const std::string& path, const Js
 }
 
 
-std::string DiscoverModel(const Args& a, const Target& t) {
-  int fd = Dial(t, 10);
-  if (fd < 0) return "";
-  std::string req = "GET /v1/models HTTP/1.1\r\nHost: " + t.host + "\r\nConnection: close\r\n";
+// GET `path` on a connection of its own: (status, body); status 0 when it failed.
+std::pair<int, std::string> Get(const Args& a, const Target& t, const std::string& path, double timeout_s) {
+  int fd = Dial(t, timeout_s);
+  if (fd < 0) return {0, ""};
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + t.host + "\r\nConnection: close\r\n";
   if (!a.api_key.empty()) req += "Authorization: Bearer " + a.api_key + "\r\n";
   req += "\r\n";
   (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string raw;
-  char buf[8192];
+  char buf[16384];
   ssize_t n;
   while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) raw.append(buf, static_cast<size_t>(n));
   ::close(fd);
   auto e = raw.find("\r\n\r\n");
-  if (e == std::string::npos) return "";
-  Json j = Json::parse(raw.substr(e + 4), nullptr, false);
+  if (raw.size() < 12 || e == std::string::npos) return {0, ""};
+  return {std::atoi(raw.c_str() + 9), raw.substr(e + 4)};
+}
+
+std::string DiscoverModel(const Args& a, const Target& t) {
+  auto [status, body] = Get(a, t, "/v1/models", 10);
+  if (status != 200) return "";
+  Json j = Json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || j["data"].empty()) return "";
   return j["data"][0].value("id", "");
+}
+
+// Scrapes /metrics every `period_ms` until *stop, recording each response's latency (seconds)
+// and the failures (non-200 or no answer).
+void ScrapeMetrics(const Args& a, const Target& t, const std::atomic<bool>* stop, std::vector<double>* latency,
+                   int* failures) {
+  auto next = Clock::now();
+  while (!stop->load()) {
+    const auto t0 = Clock::now();
+    auto [status, body] = Get(a, t, "/metrics", a.timeout_s);
+    latency->push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (status != 200 || body.empty()) ++*failures;
+    next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.scrape_ms / 1e3));
+    std::this_thread::sleep_until(next);
+  }
 }
 
 int RunBenchServe(Args a) {
@@ -252,6 +276,11 @@ int RunBenchServe(Args a) {
   }
   std::vector<Outcome> out(a.requests);
   std::atomic<int> next{0};
+  std::atomic<bool> stop_scraping{false};
+  std::vector<double> scrape;
+  int scrape_failures = 0;
+  std::thread scraper;
+  if (a.scrape_ms > 0) scraper = std::thread(ScrapeMetrics, std::cref(a), std::cref(t), &stop_scraping, &scrape, &scrape_failures);
   const auto start = Clock::now();
   auto worker = [&] {
     for (int i; (i = next++) < a.requests;) {
@@ -284,6 +313,10 @@ int RunBenchServe(Args a) {
   }
   for (auto& x : th) x.join();
   const double dur = std::chrono::duration<double>(Clock::now() - start).count();
+  stop_scraping = true;
+  if (scraper.joinable()) scraper.join();
+  const Percentiles st_scrape = Summarize(scrape);
+  const double scrape_max = scrape.empty() ? 0 : *std::max_element(scrape.begin(), scrape.end());
 
   std::vector<double> ttft, tpot, itl, e2e;
   int ok = 0, good = 0;
@@ -316,6 +349,13 @@ int RunBenchServe(Args a) {
               {"total_token_throughput", (in_tok + out_tok) / dur}, {"request_goodput", good / dur},
               {"slo", {{"ttft_ms", a.slo_ttft_ms}, {"tpot_ms", a.slo_tpot_ms}, {"e2e_ms", a.slo_e2e_ms}}},
               {"ttft_ms", ms(st_ttft)}, {"tpot_ms", ms(st_tpot)}, {"itl_ms", ms(st_itl)}, {"e2el_ms", ms(st_e2e)}};
+    if (a.scrape_ms > 0) {
+      Json m = ms(st_scrape);
+      m["max"] = scrape_max * 1e3;
+      m["n"] = scrape.size();
+      m["failures"] = scrape_failures;
+      j["metrics_scrape_ms"] = m;
+    }
     if (!first_error.empty()) j["first_error"] = first_error;
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -344,10 +384,15 @@ int RunBenchServe(Args a) {
     sect("-----Time per Output Token (excl. 1st token)------", "TPOT", st_tpot);
     sect("---------------Inter-token Latency----------------", "ITL", st_itl);
     sect("----------------End-to-end Latency----------------", "E2EL", st_e2e);
+    if (a.scrape_ms > 0) {
+      sect("-------------GET /metrics while loaded-------------", "scrape", st_scrape);
+      line("Max scrape (ms):", scrape_max * 1e3);
+      std::printf("%-40s %zu (%d failed)\n", "Scrapes:", scrape.size(), scrape_failures);
+    }
     std::printf("==================================================\n");
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
-  return ok == a.requests ? 0 : 1;
+  return ok == a.requests && scrape_failures == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -371,6 +416,9 @@ void RegisterBenchServe(CLI::App* bench, RunFn* run) {
   cmd->add_option("--slo-tpot-ms", a->slo_tpot_ms, "goodput SLO on TPOT (0: none)")->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--slo-e2e-ms", a->slo_e2e_ms, "goodput SLO on end-to-end latency (0: none)")->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--timeout", a->timeout_s, "seconds to wait for each response")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  cmd->add_option("--scrape-metrics", a->scrape_ms,
+                  "also GET /metrics every this many ms during the run and report its latency (0: off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e6));
   cmd->add_flag("--json", a->json, "one JSON object");
   cmd->callback([a, run] { *run = [a] { return RunBenchServe(*a); }; });
 }

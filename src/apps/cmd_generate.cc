@@ -10,7 +10,7 @@
 
 #include "apps/commands.h"
 #include "apps/model_loading.h"
-#include "apps/spec_flags.h"
+#include "apps/engine_flags.h"
 #include "engine/engine_core.h"
 #include "base/clock.h"
 #include "model/sequence_runner.h"
@@ -31,12 +31,11 @@ struct GenerateArgs {
   float min_p = 0.05f;
   float repeat_penalty = 1.0f;
   int64_t seed = -1;
-  int threads = ThreadPool::DefaultThreads();
+  EngineFlags engine;  // threads and the speculation flags
   int ctx = 0;
   bool ignore_eos = false;
   bool no_bos = false;
   bool mmap = false;
-  SpecArgs spec;
 };
 
 // With speculation: one request through an in-process engine (draft, verify, rollback), the
@@ -44,19 +43,17 @@ struct GenerateArgs {
 int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
                            const tok::Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
                            const sampling::SamplingParams& sp, int ctx) {
-  auto setup = LoadSpec(a.spec, a.model);
+  auto setup = LoadSpec(a.engine.spec, a.model);
   if (!setup.ok()) {
     std::fprintf(stderr, "tarmac generate: %s\n", setup.status().message().c_str());
     return 2;
   }
-  engine::EngineConfig cfg;
-  cfg.max_context = ctx;
-  cfg.kv_blocks = (ctx + 15) / 16;
-  cfg.max_running = 1;
-  cfg.threads = a.threads;
-  cfg.prefix_cache = false;
+  engine::EngineConfig cfg = ToEngineConfig(a.engine, *setup);
+  cfg.sched.max_context = ctx;
+  cfg.kv.blocks = (ctx + cfg.sched.block_size - 1) / cfg.sched.block_size;
+  cfg.sched.max_running = 1;
+  cfg.kv.prefix_cache = false;
   cfg.warmup = false;  // one request: a warm-up would only move its first-use costs earlier
-  ApplySpec(*setup, &cfg);
   auto core = engine::EngineCore::Create(&m, &tokenizer, cfg);
   if (!core.ok()) {
     std::fprintf(stderr, "tarmac generate: %s\n", core.status().message().c_str());
@@ -67,12 +64,11 @@ int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
   r.sampling = sp;
   r.max_tokens = a.n_predict;
   r.ignore_eos = a.ignore_eos;
-  if (Status st = (*core)->Validate(r); !st.ok()) {
+  auto stream = std::make_shared<engine::RequestStream>(1);
+  if (Status st = (*core)->Add(1, r, stream); !st.ok()) {
     std::fprintf(stderr, "tarmac generate: %s\n", st.message().c_str());
     return 2;
   }
-  auto stream = std::make_shared<engine::RequestStream>(1);
-  (*core)->Add(1, r, stream);
   engine::TokenEvent ev;
   engine::RequestMetrics metrics;
   while (!(*core)->idle()) {
@@ -84,22 +80,17 @@ int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
     }
   }
   std::fputc('\n', stdout);
-  const engine::EngineStats st = (*core)->Stats();
-  int64_t drafted = 0, accepted = 0, verifies = 0;
-  for (const auto& [b, bs] : st.spec_buckets) {
-    drafted += bs.draft_tokens;
-    accepted += bs.accepted_tokens;
-    verifies += bs.drafts;
-  }
+  const engine::SpecCounts spec = (*core)->metrics().SpecTotal();
+  const int64_t drafted = spec.draft_tokens, accepted = spec.accepted_tokens, verifies = spec.drafts;
   const double decode_s = metrics.e2e_s - metrics.ttft_s;
   const int decode_steps = std::max(metrics.output_tokens - 1, 0);
   std::fprintf(stderr,
                "prefill: %zu tokens in %.1f ms; decode: %d tokens in %.1f ms (%.1f tok/s); "
                "spec %s k %d: acceptance %.1f%%, mean accepted length %.2f; threads %d\n",
                prompt.size(), metrics.ttft_s * 1e3, decode_steps, decode_s * 1e3,
-               decode_steps > 0 ? decode_steps / decode_s : 0.0, a.spec.mode.c_str(), a.spec.k,
+               decode_steps > 0 ? decode_steps / decode_s : 0.0, a.engine.spec.mode.c_str(), a.engine.spec.k,
                drafted ? 100.0 * accepted / drafted : 0.0,
-               verifies ? static_cast<double>(accepted) / verifies : 0.0, a.threads);
+               verifies ? static_cast<double>(accepted) / verifies : 0.0, a.engine.threads);
   return 0;
 }
 
@@ -137,11 +128,11 @@ int RunGenerate(const GenerateArgs& a) {
                  prompt.size(), a.n_predict, ctx);
     return 2;
   }
-  if (a.spec.mode != "off") return RunGenerateSpeculative(a, m, tokenizer, prompt, sp, ctx);
-  ThreadPool pool(a.threads);
+  if (a.engine.spec.mode != "off") return RunGenerateSpeculative(a, m, tokenizer, prompt, sp, ctx);
+  ThreadPool pool(a.engine.threads);
   model::SequenceRunner runner(&m, ctx, &pool);
   std::fprintf(stderr, "context %d tokens, KV cache f16 %.1f MiB, %d threads\n", ctx,
-               runner.kv_bytes() / (1024.0 * 1024.0), a.threads);
+               runner.kv_bytes() / (1024.0 * 1024.0), a.engine.threads);
   sampling::Sampler sampler(sp, m.config().n_vocab);
   sampler.AddPrompt(prompt);
   tok::StreamDetokenizer detok(&tokenizer);
@@ -182,7 +173,7 @@ int RunGenerate(const GenerateArgs& a) {
                "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %d tokens in %.1f ms "
                "(%.1f tok/s); threads %d\n",
                prompt.size(), prefill_s * 1e3, prompt.size() / prefill_s, decode_steps,
-               decode_s * 1e3, decode_steps > 0 ? decode_steps / decode_s : 0.0, a.threads);
+               decode_s * 1e3, decode_steps > 0 ? decode_steps / decode_s : 0.0, a.engine.threads);
   return 0;
 }
 
@@ -313,13 +304,12 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
     cmd->add_option("--min-p", a->min_p, "min-p (0: off)")->capture_default_str();
     cmd->add_option("--repeat-penalty", a->repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
     cmd->add_option("--seed", a->seed, "RNG seed (-1: random)")->capture_default_str();
-    cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
     cmd->add_option("-c,--ctx", a->ctx, "context length (0: the model's, at most 4096)")->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
     cmd->add_flag("--no-bos", a->no_bos, "do not add BOS even if the model asks for it");
     cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
-    AddSpecFlags(cmd, &a->spec);
+    AddEngineFlags(cmd, &a->engine, kSpecFlags);
     cmd->callback([a, run] { *run = [a] { return RunGenerate(*a); }; });
   }
   {

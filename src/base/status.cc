@@ -17,6 +17,14 @@ const char* StatusCodeName(StatusCode code) {
   return "UNKNOWN";
 }
 
+Status Status::WithField(std::string field, std::string reason) const {
+  Status s = *this;
+  if (s.ok()) s = Status(StatusCode::kInternal, "WithField on an OK status");
+  s.field_ = std::move(field);
+  if (!reason.empty()) s.reason_ = std::move(reason);
+  return s;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;

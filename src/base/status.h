@@ -2,6 +2,9 @@
 //
 // tarmac never throws across module boundaries for expected failures (a bad file, a bad
 // request): functions return Status or Result<T>, whose message names what is wrong and where.
+// A Status about one input field also carries that field's name (field(): "max_tokens",
+// "messages[2].content") and optionally a short machine-readable reason ("context_length_exceeded"),
+// set where the check is made, so callers map errors to their API without reading the message.
 // Both are plain values; not thread-safe to mutate concurrently, safe to copy.
 #pragma once
 
@@ -37,17 +40,31 @@ class [[nodiscard]] Status {
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The input field the error is about; "" when none (or not an input error).
+  const std::string& field() const { return field_; }
+  // A short machine-readable reason, e.g. "context_length_exceeded"; "" when none.
+  const std::string& reason() const { return reason_; }
+  // The same status about `field` (and, if given, with `reason`). Preconditions: !ok().
+  Status WithField(std::string field, std::string reason = "") const;
   // "DATA_LOSS: tensor 'x' ..." for logs and CLI errors.
   std::string ToString() const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string field_;
+  std::string reason_;
 };
 
 template <typename... Args>
 Status InvalidArgument(fmt::format_string<Args...> f, Args&&... args) {
   return Status(StatusCode::kInvalidArgument, fmt::format(f, std::forward<Args>(args)...));
+}
+// InvalidArgument about one input field: InvalidField("top_p", "top_p must be in (0, 1], got {}", v).
+template <typename... Args>
+Status InvalidField(std::string field, fmt::format_string<Args...> f, Args&&... args) {
+  return Status(StatusCode::kInvalidArgument, fmt::format(f, std::forward<Args>(args)...))
+      .WithField(std::move(field));
 }
 template <typename... Args>
 Status DataLoss(fmt::format_string<Args...> f, Args&&... args) {

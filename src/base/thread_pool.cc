@@ -2,6 +2,7 @@
 
 #include "base/check.h"
 #include "base/clock.h"
+#include "base/cpu_affinity.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,6 +32,11 @@ ThreadPool::ThreadPool(int num_threads)
   TARMAC_CHECK(num_threads >= 1);
   workers_.reserve(num_threads - 1);
   for (int t = 1; t < num_threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+}
+
+Status ThreadPool::PinWorkers(const std::vector<int>& cpus) {
+  for (std::thread& w : workers_) TARMAC_RETURN_IF_ERROR(PinThread(w, cpus));
+  return Status::Ok();
 }
 
 ThreadPool::~ThreadPool() {

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace tarmac {
 
 class ThreadPool {
@@ -37,6 +39,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // Restricts the worker threads (not the caller) to `cpus` (base/cpu_affinity.h).
+  Status PinWorkers(const std::vector<int>& cpus);
 
   // Splits [0, n) into chunks of `grain` items (the last may be shorter) and calls
   // fn(begin, end, thread_index) for each chunk, thread_index in [0, num_threads()) (the

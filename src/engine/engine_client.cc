@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/cpu_affinity.h"
+#include "engine/engine_core.h"
+
 namespace tarmac::engine {
 
 Result<std::unique_ptr<EngineClient>> EngineClient::Create(model::LlamaModel* model,
@@ -15,12 +18,15 @@ Result<std::unique_ptr<EngineClient>> EngineClient::Create(model::LlamaModel* mo
 }
 
 EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {
-  stats_ = core_->Stats();
+  knobs_ = core_->knobs();
+  max_waiting_ = knobs_.max_waiting;
   // The warm-up runs on the step thread (its per-thread kernel scratch is what gets warm);
   // the constructor waits for it, so a caller that reports "ready" after Create is warm.
   // (Members, not a promise on this frame: the thread may still be inside set_value when the
   // waiter returns and destroys it.)
   thread_ = std::thread([this] {
+    // Pinning was checked when the config was resolved; a failure here only loses isolation.
+    if (!core_->config().cpus.empty()) (void)PinCurrentThread(core_->config().cpus);
     if (core_->config().warmup) core_->Warmup();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -35,6 +41,20 @@ EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(c
 
 EngineClient::~EngineClient() { Shutdown(); }
 
+Result<ValidRequest> EngineClient::Validate(EngineRequest r) const { return core_->Validate(std::move(r)); }
+EngineStats EngineClient::Stats() const { return core_->Stats(); }
+const EngineMetrics& EngineClient::metrics() const { return core_->metrics(); }
+const metrics::CostCurve& EngineClient::decode_costs() const { return core_->decode_costs(); }
+const metrics::CostCurve& EngineClient::prefill_costs() const { return core_->prefill_costs(); }
+
+bool EngineClient::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stop_;
+}
+std::vector<prefix::BlockEvent> EngineClient::DrainEvents(size_t max) { return core_->DrainEvents(max); }
+const EngineConfig& EngineClient::config() const { return core_->config(); }
+int64_t EngineClient::kv_bytes() const { return core_->kv_bytes(); }
+
 void EngineClient::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,13 +64,25 @@ void EngineClient::Shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
+int32_t EngineClient::num_waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return core_->Stats().num_waiting + static_cast<int32_t>(inbox_.size());
+}
+
 Result<std::shared_ptr<RequestStream>> EngineClient::Submit(EngineRequest r) {
-  TARMAC_RETURN_IF_ERROR(core_->Validate(r));
+  TARMAC_ASSIGN_OR_RETURN(ValidRequest v, core_->Validate(std::move(r)));
+  return Submit(std::move(v));
+}
+
+Result<std::shared_ptr<RequestStream>> EngineClient::Submit(ValidRequest r) {
   const int64_t id = next_id_++;
   auto stream = std::make_shared<RequestStream>(id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return ResourceExhausted("the engine is shutting down");
+    const int32_t limit = max_waiting_.load(std::memory_order_relaxed);
+    if (limit > 0 && core_->Stats().num_waiting + static_cast<int32_t>(inbox_.size()) >= limit)
+      return ResourceExhausted("the engine's queue is full ({} requests waiting)", limit);
     inbox_.push_back({id, std::move(r), stream});
   }
   cv_.notify_all();
@@ -65,19 +97,33 @@ void EngineClient::Cancel(int64_t id) {
   cv_.notify_all();
 }
 
-EngineStats EngineClient::Stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+Status EngineClient::SetKnobs(const EngineKnobs& k) {
+  TARMAC_RETURN_IF_ERROR(core_->CheckKnobs(k));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    new_knobs_ = k;
+    max_waiting_ = k.max_waiting;  // Submit's bound applies at once
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+EngineKnobs EngineClient::knobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return knobs_;
 }
 
 void EngineClient::Loop() {
   std::vector<Pending> adds;
   std::vector<int64_t> cancels;
+  std::optional<EngineKnobs> knobs;
   bool stalled = false;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto ready = [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || (!core_->idle() && !stalled); };
+      auto ready = [&] {
+        return stop_ || !inbox_.empty() || !cancels_.empty() || new_knobs_ || (!core_->idle() && !stalled);
+      };
       if (stalled) {
         cv_.wait_for(lock, std::chrono::milliseconds(1), ready);  // nothing fit; retry soon
       } else {
@@ -86,6 +132,14 @@ void EngineClient::Loop() {
       if (stop_) break;
       adds.swap(inbox_);
       cancels.swap(cancels_);
+      knobs.swap(new_knobs_);
+    }
+    // A step boundary: knobs first, so the requests that arrived with them see them too.
+    if (knobs) {
+      core_->SetKnobs(*knobs);
+      std::lock_guard<std::mutex> lock(mu_);
+      knobs_ = *knobs;
+      knobs.reset();
     }
     for (Pending& p : adds) core_->Add(p.id, std::move(p.req), std::move(p.stream));
     for (int64_t id : cancels) core_->Cancel(id);
@@ -98,8 +152,6 @@ void EngineClient::Loop() {
         std::abort();
       }
     }
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_ = core_->Stats();
   }
   // Requests still queued in the inbox never reached the core: fail them here.
   std::vector<Pending> left;

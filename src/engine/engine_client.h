@@ -1,10 +1,14 @@
-// EngineClient: the facade the server (and bench offline) use. Owns an EngineCore and the
-// thread that runs its step loop; requests are submitted and cancelled from any thread.
+// EngineClient: the facade the model pool (and bench offline) use. Owns an EngineCore and the
+// thread that runs its step loop; requests are validated, submitted and cancelled from any
+// thread.
 //
-// Submit validates synchronously (a bad request errors before anything is queued) and returns
-// the request's stream of token events. Cancel takes effect at the start of the next step and
-// frees every block the request held. Several EngineClients (one per model) can live in one
-// process; each has its own thread pool and KV memory.
+// Validate checks a request synchronously (every check, once; errors carry the field) and
+// returns the proof; Submit queues it and returns its stream of token events (Submit of a
+// plain EngineRequest does both). Cancel takes effect at the start of the next step and frees
+// every block the request held. SetKnobs changes the runtime knobs at the next step boundary;
+// knobs() reads back the ones in effect. Several EngineClients (one per model) can live in one
+// process; each has its own thread pool and KV memory, and its series in the registry its
+// config names.
 //
 // Create warms the model up on the step thread first (EngineConfig::warmup).
 //
@@ -16,13 +20,26 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
-#include "engine/engine_core.h"
+#include "engine/engine_config.h"
+#include "engine/engine_metrics.h"
+#include "engine/engine_types.h"
 #include "engine/request_stream.h"
+#include "prefix/radix_tree.h"
+
+namespace tarmac::model {
+class LlamaModel;
+}
+namespace tarmac::tok {
+class Tokenizer;
+}
 
 namespace tarmac::engine {
+
+class EngineCore;
 
 class EngineClient {
  public:
@@ -33,17 +50,36 @@ class EngineClient {
   EngineClient(const EngineClient&) = delete;
   EngineClient& operator=(const EngineClient&) = delete;
 
-  // Errors (nothing queued): invalid parameters, a request that can never fit, or shut down.
+  Result<ValidRequest> Validate(EngineRequest r) const;
+  // Errors (nothing queued): the engine's queue is full (max_waiting), or shut down.
+  Result<std::shared_ptr<RequestStream>> Submit(ValidRequest r);
+  // Validate, then Submit.
   Result<std::shared_ptr<RequestStream>> Submit(EngineRequest r);
   void Cancel(int64_t id);
-  // A snapshot taken after the latest step.
+
+  // Errors name the bad knob; nothing changes then. Takes effect at the next step boundary.
+  Status SetKnobs(const EngineKnobs& k);
+  // The knobs in effect (those of the latest SetKnobs once a step boundary has passed).
+  EngineKnobs knobs() const;
+
+  // Counters and occupancy now, read from atomics (no work on the step thread).
   EngineStats Stats() const;
+  const EngineMetrics& metrics() const;
+  // Measured step costs (EngineCore::decode_costs / prefill_costs). Thread-safe.
+  const metrics::CostCurve& decode_costs() const;
+  const metrics::CostCurve& prefill_costs() const;
+  // False once Shutdown has begun (Submit then fails).
+  bool accepting() const;
+  // Up to `max` of the oldest prefix-cache events not drained yet (config event_capacity > 0).
+  std::vector<prefix::BlockEvent> DrainEvents(size_t max = SIZE_MAX);
+  // Requests submitted and not yet running (the engine's queue and its inbox).
+  int32_t num_waiting() const;
   // Stops the loop; live requests end with FinishReason::kError. Idempotent.
   void Shutdown();
 
   // Resolved configuration (KV blocks and bytes filled in).
-  const EngineConfig& config() const { return core_->config(); }
-  int64_t kv_bytes() const { return core_->kv_bytes(); }
+  const EngineConfig& config() const;
+  int64_t kv_bytes() const;
   // Test aid: when set, the step thread checks integrity after every step and aborts on error.
   void set_check_integrity(bool on) { check_integrity_ = on; }
 
@@ -54,19 +90,20 @@ class EngineClient {
   std::unique_ptr<EngineCore> core_;
   struct Pending {
     int64_t id;
-    EngineRequest req;
+    ValidRequest req;
     std::shared_ptr<RequestStream> stream;
   };
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending> inbox_;
   std::vector<int64_t> cancels_;
+  std::optional<EngineKnobs> new_knobs_;  // to apply at the next step boundary
+  EngineKnobs knobs_;                     // in effect (read back)
   bool stop_ = false;
   bool warmed_ = false;  // set once by the step thread after the warm-up
   std::atomic<int64_t> next_id_{1};
+  std::atomic<int32_t> max_waiting_{0};   // knobs_.max_waiting, for Submit
   std::atomic<bool> check_integrity_{false};
-  mutable std::mutex stats_mu_;
-  EngineStats stats_;
   std::thread thread_;
 };
 

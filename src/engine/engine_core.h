@@ -1,14 +1,22 @@
 // EngineCore: one model's serving loop body, synchronous. Each Step() asks the scheduler for a
 // batch, runs one forward pass over it (paged KV, ragged batch), samples a token for every
-// request that finished its known tokens, and streams events. EngineClient runs Step() on its
-// own thread; tests drive it directly.
+// request that finished its known tokens (or verifies its drafts), and streams events.
+// EngineClient runs Step() on its own thread; tests drive it directly.
 //
-// Owns the KV cache, block pool, prefix tree, scheduler, thread pool and per-request state
-// (sampler, detokenizer, stop matcher, timings). Borrows the model and tokenizer (must outlive
-// it; the tokenizer may be null: no text, no stop strings, no end-of-generation detection).
-// Not thread-safe: one thread calls everything.
+// Requests come in through Validate (every check of a request lives there or in the
+// owners it calls: SamplingParams::Validate, sched::CheckAdmission) and Add; a ValidRequest is
+// the proof that the checks ran, so Add never checks again.
+//
+// Owns the KV cache, block pool, prefix tree, scheduler, thread pool, proposer, policy, the
+// engine's metric series and per-request state (sampler, detokenizer, stop matcher, timings).
+// Borrows the model and tokenizer (must outlive it; the tokenizer may be null: no text, no stop
+// strings, no end-of-generation detection).
+// Thread-safety: Validate, Stats, DrainEvents, metrics(), config(), kv_bytes() and
+// num_blocks() may be called from any thread; everything else (Add, Cancel, Step, SetKnobs,
+// CheckIntegrity, ...) from one thread, the step thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,6 +25,9 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "engine/cache_events.h"
+#include "engine/engine_config.h"
+#include "engine/engine_metrics.h"
 #include "engine/engine_types.h"
 #include "engine/request_stream.h"
 #include "engine/stop_matcher.h"
@@ -27,8 +38,8 @@
 #include "prefix/radix_tree.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
-#include "spec/proposer.h"
-#include "spec/spec_policy.h"
+#include "speculative/proposer.h"
+#include "speculative/spec_policy.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,19 +47,22 @@ namespace tarmac::engine {
 
 class EngineCore {
  public:
-  // Sizes the KV cache from the config (errors name the flag-level problem, e.g. a budget too
-  // small for one full context).
+  // Resolves the config (ResolveEngineConfig) and sizes the KV cache from it (errors name the
+  // field, e.g. a budget too small for one full context).
   static Result<std::unique_ptr<EngineCore>> Create(model::LlamaModel* model,
                                                     const tok::Tokenizer* tokenizer,
                                                     const EngineConfig& config);
   ~EngineCore();
 
-  // Checks a request without queuing it: sampling parameters, token ids, max_tokens, and that
-  // it can ever fit (context and KV pool). Thread-safe (reads immutable state only).
-  Status Validate(const EngineRequest& r) const;
+  // Every check of a request: sampling parameters, token ids (prompt, stop_token_ids,
+  // logit_bias), stop strings, and that it can ever fit (context and KV pool). Errors carry
+  // the field. Sets the request's bucket when unset. Thread-safe.
+  Result<ValidRequest> Validate(EngineRequest r) const;
   // Queues a request under `id` (unique); its events go to `stream`.
-  // Preconditions: Validate(r).ok().
-  void Add(int64_t id, EngineRequest r, std::shared_ptr<RequestStream> stream);
+  // Preconditions: `r` was validated by this engine.
+  void Add(int64_t id, ValidRequest r, std::shared_ptr<RequestStream> stream);
+  // Validate, then Add (nothing queued on error).
+  Status Add(int64_t id, EngineRequest r, std::shared_ptr<RequestStream> stream);
   // Ends a request in any state with FinishReason::kCancelled; every block it held returns.
   // No-op for unknown (already finished) ids.
   void Cancel(int64_t id);
@@ -60,17 +74,37 @@ class EngineCore {
   // The model's throwaway passes (LlamaModel::Warmup) on this engine's pool and KV dtype;
   // call from the step thread. Touches no request, block, counter or cache entry.
   void Warmup();
-  bool idle() const { return reqs_.empty(); }
+  bool idle() const { return active_.empty(); }
 
+  // Knobs: checked against the config (errors name the knob); applied by SetKnobs at once, so
+  // call it between steps.
+  Status CheckKnobs(const EngineKnobs& k) const;
+  void SetKnobs(const EngineKnobs& k);
+  const EngineKnobs& knobs() const { return knobs_; }
+  // The knobs the config implies (the engine starts with these).
+  EngineKnobs DefaultKnobs() const;
+
+  // Thread-safe, O(1): counters and occupancy read from atomics.
   EngineStats Stats() const;
+  // Up to `max` of the oldest undrained prefix-cache events (config().event_capacity > 0).
+  // Thread-safe.
+  std::vector<prefix::BlockEvent> DrainEvents(size_t max = SIZE_MAX);
+  const EngineMetrics& metrics() const { return *metrics_; }
+  // Measured step costs (seconds against tokens in the step): decode steps (plain decodes and
+  // verifications; the speculation policy's) and steps that carry prefill. Thread-safe.
+  const metrics::CostCurve& decode_costs() const { return policy_.step_costs(); }
+  const metrics::CostCurve& prefill_costs() const { return prefill_costs_; }
   // Scheduler (pool, tree, refcounts) and the draft proposer's KV.
   Status CheckIntegrity() const;
-  const EngineConfig& config() const { return config_; }  // with derived fields filled in
+  // Hashes of the blocks the prefix cache holds now (tests of the event stream). Step thread.
+  std::vector<uint64_t> CachedBlockHashes() const;
+  const EngineConfig& config() const { return config_; }  // resolved (KV blocks filled in)
   int32_t num_blocks() const { return pool_->num_blocks(); }
   int64_t kv_bytes() const;
 
  private:
-  struct Live {
+  // The engine's state of one live request.
+  struct ActiveRequest {
     EngineRequest req;
     std::shared_ptr<RequestStream> stream;
     std::unique_ptr<sampling::Sampler> sampler;
@@ -78,7 +112,6 @@ class EngineCore {
     std::unique_ptr<StopMatcher> stop;
     double submit_s = 0, first_sched_s = 0, first_token_s = 0, last_token_s = 0;
     RequestMetrics metrics;
-    std::string bucket;  // speculation bucket
   };
 
   EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer, const EngineConfig& config,
@@ -92,8 +125,10 @@ class EngineCore {
   void Verify(int64_t id, float* logits, int32_t num_draft, double now);
   // Asks the proposer for drafts for decode-ready requests and reserves their lookahead.
   void Draft();
-  static std::string BucketOf(const EngineRequest& r);
+  // The largest k the knobs allow for a bucket.
+  int32_t KCap(metrics::BucketId b) const;
   void FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error);
+  void PublishEvents();
 
   model::LlamaModel* model_;
   const tok::Tokenizer* tok_;
@@ -103,13 +138,18 @@ class EngineCore {
   std::unique_ptr<kv::BlockPool> pool_;
   std::unique_ptr<prefix::RadixTree> tree_;
   std::unique_ptr<sched::Scheduler> sched_;
-  std::unordered_map<int64_t, Live> reqs_;
-  std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
-  spec::SpecPolicy policy_;
+  std::unordered_map<int64_t, ActiveRequest> active_;
+  std::unique_ptr<speculative::Proposer> proposer_;  // null: no speculation
+  speculative::SpecPolicy policy_;
+  metrics::CostCurve prefill_costs_;
+  EngineKnobs knobs_;
   std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
   model::ForwardBatch batch_;
   std::vector<float> logits_;
-  EngineStats stats_;
+  std::vector<prefix::BlockEvent> step_events_;  // scratch: this step's, on their way out
+  std::unique_ptr<CacheEventQueue> events_;      // null: events off
+  std::atomic<int32_t> max_concurrent_{0};
+  std::unique_ptr<EngineMetrics> metrics_;  // last: its callbacks read the scheduler
 };
 
 }  // namespace tarmac::engine

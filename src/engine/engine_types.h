@@ -1,50 +1,23 @@
-// Plain data exchanged with the engine: its configuration, a request, the events a request's
-// stream yields, per-request timings and engine-wide statistics.
+// Plain data exchanged with the engine: a request, the events a request's stream yields,
+// per-request timings, the runtime knobs and engine-wide statistics. (The configuration an
+// engine is built with is in engine_config.h.)
+//
+// Plain values, safe to copy; no model or kernel headers (callers such as the server include
+// this without the model's).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
-#include "model/kv_cache.h"
-#include "model/llama_model.h"
+#include "metrics/request_bucket.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
-#include "spec/spec_policy.h"
 
 namespace tarmac::engine {
-
-// Speculative decoding: off, a draft model, n-gram prompt lookup, or auto (the draft model
-// when one is given, else n-gram; the per-bucket policy picks k, including 0).
-enum class SpecMode { kOff, kDraft, kNgram, kAuto };
-const char* SpecModeName(SpecMode m);
-
-struct EngineConfig {
-  int32_t block_size = 16;           // tokens per KV block
-  // KV memory: kv_blocks when > 0, else kv_memory_bytes when > 0, else enough for
-  // max_running full contexts capped at half the machine's available memory.
-  int32_t kv_blocks = 0;
-  int64_t kv_memory_bytes = 0;
-  model::KvDtype kv_dtype = model::KvDtype::kF16;
-  int32_t max_batched_tokens = 512;  // tokens per step
-  int32_t max_running = 64;          // requests holding KV at once
-  int32_t max_context = 0;           // 0: the model's training context
-  bool prefix_cache = true;
-  int32_t threads = 1;               // compute threads of this engine's pool
-  SpecMode spec = SpecMode::kOff;
-  model::LlamaModel* draft_model = nullptr;  // borrowed; needed for kDraft
-  int32_t spec_k = 4;                // draft length (kDraft/kNgram), max k for the policy (kAuto)
-  bool spec_policy = false;          // choose k per bucket (always on in kAuto)
-  // The policy's limit on how much a bucket's speculation may lengthen the step of the
-  // batch's other requests (SpecPolicyConfig::max_other_slowdown); negative: none.
-  double spec_max_slowdown = 0.05;
-  // EngineClient::Create runs LlamaModel::Warmup on the engine's thread before it returns,
-  // so the first request does not pay for first use (a 1B Q8_0 model's first completion took
-  // 334-356 ms against 265-275 after). Not counted anywhere: no request, step or cache entry.
-  bool warmup = true;
-};
 
 struct EngineRequest {
   std::vector<int32_t> prompt;         // token ids
@@ -56,13 +29,38 @@ struct EngineRequest {
   uint64_t ns = 0;                     // prefix-cache namespace (tenant salt + model)
   int32_t priority = 0;                // smaller is more important
   bool speculative = true;             // false: never speculate for this request
-  std::string task;                    // request bucket's task type (route or client given)
+  // The request bucket's features besides lengths and temperature ("" = the default).
+  std::string task;
+  std::string sla;
+  metrics::Risk risk = metrics::Risk::kLow;
+  // The request's bucket in the engine's registry; kNoBucket: Validate computes it from the
+  // fields above (metrics::RequestFeatures), once.
+  metrics::BucketId bucket = metrics::kNoBucket;
+};
+
+// The request bucket's features of a request (the one place they are read from a request).
+metrics::RequestFeatures BucketFeatures(const EngineRequest& r);
+
+class EngineCore;
+
+// A request that passed one engine's checks, with its bucket set. Only EngineCore::Validate
+// makes one; it may be submitted to that engine only (asserted).
+class ValidRequest {
+ public:
+  const EngineRequest& request() const { return r_; }
+
+ private:
+  friend class EngineCore;
+  ValidRequest(EngineRequest r, const EngineCore* engine) : r_(std::move(r)), engine_(engine) {}
+  EngineRequest r_;
+  const EngineCore* engine_;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* FinishReasonName(FinishReason r);  // "stop", "length", "cancelled", "error"
 
 struct RequestMetrics {
+  metrics::BucketId bucket = metrics::kNoBucket;
   int32_t prompt_tokens = 0;
   int32_t output_tokens = 0;
   int32_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
@@ -87,32 +85,53 @@ struct TokenEvent {
   bool last() const { return finish != FinishReason::kNone; }
 };
 
-struct StepStats {
-  int32_t batch_size = 0;      // requests in the step
-  int32_t prefill_tokens = 0;
-  int32_t decode_tokens = 0;
-  double seconds = 0;          // forward + sampling
+// Settings that may change while the engine runs (EngineClient::SetKnobs), applied at the next
+// step boundary. Defaults: what the engine's config says (KnobsFrom).
+struct EngineKnobs {
+  int32_t max_batched_tokens = 512;   // tokens per step
+  int32_t max_running = 64;           // requests holding KV (lowering it preempts nobody)
+  bool speculation = true;            // false: no drafting at all (the proposer stays loaded)
+  int32_t spec_max_k = 4;             // every bucket's k at most this (<= the configured k)
+  std::map<metrics::BucketId, int32_t> bucket_max_k;  // tighter caps for some buckets
+  int32_t max_waiting = 0;            // requests queued in the engine at most; 0: no limit
+  int32_t admit_max_priority = INT32_MAX;  // waiting requests of a larger class are not admitted
+  bool operator==(const EngineKnobs&) const = default;
 };
 
 struct EngineStats {
   int64_t steps = 0;
-  int64_t requests_finished = 0;
-  int64_t requests_cancelled = 0;
-  int64_t prompt_tokens = 0;      // of finished requests
-  int64_t generation_tokens = 0;  // every sampled token
+  int64_t requests_finished = 0;   // ended by stop or length
+  int64_t requests_cancelled = 0;  // cancelled or failed
+  int64_t prompt_tokens = 0;       // of finished requests
+  int64_t generation_tokens = 0;   // every sampled token
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   int32_t max_concurrent_running = 0;
   sched::KvUsage kv;
   sched::SchedulerCounters sched;
-  StepStats last_step;
-  // Speculation, per request bucket ("task/T<band>/out<band>"), and time spent.
-  std::map<std::string, spec::BucketStats> spec_buckets;
   double draft_seconds = 0;
-  double verify_seconds = 0;   // target steps that verified drafts
+  double verify_seconds = 0;       // target steps that verified drafts
+  int64_t events_dropped = 0;      // cache events lost to a full event queue
   double kv_usage() const {  // fraction of blocks in use by requests
     return kv.total_blocks == 0 ? 0.0 : static_cast<double>(kv.request_blocks) / kv.total_blocks;
   }
+};
+
+// Speculation counts of one bucket (or summed over buckets).
+struct SpecCounts {
+  int64_t decisions = 0;      // requests the policy considered
+  int64_t fallbacks = 0;      // of those, speculation off (k = 0)
+  int64_t drafts = 0;         // verify steps with at least one draft
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::vector<int64_t> accepted_at;  // accepted at draft position i (0-based)
+  double acceptance_rate() const {
+    return draft_tokens ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0;
+  }
+  double mean_accepted_length() const {
+    return drafts ? static_cast<double>(accepted_tokens) / drafts : 0.0;
+  }
+  void Add(const SpecCounts& o);
 };
 
 }  // namespace tarmac::engine

@@ -4,27 +4,6 @@
 
 namespace tarmac::engine {
 
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "";
-}
-
-const char* SpecModeName(SpecMode m) {
-  switch (m) {
-    case SpecMode::kOff: return "off";
-    case SpecMode::kDraft: return "draft";
-    case SpecMode::kNgram: return "ngram";
-    case SpecMode::kAuto: return "auto";
-  }
-  return "";
-}
-
 bool RequestStream::Next(TokenEvent* ev, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;

@@ -20,12 +20,10 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "model/kv_dtype.h"
 #include "tensor/aligned_buffer.h"
 
 namespace tarmac::model {
-
-enum class KvDtype { kF16, kInt8 };
-const char* KvDtypeName(KvDtype d);  // "f16", "int8"
 
 struct KvShape {
   int32_t n_layers = 0;

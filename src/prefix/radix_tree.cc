@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/hash.h"
+#include "prefix/block_hash.h"
 
 namespace tarmac::prefix {
 
@@ -22,6 +23,7 @@ struct KeyHash {
 struct Node {
   std::vector<int32_t> key;  // [block_size] token ids; empty for a namespace root
   int32_t block = -1;        // KV block holding this key's K/V (-1 for a root)
+  uint64_t hash = 0;         // chained block hash; a root holds its namespace's salt
   Node* parent = nullptr;
   std::unordered_map<std::vector<int32_t>, std::unique_ptr<Node>, KeyHash> children;
   int64_t lock = 0;          // locks of paths through or ending at this node
@@ -40,14 +42,59 @@ RadixTree::~RadixTree() {
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    if (n->block >= 0) pool_->Release(n->block);
+    if (n->block >= 0) pool_->Release(n->block, kv::Holder::kCache);
     for (auto& [k, c] : n->children) stack.push_back(c.get());
   }
 }
 
+template <class Visit>
+void RadixTree::ForEachNode(Visit visit) const {
+  std::vector<const Node*> stack;
+  for (const auto& [ns, root] : roots_) stack.push_back(root.get());
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n->parent != nullptr) visit(*n);
+    for (const auto& [k, c] : n->children) stack.push_back(c.get());
+  }
+}
+
+void RadixTree::EnableEvents(bool on) {
+  if (on && !record_events_) {
+    BlockEvent e;
+    e.kind = BlockEvent::Kind::kCleared;
+    events_.push_back(std::move(e));
+    // Anything cached before recording began is announced now, parents first.
+    std::vector<const Node*> order;
+    for (const auto& [ns, root] : roots_) order.push_back(root.get());
+    for (size_t i = 0; i < order.size(); ++i)
+      for (const auto& [k, c] : order[i]->children) order.push_back(c.get());
+    for (const Node* n : order) {
+      if (n->parent == nullptr) continue;
+      BlockEvent s;
+      s.kind = BlockEvent::Kind::kStored;
+      s.hash = n->hash;
+      if (n->parent->parent != nullptr) s.parent = n->parent->hash;
+      s.tokens = n->key;
+      s.block = n->block;
+      events_.push_back(std::move(s));
+    }
+  }
+  if (!on) events_.clear();
+  record_events_ = on;
+}
+
+void RadixTree::TakeEvents(std::vector<BlockEvent>* out) {
+  out->insert(out->end(), std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+}
+
 Node* RadixTree::Root(uint64_t ns) {
   auto& r = roots_[ns];
-  if (!r) r = std::make_unique<Node>();
+  if (!r) {
+    r = std::make_unique<Node>();
+    r->hash = NamespaceSalt(ns);
+  }
   return r.get();
 }
 
@@ -94,9 +141,19 @@ int64_t RadixTree::Insert(uint64_t ns, std::span<const int32_t> tokens,
       child->key = key;
       child->block = blocks[i];
       child->parent = node;
-      pool_->Ref(blocks[i]);
+      child->hash = ChainedBlockHash(node->hash, child->key);
+      pool_->Ref(blocks[i], kv::Holder::kCache);
       ++num_nodes_;
       ++added;
+      if (record_events_) {
+        BlockEvent e;
+        e.kind = BlockEvent::Kind::kStored;
+        e.hash = child->hash;
+        if (node->parent != nullptr) e.parent = node->hash;
+        e.tokens = child->key;
+        e.block = child->block;
+        events_.push_back(std::move(e));
+      }
       c = node->children.emplace(std::move(key), std::move(child)).first;
     }
     node = c->second.get();
@@ -107,7 +164,14 @@ int64_t RadixTree::Insert(uint64_t ns, std::span<const int32_t> tokens,
 
 void RadixTree::RemoveLeaf(Node* n) {
   TARMAC_DCHECK(n->children.empty() && n->lock == 0 && n->parent != nullptr);
-  pool_->Release(n->block);
+  if (record_events_) {
+    BlockEvent e;
+    e.kind = BlockEvent::Kind::kRemoved;
+    e.hash = n->hash;
+    e.block = n->block;
+    events_.push_back(std::move(e));
+  }
+  pool_->Release(n->block, kv::Holder::kCache);
   --num_nodes_;
   n->parent->children.erase(n->key);  // destroys n
 }
@@ -144,14 +208,13 @@ int64_t RadixTree::Evict(int64_t blocks_needed) {
 
 std::vector<int32_t> RadixTree::CachedBlocks() const {
   std::vector<int32_t> out;
-  std::vector<const Node*> stack;
-  for (const auto& [ns, root] : roots_) stack.push_back(root.get());
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    if (n->block >= 0) out.push_back(n->block);
-    for (const auto& [k, c] : n->children) stack.push_back(c.get());
-  }
+  ForEachNode([&](const Node& n) { out.push_back(n.block); });
+  return out;
+}
+
+std::vector<uint64_t> RadixTree::CachedBlockHashes() const {
+  std::vector<uint64_t> out;
+  ForEachNode([&](const Node& n) { out.push_back(n.hash); });
   return out;
 }
 
@@ -160,7 +223,7 @@ Status RadixTree::CheckIntegrity() const {
   int64_t count = 0;
   std::vector<const Node*> stack;
   for (const auto& [ns, root] : roots_) {
-    if (root->parent != nullptr || root->block != -1 || root->lock != 0)
+    if (root->parent != nullptr || root->block != -1 || root->lock != 0 || root->hash != NamespaceSalt(ns))
       return Internal("radix tree: root of namespace {} is malformed", ns);
     stack.push_back(root.get());
   }
@@ -176,8 +239,10 @@ Status RadixTree::CheckIntegrity() const {
         return Internal("radix tree: node holds invalid block {}", c->block);
       if (!seen.insert(c->block).second)
         return Internal("radix tree: block {} is cached twice", c->block);
-      if (pool_->refcount(c->block) < 1)
-        return Internal("radix tree: cached block {} has no pool reference", c->block);
+      if (pool_->refcount(c->block) < 1 || !pool_->cached(c->block))
+        return Internal("radix tree: cached block {} has no cache reference in the pool", c->block);
+      if (c->hash != ChainedBlockHash(n->hash, c->key))
+        return Internal("radix tree: block {} has a wrong chained hash", c->block);
       if (c->lock < 0) return Internal("radix tree: block {} has lock {}", c->block, c->lock);
       child_locks += c->lock;
       ++count;

@@ -2,18 +2,23 @@
 // namespace (a hash of the tenant's server-side salt and the model), so a cached prefix is
 // only ever reused by the namespace that computed it.
 //
-// Each node is one block: block_size token ids and the KV block id that holds their K/V. The
-// tree holds one BlockPool reference per node; requests that use a cached prefix lock the
-// matched path (lock counts), which keeps it from eviction. Unlocked leaves are evicted in LRU
-// order when the pool needs blocks.
+// Each node is one block: block_size token ids, the KV block id that holds their K/V, and its
+// chained block hash (block_hash.h). The tree holds one BlockPool cache reference per node;
+// requests that use a cached prefix lock the matched path (lock counts), which keeps it from
+// eviction. Unlocked leaves are evicted in LRU order when the pool needs blocks.
+//
+// Events: with EnableEvents(true) the tree records what it stores and removes (parents always
+// before their children are stored, children before their parents are removed), starting with
+// a kCleared, so a follower that replays them holds exactly the tree's set of block hashes.
 //
 // Owns its nodes; borrows the BlockPool (must outlive the tree). Not thread-safe: the engine's
 // step thread owns it. Mutating methods: Match (touches access times), Lock, Unlock, Insert,
-// Evict.
+// Evict, EnableEvents, TakeEvents.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +36,16 @@ struct PrefixMatch {
   std::vector<int32_t> blocks;
   std::vector<Node*> path;
   int64_t num_blocks() const { return static_cast<int64_t>(blocks.size()); }
+};
+
+// A change to the cache, for followers outside the engine (KV events).
+struct BlockEvent {
+  enum class Kind : uint8_t { kStored, kRemoved, kCleared };
+  Kind kind = Kind::kStored;
+  uint64_t hash = 0;               // kStored, kRemoved: the block's chained hash
+  std::optional<uint64_t> parent;  // kStored: the parent's hash; none for a namespace's first block
+  std::vector<int32_t> tokens;     // kStored: the block's block_size token ids
+  int32_t block = -1;              // kStored, kRemoved: the KV block id
 };
 
 class RadixTree {
@@ -65,22 +80,33 @@ class RadixTree {
   int64_t num_nodes() const { return num_nodes_; }
   // Every block the tree holds a reference to (one per node), in no particular order.
   std::vector<int32_t> CachedBlocks() const;
+  // The chained hash of every cached block, in no particular order.
+  std::vector<uint64_t> CachedBlockHashes() const;
+
+  // Starts (recording a kCleared first) or stops recording events.
+  void EnableEvents(bool on);
+  // Appends the events recorded since the last call to *out, oldest first.
+  void TakeEvents(std::vector<BlockEvent>* out);
   int32_t block_size() const { return block_size_; }
 
-  // Checks structure (parent/child links, keys), that every node's block is valid, held in
-  // the pool and cached once, that lock counts are >= 0 and a node's lock count is at least
+  // Checks structure (parent/child links, keys, chained hashes), that every node's block is
+  // valid, held in the pool by the cache and cached once, that lock counts are >= 0 and a node's lock count is at least
   // the sum of its children's (a locked path locks all its ancestors), and the node count.
   Status CheckIntegrity() const;
 
  private:
   Node* Root(uint64_t ns);
   void RemoveLeaf(Node* n);
+  template <class Visit>
+  void ForEachNode(Visit visit) const;  // every node but the roots
 
   kv::BlockPool* pool_;
   int32_t block_size_;
   std::unordered_map<uint64_t, std::unique_ptr<Node>> roots_;  // one per namespace
   int64_t num_nodes_ = 0;
   uint64_t clock_ = 0;  // logical time for LRU
+  bool record_events_ = false;
+  std::vector<BlockEvent> events_;  // recorded since the last TakeEvents
 };
 
 }  // namespace tarmac::prefix

@@ -1,6 +1,7 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -13,29 +14,33 @@ namespace tarmac::sampling {
 
 Status SamplingParams::Validate(int32_t n_vocab) const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature) || temperature > 100.0f)
-    return InvalidArgument("temperature must be in [0, 100], got {}", temperature);
-  if (top_k < 0) return InvalidArgument("top_k must be >= 0, got {}", top_k);
-  if (!(top_p > 0.0f && top_p <= 1.0f)) return InvalidArgument("top_p must be in (0, 1], got {}", top_p);
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) return InvalidArgument("min_p must be in [0, 1], got {}", min_p);
+    return InvalidField("temperature", "temperature must be in [0, 100], got {}", temperature);
+  if (top_k < 0) return InvalidField("top_k", "top_k must be >= 0, got {}", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    return InvalidField("top_p", "top_p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    return InvalidField("min_p", "min_p must be in [0, 1], got {}", min_p);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
-    return InvalidArgument("repetition_penalty must be > 0, got {}", repetition_penalty);
+    return InvalidField("repetition_penalty", "repetition_penalty must be > 0, got {}", repetition_penalty);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
-    return InvalidArgument("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+    return InvalidField("presence_penalty", "presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
-    return InvalidArgument("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    return InvalidField("frequency_penalty", "frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0 || id >= n_vocab)
-      return InvalidArgument("logit_bias token {} is outside the vocabulary of {}", id, n_vocab);
+      return InvalidField("logit_bias", "logit_bias token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
     if (!(bias >= -100.0f && bias <= 100.0f))
-      return InvalidArgument("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+      return InvalidField("logit_bias", "logit_bias for token {} must be in [-100, 100], got {}", id, bias);
   }
   if (top_logprobs < 0 || top_logprobs > 20)
-    return InvalidArgument("top_logprobs must be in [0, 20], got {}", top_logprobs);
+    return InvalidField("top_logprobs", "top_logprobs must be in [0, 20], got {}", top_logprobs);
   return Status::Ok();
 }
 
 Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
-    : params_(params), n_vocab_(n_vocab), rng_(params.seed ? *params.seed : std::random_device{}()) {
+    : params_(params), n_vocab_(n_vocab), rng_(params.seed ? *params.seed : std::random_device{}()),
+      has_processors_(!params.logit_bias.empty() || params.repetition_penalty != 1.0f ||
+                      params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
   TARMAC_CHECK(params.Validate(n_vocab).ok());
 }
 
@@ -131,18 +136,33 @@ void TopLogprobs(std::span<const float> logits, int32_t n, int32_t chosen, Sampl
   out->logprob = logits[chosen] - log_z;
   out->top.clear();
   if (n <= 0) return;
-  std::vector<int32_t> idx(logits.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  n = std::min<int32_t>(n, static_cast<int32_t>(idx.size()));
-  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-  });
-  for (int32_t i = 0; i < n; ++i) out->top.push_back({idx[i], logits[idx[i]] - log_z});
+  n = std::min<int32_t>(n, static_cast<int32_t>(logits.size()));
+  // One pass keeping the n largest, most likely first (equal logits: the lower id first, as
+  // ids are visited in order and a later equal one ranks after): most logits fail the first
+  // comparison, so a cascade's 2 alternatives per token cost about one read of the row.
+  constexpr int32_t kMaxTop = 32;
+  TARMAC_CHECK(n <= kMaxTop);
+  std::array<int32_t, kMaxTop + 1> top;
+  int32_t size = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+    const float v = logits[i];
+    if (size == n && !(v > logits[top[static_cast<size_t>(size - 1)]])) continue;
+    int32_t at = size;
+    while (at > 0 && v > logits[top[static_cast<size_t>(at - 1)]]) {
+      top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
+      --at;
+    }
+    top[static_cast<size_t>(at)] = i;
+    if (size < n) ++size;
+  }
+  for (int32_t t = 0; t < size; ++t) out->top.push_back({top[static_cast<size_t>(t)], logits[top[static_cast<size_t>(t)]] - log_z});
 }
 
 SampleResult Sampler::Sample(std::span<float> logits) {
-  // Logprobs describe the model's own distribution, before any processing.
-  const std::vector<float> raw(logits.begin(), logits.end());
+  // Logprobs describe the model's own distribution, before any processing: a copy of the row
+  // when processors change it.
+  std::vector<float> raw;
+  if (has_processors_) raw.assign(logits.begin(), logits.end());
   ApplyProcessors(logits);
   SampleResult r;
   if (params_.temperature == 0.0f) {
@@ -165,7 +185,8 @@ SampleResult Sampler::Sample(std::span<float> logits) {
     }
     if (r.id < 0) r.id = last_nonzero;  // rounding left u just above the total
   }
-  TopLogprobs(raw, params_.top_logprobs, r.id, &r);
+  TopLogprobs(has_processors_ ? std::span<const float>(raw) : std::span<const float>(logits), params_.top_logprobs,
+              r.id, &r);
   return r;
 }
 

@@ -77,6 +77,7 @@ class Sampler {
   Rng rng_;
   std::unordered_map<int32_t, int32_t> prompt_counts_;
   std::unordered_map<int32_t, int32_t> output_counts_;
+  bool has_processors_;  // bias or penalties change the logits (Sample then keeps a raw copy)
 };
 
 // Index of the largest value (first among equals). Preconditions: !x.empty().

@@ -19,18 +19,28 @@ const char* RequestStateName(RequestState s) {
 
 Status CheckAdmission(const SchedulerConfig& config, int32_t num_blocks, int64_t prompt_len,
                       int64_t max_tokens) {
-  if (prompt_len <= 0) return InvalidArgument("the prompt is empty (at least one token is needed)");
-  if (max_tokens < 0) return InvalidArgument("max_tokens must be >= 0, got {}", max_tokens);
+  if (prompt_len <= 0) return InvalidField("prompt", "the prompt is empty (at least one token is needed)");
+  if (prompt_len >= config.max_context) {
+    return InvalidField("prompt",
+                        "This model's maximum context length is {} tokens. However, your prompt has {} tokens "
+                        "(at least one must be left for the completion), which exceeds the context.",
+                        config.max_context, prompt_len)
+        .WithField("prompt", "context_length_exceeded");
+  }
+  if (max_tokens < 1) return InvalidField("max_tokens", "max_tokens must be >= 1, got {}", max_tokens);
   if (prompt_len + max_tokens > config.max_context) {
-    return InvalidArgument(
-        "prompt of {} tokens + max_tokens {} = {} exceeds the context of {} tokens", prompt_len,
-        max_tokens, prompt_len + max_tokens, config.max_context);
+    return InvalidField("max_tokens",
+                        "This model's maximum context length is {} tokens. However, you requested {} tokens "
+                        "({} in the prompt, {} for the completion), which exceeds the context of {} tokens. "
+                        "Please reduce the prompt or max_tokens.",
+                        config.max_context, prompt_len + max_tokens, prompt_len, max_tokens, config.max_context)
+        .WithField("max_tokens", "context_length_exceeded");
   }
   const int64_t blocks = (prompt_len + max_tokens + config.block_size - 1) / config.block_size;
   if (blocks > num_blocks) {
-    return InvalidArgument(
-        "prompt of {} tokens + max_tokens {} needs {} KV blocks but the whole cache has {}",
-        prompt_len, max_tokens, blocks, num_blocks);
+    return InvalidField("max_tokens",
+                        "prompt of {} tokens + max_tokens {} needs {} KV blocks but the whole cache has {}",
+                        prompt_len, max_tokens, blocks, num_blocks);
   }
   return Status::Ok();
 }
@@ -55,11 +65,55 @@ struct Scheduler::Req {
   RequestState state = RequestState::kWaiting;
 };
 
+// Keeps running_slack_ exact across a change to one request: built before, destroyed after.
+class Scheduler::SlackScope {
+ public:
+  SlackScope(Scheduler* s, const Req* r) : s_(s), r_(r), before_(s->Slack(r)) {}
+  ~SlackScope() { s_->running_slack_.Add(s_->Slack(r_) - before_); }
+  SlackScope(const SlackScope&) = delete;
+  SlackScope& operator=(const SlackScope&) = delete;
+
+ private:
+  Scheduler* s_;
+  const Req* r_;
+  int64_t before_;
+};
+
 Scheduler::Scheduler(const SchedulerConfig& config, kv::BlockPool* pool, prefix::RadixTree* tree)
-    : config_(config), pool_(pool), tree_(tree) {
+    : config_(config), pool_(pool), tree_(tree), running_bound_(config.max_running) {
   TARMAC_CHECK(pool != nullptr && config.block_size >= 1 && config.max_batched_tokens >= 1 &&
                config.max_running >= 1 && config.max_context >= 1);
   TARMAC_CHECK(tree == nullptr || tree->block_size() == config.block_size);
+}
+
+int64_t Scheduler::Slack(const Req* r) const {
+  if (r->state != RequestState::kRunning) return 0;
+  return static_cast<int64_t>(r->blocks.size()) * config_.block_size - r->computed;
+}
+
+void Scheduler::PublishCounts() {
+  // A lowered cap binds once the requests above it have left.
+  running_bound_ = std::max(config_.max_running, std::min(running_bound_, static_cast<int32_t>(running_.size())));
+  num_running_.store(static_cast<int32_t>(running_.size()), std::memory_order_relaxed);
+  num_waiting_.store(static_cast<int32_t>(waiting_.size()), std::memory_order_relaxed);
+}
+
+void Scheduler::SetLimits(int32_t max_batched_tokens, int32_t max_running) {
+  TARMAC_CHECK(max_batched_tokens >= 1 && max_running >= 1);
+  config_.max_batched_tokens = max_batched_tokens;
+  config_.max_running = max_running;
+  running_bound_ = std::max(max_running, static_cast<int32_t>(running_.size()));
+}
+
+void Scheduler::SetAdmitPriorityLimit(int32_t max_priority) { admit_priority_limit_ = max_priority; }
+
+SchedulerCounters Scheduler::counters() const {
+  SchedulerCounters c;
+  c.preemptions = preemptions_.get();
+  c.evicted_blocks = evicted_blocks_.get();
+  c.prefix_queried_tokens = prefix_queried_tokens_.get();
+  c.prefix_hit_tokens = prefix_hit_tokens_.get();
+  return c;
 }
 
 Scheduler::~Scheduler() {
@@ -86,6 +140,7 @@ Status Scheduler::Add(NewRequest nr) {
   r->tokens.reserve(r->tokens.size() + nr.max_tokens);
   waiting_.push_back(r.get());
   reqs_.emplace(nr.id, std::move(r));
+  PublishCounts();
   return Status::Ok();
 }
 
@@ -113,11 +168,12 @@ int32_t Scheduler::prefix_hit_tokens(int64_t id) const {
 }
 
 bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
+  SlackScope scope(this, r);
   const size_t need = static_cast<size_t>((tokens + config_.block_size - 1) / config_.block_size);
   while (r->blocks.size() < need) {
     std::optional<int32_t> b = pool_->Allocate();
     if (!b && tree_ != nullptr) {
-      counters_.evicted_blocks += tree_->Evict(static_cast<int64_t>(need - r->blocks.size()));
+      evicted_blocks_.Add(tree_->Evict(static_cast<int64_t>(need - r->blocks.size())));
       b = pool_->Allocate();
     }
     if (!b) return false;
@@ -127,6 +183,7 @@ bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
 }
 
 void Scheduler::ReleaseAll(Req* r) {
+  SlackScope scope(this, r);
   if (r->locked) {
     tree_->Unlock(r->lock);
     r->lock = {};
@@ -182,7 +239,8 @@ void Scheduler::Preempt(Req* r, SchedulerOutput* out, int32_t* budget) {
   running_.erase(std::find(running_.begin(), running_.end(), r));
   waiting_.push_back(r);
   out->preempted.push_back(r->id);
-  ++counters_.preemptions;
+  preemptions_.Add(1);
+  PublishCounts();
 }
 
 SchedulerOutput Scheduler::Schedule() {
@@ -225,11 +283,15 @@ SchedulerOutput Scheduler::Schedule() {
   std::stable_sort(queue.begin(), queue.end(), Before);
   for (Req* r : queue) {
     if (budget == 0) break;
-    if (static_cast<int32_t>(running_.size()) >= config_.max_running) {
+    if (r->priority > admit_priority_limit_) break;  // held back by the knob, and so is the rest
+    // Room under the running cap, displacing less important requests (more than one only
+    // when the cap was lowered below the running count).
+    while (static_cast<int32_t>(running_.size()) >= config_.max_running) {
       Req* v = PickVictim(r);
       if (v == nullptr) break;
       Preempt(v, &out, &budget);
     }
+    if (static_cast<int32_t>(running_.size()) >= config_.max_running) break;
     const bool hit = AdmitPrefix(r);
     const int32_t n =
         std::min<int32_t>(static_cast<int32_t>(r->tokens.size()) - r->computed, budget);
@@ -244,15 +306,19 @@ SchedulerOutput Scheduler::Schedule() {
       ReleaseAll(r);
       break;  // FCFS: nothing behind it jumps the queue
     }
-    counters_.prefix_queried_tokens += static_cast<int64_t>(r->tokens.size());
-    if (hit) counters_.prefix_hit_tokens += r->computed;
+    prefix_queried_tokens_.Add(static_cast<int64_t>(r->tokens.size()));
+    if (hit) prefix_hit_tokens_.Add(r->computed);
     if (!r->admitted_once) r->first_hit_tokens = r->computed;
     r->admitted_once = true;
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
     running_.push_back(r);
-    r->state = RequestState::kRunning;
+    {
+      SlackScope scope(this, r);
+      r->state = RequestState::kRunning;
+    }
     push(r, n, 0);
   }
+  PublishCounts();
   return out;
 }
 
@@ -280,6 +346,7 @@ void Scheduler::Commit(const SchedulerOutput& out) {
     TARMAC_CHECK(it != reqs_.end() && it->second->state == RequestState::kRunning);
     Req* r = it->second.get();
     TARMAC_CHECK(r->computed == s.start);
+    SlackScope scope(this, r);
     r->computed += s.num_tokens - s.num_draft;
     CacheFullBlocks(r);
   }
@@ -307,6 +374,7 @@ void Scheduler::AcceptDraftToken(int64_t id, int32_t token) {
   TARMAC_CHECK(r->state == RequestState::kRunning &&
                r->computed == static_cast<int32_t>(r->tokens.size()));
   TARMAC_CHECK(static_cast<int64_t>(r->blocks.size()) * config_.block_size > r->computed);
+  SlackScope scope(this, r);
   r->tokens.push_back(token);
   ++r->computed;
   CacheFullBlocks(r);
@@ -316,6 +384,7 @@ void Scheduler::TrimToComputed(int64_t id) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;
   Req* r = it->second.get();
+  SlackScope scope(this, r);
   const size_t keep = static_cast<size_t>((r->computed + config_.block_size - 1) / config_.block_size);
   while (r->blocks.size() > keep) {
     pool_->Release(r->blocks.back());
@@ -366,25 +435,17 @@ void Scheduler::Finish(int64_t id) {
   drop(running_);
   drop(waiting_);
   reqs_.erase(it);
+  PublishCounts();
 }
 
 KvUsage Scheduler::Usage() const {
   KvUsage u;
   u.total_blocks = pool_->num_blocks();
   u.free_blocks = pool_->num_free();
-  std::unordered_set<int32_t> held;
-  for (const Req* r : running_) {
-    for (int32_t b : r->blocks) {
-      if (b != kFreedBlock) held.insert(b);
-    }
-    // Slots of the blocks still held that hold no computed token.
-    u.unused_slots += static_cast<int64_t>(r->blocks.size()) * config_.block_size - r->computed;
-  }
-  u.request_blocks = static_cast<int32_t>(held.size());
-  u.allocated_slots = static_cast<int64_t>(held.size()) * config_.block_size;
-  if (tree_ != nullptr) {
-    for (int32_t b : tree_->CachedBlocks()) u.cached_only_blocks += held.count(b) == 0 ? 1 : 0;
-  }
+  u.request_blocks = pool_->num_request_held();
+  u.cached_only_blocks = pool_->num_cache_only();
+  u.allocated_slots = static_cast<int64_t>(u.request_blocks) * config_.block_size;
+  u.unused_slots = running_slack_.get();
   return u;
 }
 
@@ -399,9 +460,16 @@ Status Scheduler::CheckIntegrity() const {
     return Internal("{} requests but {} running + {} waiting", reqs_.size(), running_.size(),
                     waiting_.size());
   }
-  if (static_cast<int32_t>(running_.size()) > config_.max_running) {
-    return Internal("{} running requests exceed the cap of {}", running_.size(), config_.max_running);
+  if (static_cast<int32_t>(running_.size()) > running_bound_) {
+    return Internal("{} running requests exceed the cap of {}", running_.size(), running_bound_);
   }
+  if (num_running() != static_cast<int32_t>(running_.size()) || num_waiting() != static_cast<int32_t>(waiting_.size()))
+    return Internal("published {} running / {} waiting, listed {} / {}", num_running(), num_waiting(),
+                    running_.size(), waiting_.size());
+  int64_t slack = 0;
+  for (const Req* r : running_) slack += Slack(r);
+  if (slack != running_slack_.get())
+    return Internal("running requests' tail slack is {} slots, tracked {}", slack, running_slack_.get());
   for (const Req* r : waiting_) {
     if (r->state != RequestState::kWaiting && r->state != RequestState::kPreempted)
       return Internal("request {} is queued but {}", r->id, RequestStateName(r->state));

@@ -18,11 +18,19 @@
 // When the pool runs dry: evict unlocked cached prefixes (LRU), then preempt the least
 // important running request (largest class, latest arrival) by recompute.
 //
+// Knobs: the token budget, the running cap and an admission priority limit can change between
+// steps (SetLimits, SetAdmitPriorityLimit); they apply from the next Schedule(). Lowering the
+// running cap below the running count admits nobody until requests finish (no preemption).
+//
 // Owns the per-request state; borrows the pool and the tree (tree may be null: no prefix
-// cache). Not thread-safe: the engine's step thread owns it. Mutating: Add, Schedule, Commit,
-// AppendToken, Finish.
+// cache). Not thread-safe: the engine's step thread calls every method except counters(),
+// Usage(), num_running() and num_waiting(), which any thread may call (single-writer atomics,
+// O(1): each value whole, not a snapshot of all). Mutating: Add, Schedule, Commit, AppendToken,
+// SetLookahead, AcceptDraftToken, TrimToComputed, Finish, SetLimits, SetAdmitPriorityLimit.
 #pragma once
 
+#include <atomic>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -38,15 +46,19 @@ namespace tarmac::sched {
 enum class RequestState { kWaiting, kRunning, kPreempted, kFinished };
 const char* RequestStateName(RequestState s);
 
+// The engine's scheduler settings; the defaults here are every subcommand's defaults.
 struct SchedulerConfig {
   int32_t block_size = 16;          // tokens per KV block (must equal the pool's and tree's)
   int32_t max_batched_tokens = 512; // tokens computed per step, all requests together
   int32_t max_running = 64;         // requests holding KV at once
-  int32_t max_context = 2048;       // tokens per sequence (prompt + output)
+  int32_t max_context = 0;          // tokens per sequence (prompt + output); the engine sets 0
+                                    // to the model's training context; the Scheduler needs >= 1
 };
 
-// Checks that a request can ever run: prompt non-empty, prompt + max_tokens within the
-// context and within the whole pool. The error names the numbers.
+// Checks that a request can ever run: prompt non-empty and shorter than the context, max_tokens
+// >= 1, prompt + max_tokens within the context and within the whole pool. The error names the
+// numbers and the field ("prompt" or "max_tokens"; reason "context_length_exceeded" when the
+// context is what does not fit).
 Status CheckAdmission(const SchedulerConfig& config, int32_t num_blocks, int64_t prompt_len,
                       int64_t max_tokens);
 
@@ -78,7 +90,7 @@ struct SchedulerOutput {
   bool empty() const { return seqs.empty(); }
 };
 
-// Cumulative counters since construction.
+// Cumulative counters since construction (a snapshot).
 struct SchedulerCounters {
   int64_t preemptions = 0;
   int64_t evicted_blocks = 0;        // cached blocks returned to the pool by eviction
@@ -110,6 +122,12 @@ class Scheduler {
 
   // Queues a request (waiting). Errors: CheckAdmission's, or a duplicate id.
   Status Add(NewRequest r);
+  // Knobs, from the next Schedule(). Preconditions: both >= 1.
+  void SetLimits(int32_t max_batched_tokens, int32_t max_running);
+  // Waiting requests of a priority class larger (less important) than `max_priority` are not
+  // admitted while it holds (INT32_MAX: everyone).
+  void SetAdmitPriorityLimit(int32_t max_priority);
+  int32_t admit_priority_limit() const { return admit_priority_limit_; }
 
   // Builds the next step. Empty when nothing can run.
   SchedulerOutput Schedule();
@@ -150,15 +168,17 @@ class Scheduler {
   int32_t prefix_hit_tokens(int64_t id) const;
   // The request's prompt + output so far. Preconditions: Has(id).
   const std::vector<int32_t>& tokens(int64_t id) const;
-  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
-  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return num_running_.load(std::memory_order_relaxed); }
+  int32_t num_waiting() const { return num_waiting_.load(std::memory_order_relaxed); }
+  // The current knobs are config().max_batched_tokens and config().max_running.
   const SchedulerConfig& config() const { return config_; }
-  const SchedulerCounters& counters() const { return counters_; }
+  SchedulerCounters counters() const;
   KvUsage Usage() const;
 
   // Pool and tree integrity, and every block's refcount == requests holding it + (1 if the
   // tree caches it); waiting requests hold nothing; running ones hold blocks covering what
-  // they computed; the running cap holds.
+  // they computed; the running cap holds (unless lowered since); the published counts and the
+  // tail slack match a recount.
   Status CheckIntegrity() const;
 
  private:
@@ -171,6 +191,17 @@ class Scheduler {
   void Preempt(Req* r, SchedulerOutput* out, int32_t* budget);
   Req* PickVictim(const Req* requester) const;
   void CacheFullBlocks(Req* r);
+  // Allocated-but-uncomputed token slots of a running request (0 for any other state).
+  int64_t Slack(const Req* r) const;
+  class SlackScope;  // keeps running_slack_ exact across one request's change
+  void PublishCounts();
+
+  // Single-writer counter readable from other threads.
+  struct Count {
+    std::atomic<int64_t> v{0};
+    void Add(int64_t d) { v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
+    int64_t get() const { return v.load(std::memory_order_relaxed); }
+  };
 
   SchedulerConfig config_;
   kv::BlockPool* pool_;
@@ -179,7 +210,11 @@ class Scheduler {
   std::vector<Req*> running_;
   std::vector<Req*> waiting_;
   int64_t arrivals_ = 0;
-  SchedulerCounters counters_;
+  int32_t admit_priority_limit_ = INT32_MAX;
+  int32_t running_bound_;  // the running cap CheckIntegrity holds: a lowered cap once it binds
+  Count preemptions_, evicted_blocks_, prefix_queried_tokens_, prefix_hit_tokens_;
+  Count running_slack_;  // sum of Slack over running requests
+  std::atomic<int32_t> num_running_{0}, num_waiting_{0};
 };
 
 }  // namespace tarmac::sched

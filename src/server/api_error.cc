@@ -78,4 +78,11 @@ ApiError ServerError(std::string message) {
   return e;
 }
 
+ApiError FromStatus(const Status& st) {
+  if (st.code() == StatusCode::kInvalidArgument)
+    return BadRequest(st.field(), st.message(), st.reason().empty() ? "invalid_value" : st.reason());
+  if (st.code() == StatusCode::kResourceExhausted) return Unavailable(st.message(), 1);
+  return ServerError(st.message());
+}
+
 }  // namespace tarmac::server

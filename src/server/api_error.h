@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "base/status.h"
+
 namespace tarmac::server {
 
 struct ApiError {
@@ -25,5 +27,9 @@ ApiError TooLarge(std::string message);
 ApiError TooManyRequests(std::string message, int retry_after_s, std::string code);
 ApiError Unavailable(std::string message, int retry_after_s = 0);
 ApiError ServerError(std::string message);
+// An error Status from below the server as the API answers it: an input error is a 400 whose
+// param is the status's field and whose code is its reason ("invalid_value" when none); an
+// exhausted resource (a full engine queue, an engine shutting down) is a 503 with Retry-After.
+ApiError FromStatus(const Status& st);
 
 }  // namespace tarmac::server

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/hash.h"
 
 namespace tarmac::server {
 namespace {
@@ -19,15 +18,25 @@ std::array<unsigned char, 32> Sha256(std::string_view s) {
 
 }  // namespace
 
-Result<ApiKeyStore> ApiKeyStore::Load(const std::string& path) {
+Result<ApiKeyStore> ApiKeyStore::Load(const std::string& path, const std::string& tenant) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return NotFound("{}: cannot read the API key file", path);
   std::ostringstream ss;
   ss << f.rdbuf();
-  return Parse(ss.str(), path);
+  return Parse(ss.str(), path, tenant);
 }
 
-Result<ApiKeyStore> ApiKeyStore::Parse(std::string_view text, const std::string& origin) {
+Status ApiKeyStore::Merge(const ApiKeyStore& other) {
+  for (const Entry& e : other.entries_) {
+    for (const Entry& mine : entries_)
+      if (CRYPTO_memcmp(mine.digest.data(), e.digest.data(), e.digest.size()) == 0)
+        return InvalidArgument("an API key of tenant '{}' is also a key of tenant '{}'", e.tenant, mine.tenant);
+    entries_.push_back(e);
+  }
+  return Status::Ok();
+}
+
+Result<ApiKeyStore> ApiKeyStore::Parse(std::string_view text, const std::string& origin, const std::string& only) {
   ApiKeyStore store;
   std::istringstream in{std::string(text)};
   std::string line;
@@ -41,7 +50,9 @@ Result<ApiKeyStore> ApiKeyStore::Parse(std::string_view text, const std::string&
     ls >> tenant;
     if (ls >> extra) return InvalidArgument("{} line {}: expected 'KEY [TENANT]', found more fields", origin, lineno);
     if (key.size() < 8) return InvalidArgument("{} line {}: API keys must be at least 8 characters", origin, lineno);
-    if (tenant.empty()) tenant = "key" + std::to_string(store.entries_.size() + 1);
+    if (!only.empty() && !tenant.empty() && tenant != only)
+      return InvalidArgument("{} line {}: a key of tenant '{}' names tenant '{}'", origin, lineno, only, tenant);
+    if (tenant.empty()) tenant = only.empty() ? "key" + std::to_string(store.entries_.size() + 1) : only;
     store.entries_.push_back({Sha256(key), tenant});
   }
   if (store.entries_.empty()) return InvalidArgument("{}: no API keys found", origin);
@@ -70,10 +81,6 @@ std::string_view BearerToken(std::string_view v) {
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   return v;
-}
-
-uint64_t PrefixNamespace(std::string_view tenant, std::string_view model) {
-  return SplitMix64(Fnv1a64(tenant) ^ SplitMix64(Fnv1a64(model)));
 }
 
 }  // namespace tarmac::server

@@ -21,8 +21,11 @@ namespace tarmac::server {
 
 class ApiKeyStore {
  public:
-  static Result<ApiKeyStore> Load(const std::string& path);
-  static Result<ApiKeyStore> Parse(std::string_view text, const std::string& origin);
+  // tenant: every key of the file belongs to it (lines "KEY", or "KEY TENANT" naming it).
+  static Result<ApiKeyStore> Load(const std::string& path, const std::string& tenant = "");
+  static Result<ApiKeyStore> Parse(std::string_view text, const std::string& origin, const std::string& tenant = "");
+  // Adds another store's keys. Errors: a key in both (whatever its tenants).
+  Status Merge(const ApiKeyStore& other);
 
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
@@ -39,9 +42,5 @@ class ApiKeyStore {
 
 // The key from an "Authorization: Bearer KEY" header value ("" when absent or malformed).
 std::string_view BearerToken(std::string_view authorization);
-
-// The prefix-cache namespace of (tenant, model): a salt derived on the server, never sent by
-// clients, so no tenant can reuse another tenant's cached prefix.
-uint64_t PrefixNamespace(std::string_view tenant, std::string_view model);
 
 }  // namespace tarmac::server

@@ -1,13 +1,16 @@
 #include "server/http_server.h"
 
 #include <cstdio>
+#include <future>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/server_internal.h"
 
 namespace tarmac::server {
 
 Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
+  if (!config.metrics) config.metrics = std::make_shared<metrics::Registry>();
   auto impl = std::make_unique<Impl>(std::move(config));
   beast::error_code ec;
   auto addr = asio::ip::make_address(impl->config.host, ec);
@@ -25,16 +28,33 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
   // Engines stop before the sessions that borrow them go away with the io_context.
-  for (auto& m : impl_->models) m->engine->Shutdown();
+  impl_->pool.Shutdown();
+  impl_->router.reset();
   impl_->inflight.clear();
 }
 
 int Server::port() const { return impl_->acceptor.local_endpoint().port(); }
 
-void Server::AddModel(std::unique_ptr<ServedModel> model) {
-  std::shared_ptr<ServedModel> holder(model.release());
-  asio::post(impl_->ioc, [impl = impl_.get(), holder]() mutable {
-    impl->models.push_back(std::unique_ptr<ServedModel>(new ServedModel(std::move(*holder))));
+std::shared_ptr<metrics::Registry> Server::registry() const { return impl_->config.metrics; }
+
+Status Server::SetRoutes(router::RouterConfig routes) {
+  auto holder = std::make_shared<router::RouterConfig>(std::move(routes));
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  asio::post(impl_->ioc, [impl = impl_.get(), holder, done] {
+    auto r = std::make_unique<router::Router>(std::move(*holder), &impl->pool, impl->config.metrics);
+    Status st = r->Validate();
+    if (st.ok()) impl->router = std::move(r);
+    done->set_value(st);
+  });
+  return result.get();
+}
+
+void Server::AddModel(std::unique_ptr<router::PoolModel> model, std::optional<router::AdmissionLimits> limits) {
+  std::shared_ptr<router::PoolModel> holder(model.release());
+  asio::post(impl_->ioc, [impl = impl_.get(), holder, limits]() mutable {
+    if (limits) impl->pool.admission().SetModelLimits(holder->name, *limits);
+    impl->pool.Add(std::unique_ptr<router::PoolModel>(new router::PoolModel(std::move(*holder))));
   });
 }
 
@@ -72,12 +92,6 @@ void Server::Impl::Accept() {
   });
 }
 
-ServedModel* Server::Impl::FindModel(const std::string& name) const {
-  for (const auto& m : models)
-    if (m->name == name) return m.get();
-  return nullptr;
-}
-
 void Server::Impl::Release(int64_t id, bool was_running) {
   auto it = inflight.find(id);
   if (it == inflight.end()) return;
@@ -85,9 +99,9 @@ void Server::Impl::Release(int64_t id, bool was_running) {
   inflight.erase(it);
   std::vector<int64_t> start;
   if (was_running) {
-    start = admission.Finish(id);
+    start = pool.admission().Finish(id);
   } else {
-    admission.Withdraw(id);
+    pool.admission().Withdraw(id);
   }
   for (int64_t next : start) {
     auto n = inflight.find(next);
@@ -137,13 +151,6 @@ void Server::Impl::CheckDrained() {
   std::fprintf(stderr, "tarmac serve: drained, exiting\n");
 }
 
-std::string Server::Impl::RenderMetrics() const {
-  std::vector<ModelSnapshot> snaps;
-  std::map<std::string, int32_t> queued;
-  for (const auto& [id, s] : inflight)
-    if (s->queued()) queued[s->model_name()]++;
-  for (const auto& m : models) snaps.push_back({m->name, m->engine->Stats(), queued[m->name]});
-  return metrics.Render(snaps, admission.running(), admission.queued(), open_connections.load());
-}
+std::string Server::Impl::RenderMetrics() const { return config.metrics->Render(NowSeconds()); }
 
 }  // namespace tarmac::server

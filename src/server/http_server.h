@@ -4,6 +4,8 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE when "stream": true)
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
+//   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+// A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
 // Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
@@ -14,28 +16,42 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "metrics/registry.h"
+#include "router/admission.h"
+#include "router/pool_model.h"
+#include "router/router.h"
 #include "server/auth.h"
 #include "server/limits.h"
-#include "server/served_model.h"
 
 namespace tarmac::server {
+
+// What a tenant's requests get when they do not say (SLA tier, risk).
+struct TenantDefaults {
+  std::string sla;                    // "" : none
+  std::optional<metrics::Risk> risk;
+};
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: any free port (see Server::port())
   std::optional<ApiKeyStore> keys;          // none: no auth, every request is tenant "default"
   int64_t max_body_bytes = 4 << 20;         // larger bodies get 413
-  AdmissionConfig admission;
+  router::AdmissionLimits admission;        // totals over every model
+  // Where the server's, the pool's and (given in their configs) the engines' series live; null:
+  // the server makes one (engines added later should then use Server::registry()).
+  std::shared_ptr<metrics::Registry> metrics;
   double rate_limit_rps = 0;                // per tenant; 0: off
   double rate_limit_burst = 0;              // bucket size (0: max(1, rps))
   double request_timeout_s = 600;           // admission wait + generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
+  std::map<std::string, TenantDefaults> tenants;  // by tenant name
 };
 
 class Server {
@@ -44,7 +60,12 @@ class Server {
   ~Server();
 
   int port() const;
-  void AddModel(std::unique_ptr<ServedModel> model);
+  std::shared_ptr<metrics::Registry> registry() const;
+  // limits: the model's share of admission (default: the totals).
+  void AddModel(std::unique_ptr<router::PoolModel> model, std::optional<router::AdmissionLimits> limits = std::nullopt);
+  // The routes (virtual model names) over the models added so far. Waits for the I/O thread;
+  // errors (Router::Validate) leave the server without routes.
+  Status SetRoutes(router::RouterConfig routes);
   void SetReady();
   // Serves until drained. Returns 0.
   int Run();

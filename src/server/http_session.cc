@@ -29,7 +29,7 @@ Session::~Session() { srv_->open_connections--; }
 
 const std::string& Session::model_name() const {
   static const std::string kNone;
-  return gen_ ? gen_->model().name : kNone;
+  return gen_ ? gen_->model_name() : kNone;
 }
 
 void Session::DoRead() {
@@ -122,7 +122,7 @@ void Session::Handle() {
   static const Route kRoutes[] = {{"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
                                   {"/v1/models", http::verb::get},      {"/tokenize", http::verb::post},
                                   {"/detokenize", http::verb::post},    {"/health", http::verb::get},
-                                  {"/metrics", http::verb::get}};
+                                  {"/metrics", http::verb::get},        {"/v1/feedback", http::verb::post}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
@@ -180,22 +180,33 @@ void Session::Handle() {
   if (route_ == "/v1/models") return HandleModels(one_model);
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
+  if (route_ == "/v1/feedback") return HandleFeedback(tenant);
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
 }
 
 void Session::HandleModels(const std::string& one) {
-  auto card = [](const ServedModel& m) {
+  auto card = [](const router::PoolModel& m) {
     return Json{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "tarmac"},
                 {"root", m.name}, {"max_model_len", m.max_context}};
   };
   if (!one.empty()) {
-    const ServedModel* m = srv_->FindModel(one);
+    if (srv_->IsRoute(one)) {
+      Respond(200, "application/json", DumpJson(Json{{"id", one}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"},
+                                                     {"root", one}, {"tarmac", {{"route", true}}}}));
+      return;
+    }
+    const router::PoolModel* m = srv_->FindModel(one);
     if (!m) return RespondError(NotFound("The model '" + one + "' does not exist", "model", "model_not_found"));
     Respond(200, "application/json", DumpJson(card(*m)));
     return;
   }
   Json data = Json::array();
-  for (const auto& m : srv_->models) data.push_back(card(*m));
+  for (const auto& m : srv_->pool.models()) data.push_back(card(*m));
+  if (srv_->router) {
+    for (const std::string& r : srv_->router->route_names())
+      data.push_back(Json{{"id", r}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"}, {"root", r},
+                          {"tarmac", {{"route", true}}}});
+  }
   Respond(200, "application/json", DumpJson(Json{{"object", "list"}, {"data", std::move(data)}}));
 }
 
@@ -204,7 +215,7 @@ void Session::HandleTokenize(bool detokenize) {
   if (detokenize) {
     DetokenizeRequest r;
     if (auto e = ParseDetokenizeRequest(body, &r)) return RespondError(*e);
-    const ServedModel* m = srv_->FindModel(r.model);
+    const router::PoolModel* m = srv_->FindModel(r.model);
     if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
     for (size_t i = 0; i < r.tokens.size(); ++i) {
       if (r.tokens[i] < 0 || r.tokens[i] >= m->tokenizer->n_vocab())
@@ -216,7 +227,7 @@ void Session::HandleTokenize(bool detokenize) {
   }
   TokenizeRequest r;
   if (auto e = ParseTokenizeRequest(body, &r)) return RespondError(*e);
-  const ServedModel* m = srv_->FindModel(r.model);
+  const router::PoolModel* m = srv_->FindModel(r.model);
   if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
   std::vector<int32_t> ids;
   if (r.is_chat) {
@@ -238,9 +249,23 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   }
   GenRequest req;
   if (auto e = ParseGenRequest(parser_->get().body(), kind, &req)) return RespondError(*e);
-  ServedModel* m = srv_->FindModel(req.model);
-  if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
-  gen_ = std::make_unique<Generation>(std::move(req), m, tenant);
+  req.spec.tenant = tenant;
+  if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {
+    if (req.spec.sla.empty()) req.spec.sla = t->second.sla;
+    if (!req.spec.risk_given && t->second.risk) {
+      req.spec.risk = *t->second.risk;
+      req.spec.risk_given = true;
+    }
+  }
+  std::unique_ptr<router::Target> target;
+  if (srv_->IsRoute(req.model)) {
+    target = srv_->router->MakeTarget(req.model, tenant);
+  } else if (router::PoolModel* m = srv_->FindModel(req.model)) {
+    target = std::make_unique<router::EngineTarget>(m);  // a model by name: no routing
+  } else {
+    return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
+  }
+  gen_ = std::make_unique<GenerationJob>(std::move(req), std::move(target));
   if (auto e = gen_->Prepare()) {
     gen_.reset();
     return RespondError(*e);
@@ -249,24 +274,54 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   parser_.reset();
   gen_id_ = srv_->next_gen_id++;
   client_gone_ = timed_out_ = false;
+  headers_sent_ = false;
   aborted_.reset();
-  switch (srv_->admission.Arrive(gen_id_, gen_->admission_tokens(), gen_->priority())) {
-    case Admission::Decision::kRejected:
-      gen_.reset();
-      srv_->metrics.CountRejected("queue_full");
-      return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
-    case Admission::Decision::kQueued:
-      srv_->inflight[gen_id_] = shared_from_this();
-      state_ = State::kQueued;
-      ArmTimeout();
-      WatchDisconnect();
-      return;
-    case Admission::Decision::kRun:
-      srv_->inflight[gen_id_] = shared_from_this();
-      ArmTimeout();
-      StartGeneration();
-      return;
+  ArmTimeout();
+  Admit();
+}
+
+void Session::Admit() {
+  for (;;) {
+    admitted_model_ = gen_->model_name();
+    switch (srv_->pool.admission().Arrive(admitted_model_, gen_id_, gen_->admission_tokens(), gen_->priority())) {
+      case router::Admission::Decision::kQueued:
+        srv_->inflight[gen_id_] = shared_from_this();
+        state_ = State::kQueued;
+        WatchDisconnect();
+        return;
+      case router::Admission::Decision::kRun:
+        srv_->inflight[gen_id_] = shared_from_this();
+        StartGeneration();
+        return;
+      case router::Admission::Decision::kRejected:
+        break;
+    }
+    if (gen_->routed()) {
+      // The route's next model takes it, if one is left.
+      if (auto e = gen_->Fallback(admitted_model_ + "'s queue is full")) {
+        gen_timer_.cancel();
+        gen_->Finished(true);
+        gen_.reset();
+        srv_->metrics.CountRejected("queue_full");
+        return RespondError(*e);
+      }
+      continue;
+    }
+    gen_timer_.cancel();
+    gen_.reset();
+    srv_->metrics.CountRejected("queue_full");
+    return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
   }
+}
+
+void Session::HandleFeedback(const std::string& tenant) {
+  FeedbackRequest r;
+  if (auto e = ParseFeedbackRequest(parser_->get().body(), &r)) return RespondError(*e);
+  if (!srv_->router) return RespondError(NotFound("no routed response with id '" + r.id + "' (this server has no routes)", "id"));
+  Status st = srv_->router->Feedback(r.id, tenant, r.score);
+  if (st.code() == StatusCode::kNotFound) return RespondError(NotFound(st.message(), "id"));
+  if (!st.ok()) return RespondError(FromStatus(st));
+  Respond(200, "application/json", "{\"status\":\"ok\"}");
 }
 
 void Session::ArmTimeout() {
@@ -296,20 +351,38 @@ void Session::StartGeneration() {
       });
   };
   if (auto e = gen_->Start(notify)) {
-    gen_timer_.cancel();
+    // Keep the session alive while it gives its slot back (Release may drop the last reference).
+    std::shared_ptr<Session> self = shared_from_this();
     srv_->Release(gen_id_, true);
-    gen_.reset();
     state_ = State::kResponding;
+    if (e->status == 503 && gen_->routed()) {
+      // The model stopped taking requests: the route's baseline may.
+      if (auto f = gen_->Fallback(admitted_model_ + " is not accepting requests"); !f) {
+        gen_id_ = srv_->next_gen_id++;
+        return Admit();
+      } else {
+        e = f;
+      }
+    }
+    gen_timer_.cancel();
+    gen_->Finished(true);
+    gen_.reset();
     return RespondError(*e);
   }
-  if (gen_->streaming()) {
-    Write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
-          "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n");
-    std::string prelude = gen_->StreamPrelude();
-    if (!prelude.empty()) Write(HexChunk(prelude));
-  }
+  if (gen_->streaming() && !gen_->holds_back()) WriteStreamHeaders();
   WatchDisconnect();
   OnEngineEvents();
+}
+
+void Session::WriteStreamHeaders() {
+  if (headers_sent_) return;
+  headers_sent_ = true;
+  std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+                  "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
+  if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  Write(h + "\r\n");
+  std::string prelude = gen_->render().StreamPrelude();
+  if (!prelude.empty()) Write(HexChunk(prelude));
 }
 
 void Session::OnEngineEvents() {
@@ -323,15 +396,27 @@ void Session::OnEngineEvents() {
     std::fprintf(stderr, "tarmac serve: internal error streaming a response: %s\n", e.what());
     gen_->CancelAll();
   }
+  // A cascade that escalated runs on another model now: its admission slot follows.
+  if (gen_->model_name() != admitted_model_) {
+    admitted_model_ = gen_->model_name();
+    for (int64_t next : srv_->pool.admission().Transfer(gen_id_, admitted_model_)) {
+      auto n = srv_->inflight.find(next);
+      if (n != srv_->inflight.end()) {
+        std::shared_ptr<Session> s = n->second;
+        asio::post(srv_->ioc, [s] { s->StartGeneration(); });
+      }
+    }
+  }
+  if (gen_->streaming() && !client_gone_ && (gen_->released() || done)) WriteStreamHeaders();
   if (gen_->streaming() && !client_gone_ && !sse.empty()) Write(HexChunk(sse));
   if (done) FinishGeneration();
 }
 
 void Session::FinishGeneration() {
   gen_timer_.cancel();
-  for (const Choice& c : gen_->choices()) srv_->metrics.ObserveRequest(gen_->BucketOf(c), c.metrics, c.finish);
   state_ = State::kResponding;
-  std::unique_ptr<Generation> gen = std::move(gen_);
+  std::unique_ptr<GenerationJob> gen = std::move(gen_);
+  gen->Finished(aborted_.has_value() || gen->render().EngineError().has_value());
   const int64_t id = gen_id_;
   if (client_gone_) {
     srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
@@ -342,16 +427,18 @@ void Session::FinishGeneration() {
   if (gen->streaming()) {
     std::string tail;
     if (aborted_) tail += "data: " + aborted_->ToJson() + "\n\n";
-    tail += gen->StreamEpilogue();
+    tail += gen->render().StreamEpilogue();
     Write(HexChunk(tail) + "0\r\n\r\n");
     srv_->metrics.CountResponse(route_, aborted_ ? aborted_->status : 200);
     ResponseDone();
   } else if (aborted_) {
     RespondError(*aborted_);
-  } else if (auto e = gen->EngineError()) {
+  } else if (auto e = gen->render().EngineError()) {
     RespondError(*e);
   } else {
-    Respond(200, "application/json", gen->ResponseBody());
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (auto info = gen->route_info()) extra.emplace_back("x-tarmac-route", RouteHeader(*info));
+    Respond(200, "application/json", gen->render().ResponseBody(), extra);
   }
   srv_->Release(id, true);
 }

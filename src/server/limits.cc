@@ -32,40 +32,4 @@ bool RateLimiter::Allow(const std::string& tenant, double now_s, int* retry_afte
   return false;
 }
 
-Admission::Decision Admission::Arrive(int64_t id, int64_t tokens, int32_t priority) {
-  if (running() < c_.max_concurrent && queue_.empty()) {
-    running_.insert(id);
-    return Decision::kRun;
-  }
-  if (queued() >= c_.max_queue || queued_tokens_ + tokens > c_.max_queue_tokens) return Decision::kRejected;
-  auto key = std::make_tuple(priority, seq_++, id);
-  queue_.insert(key);
-  queued_by_id_[id] = key;
-  queued_tokens_by_id_[id] = tokens;
-  queued_tokens_ += tokens;
-  return Decision::kQueued;
-}
-
-std::vector<int64_t> Admission::Finish(int64_t id) {
-  running_.erase(id);
-  std::vector<int64_t> start;
-  while (running() < c_.max_concurrent && !queue_.empty()) {
-    const int64_t next = std::get<2>(*queue_.begin());
-    Withdraw(next);
-    running_.insert(next);
-    start.push_back(next);
-  }
-  return start;
-}
-
-void Admission::Withdraw(int64_t id) {
-  auto it = queued_by_id_.find(id);
-  if (it == queued_by_id_.end()) return;
-  queue_.erase(it->second);
-  queued_by_id_.erase(it);
-  auto t = queued_tokens_by_id_.find(id);
-  queued_tokens_ -= t->second;
-  queued_tokens_by_id_.erase(t);
-}
-
 }  // namespace tarmac::server

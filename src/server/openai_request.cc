@@ -81,6 +81,14 @@ std::optional<ApiError> GetFloat(const Json& j, const char* key, double lo, doub
   return std::nullopt;
 }
 
+std::optional<ApiError> GetDouble(const Json& j, const char* key, double lo, double hi, double* out) {
+  float f = 0;
+  if (auto e = GetFloat(j, key, lo, hi, &f)) return e;
+  auto it = j.find(key);
+  if (it != j.end() && it->is_number()) *out = it->get<double>();
+  return std::nullopt;
+}
+
 std::optional<ApiError> GetString(const Json& j, const char* key, std::string* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
@@ -118,6 +126,17 @@ std::optional<ApiError> CheckKnown(const Json& j, const std::set<std::string>& k
   return std::nullopt;
 }
 
+// A bucket name (task, SLA tier): at most 64 letters, digits, '-' and '_'.
+std::optional<ApiError> GetName(const Json& j, const char* key, std::string* out) {
+  if (auto e = GetString(j, key, out)) return e;
+  if (out->size() > 64) return BadRequest(key, std::string("'") + key + "' must be at most 64 bytes", "invalid_value");
+  for (char ch : *out) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_')
+      return BadRequest(key, std::string("'") + key + "' may hold only letters, digits, '-' and '_'", "invalid_value");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseModel(const Json& j, std::string* model) {
   auto it = j.find("model");
   if (it == j.end() || it->is_null()) return BadRequest("model", "'model' is required", "missing_required_parameter");
@@ -141,7 +160,7 @@ std::optional<ApiError> ParseIdArray(const Json& a, const std::string& param, st
   return std::nullopt;
 }
 
-std::optional<ApiError> ParsePrompt(const Json& j, std::vector<PromptInput>* prompts) {
+std::optional<ApiError> ParsePrompt(const Json& j, std::vector<router::PromptInput>* prompts) {
   auto it = j.find("prompt");
   if (it == j.end() || it->is_null()) return BadRequest("prompt", "'prompt' is required", "missing_required_parameter");
   const Json& p = *it;
@@ -154,7 +173,7 @@ std::optional<ApiError> ParsePrompt(const Json& j, std::vector<PromptInput>* pro
   if (!p.is_array()) return WrongType("prompt", "a string, an array of strings or an array of token ids", p);
   if (p.empty()) return empty();
   if (p[0].is_number()) {
-    PromptInput in;
+    router::PromptInput in;
     in.is_ids = true;
     if (auto e = ParseIdArray(p, "prompt", &in.ids)) return e;
     prompts->push_back(std::move(in));
@@ -170,7 +189,7 @@ std::optional<ApiError> ParsePrompt(const Json& j, std::vector<PromptInput>* pro
       prompts->push_back({false, e.get<std::string>(), {}});
     } else if (e.is_array()) {
       if (e.empty()) return empty();
-      PromptInput in;
+      router::PromptInput in;
       in.is_ids = true;
       if (auto err = ParseIdArray(e, "prompt", &in.ids)) return err;
       prompts->push_back(std::move(in));
@@ -282,7 +301,7 @@ const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "seed", "stream",
     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "user",
     "priority", "logprobs", "stop_token_ids", "ignore_eos", "best_of", "service_tier", "metadata", "store",
-    "speculative", "task"};
+    "speculative", "task", "sla", "risk"};
 const std::set<std::string> kCompletionOnly = {"prompt", "echo", "suffix"};
 const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                          "tool_choice", "parallel_tool_calls", "response_format",
@@ -294,13 +313,14 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   Json j;
   if (auto e = ParseJsonObject(body, &j)) return e;
   out->kind = kind;
+  out->spec.chat = kind == ApiKind::kChat;
   std::set<std::string> known = kCommonFields;
   known.insert((kind == ApiKind::kChat ? kChatOnly : kCompletionOnly).begin(),
                (kind == ApiKind::kChat ? kChatOnly : kCompletionOnly).end());
   if (auto e = CheckKnown(j, known)) return e;
   if (auto e = ParseModel(j, &out->model)) return e;
   if (kind == ApiKind::kCompletion) {
-    if (auto e = ParsePrompt(j, &out->prompts)) return e;
+    if (auto e = ParsePrompt(j, &out->spec.prompts)) return e;
     bool echo = false;
     if (auto e = GetBool(j, "echo", &echo)) return e;
     if (echo) return BadRequest("echo", "'echo' is not supported", "unsupported_parameter");
@@ -308,12 +328,12 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
     if (auto e = GetString(j, "suffix", &suffix)) return e;
     if (!suffix.empty()) return BadRequest("suffix", "'suffix' is not supported", "unsupported_parameter");
   } else {
-    if (auto e = ParseMessages(j, &out->messages)) return e;
+    if (auto e = ParseMessages(j, &out->spec.messages)) return e;
     if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
       if (!t->is_array()) return WrongType("tools", "an array", *t);
-      out->tools = *t;
+      out->spec.tools = *t;
     }
-    if (auto e = GetBool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+    if (auto e = GetBool(j, "add_generation_prompt", &out->spec.add_generation_prompt)) return e;
     if (auto rf = j.find("response_format"); rf != j.end() && !rf->is_null()) {
       if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
         return BadRequest("response_format", "only 'response_format' {\"type\": \"text\"} is supported", "unsupported_parameter");
@@ -322,20 +342,20 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   int64_t v = 0;
   bool has = false;
   if (auto e = GetInt(j, "max_tokens", 1, 1 << 24, &v, &has)) return e;
-  if (has) out->max_tokens = static_cast<int32_t>(v);
+  if (has) out->spec.max_tokens = static_cast<int32_t>(v);
   if (kind == ApiKind::kChat) {
     has = false;
     if (auto e = GetInt(j, "max_completion_tokens", 1, 1 << 24, &v, &has)) return e;
-    if (has) out->max_tokens = static_cast<int32_t>(v);
+    if (has) out->spec.max_tokens = static_cast<int32_t>(v);
   }
   v = 1;
   if (auto e = GetInt(j, "n", 1, kMaxN, &v)) return e;
-  out->n = static_cast<int32_t>(v);
-  int64_t best_of = out->n;
+  out->spec.n = static_cast<int32_t>(v);
+  int64_t best_of = out->spec.n;
   if (auto e = GetInt(j, "best_of", 1, kMaxN, &best_of)) return e;
-  if (best_of != out->n) return BadRequest("best_of", "'best_of' different from 'n' is not supported", "unsupported_parameter");
+  if (best_of != out->spec.n) return BadRequest("best_of", "'best_of' different from 'n' is not supported", "unsupported_parameter");
 
-  sampling::SamplingParams& sp = out->sampling;
+  sampling::SamplingParams& sp = out->spec.sampling;
   if (auto e = GetFloat(j, "temperature", 0, 2, &sp.temperature)) return e;
   if (auto e = GetFloat(j, "top_p", 0, 1, &sp.top_p)) return e;
   if (j.contains("top_p") && j["top_p"].is_number() && !(sp.top_p > 0))
@@ -353,13 +373,13 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
     sp.seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
   }
   if (auto e = ParseLogitBias(j, &sp)) return e;
-  if (auto e = ParseStop(j, &out->stop)) return e;
+  if (auto e = ParseStop(j, &out->spec.stop)) return e;
   if (auto it = j.find("stop_token_ids"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) return WrongType("stop_token_ids", "an array of token ids", *it);
     if (it->size() > 256) return BadRequest("stop_token_ids", "'stop_token_ids' holds more than 256 ids", "invalid_value");
-    if (auto e = ParseIdArray(*it, "stop_token_ids", &out->stop_token_ids)) return e;
+    if (auto e = ParseIdArray(*it, "stop_token_ids", &out->spec.stop_token_ids)) return e;
   }
-  if (auto e = GetBool(j, "ignore_eos", &out->ignore_eos)) return e;
+  if (auto e = GetBool(j, "ignore_eos", &out->spec.ignore_eos)) return e;
   if (auto e = GetBool(j, "stream", &out->stream)) return e;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return WrongType("stream_options", "an object", *it);
@@ -391,13 +411,25 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
   if (out->user.size() > 256) return BadRequest("user", "'user' must be at most 256 bytes", "invalid_value");
   v = 0;
   if (auto e = GetInt(j, "priority", -1000000, 1000000, &v)) return e;
-  out->priority = static_cast<int32_t>(v);
-  if (auto e = GetBool(j, "speculative", &out->speculative)) return e;
-  if (auto e = GetString(j, "task", &out->task)) return e;
-  if (out->task.size() > 64) return BadRequest("task", "'task' must be at most 64 bytes", "invalid_value");
-  for (char ch : out->task) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_')
-      return BadRequest("task", "'task' may hold only letters, digits, '-' and '_'", "invalid_value");
+  out->spec.priority = static_cast<int32_t>(v);
+  if (auto e = GetBool(j, "speculative", &out->spec.speculative)) return e;
+  if (auto e = GetName(j, "task", &out->spec.task)) return e;
+  if (auto e = GetName(j, "sla", &out->spec.sla)) return e;
+  std::string risk;
+  if (auto e = GetString(j, "risk", &risk)) return e;
+  if (!risk.empty()) {
+    auto r = metrics::ParseRisk(risk);
+    if (!r.ok()) return BadRequest("risk", "'risk' must be 'low' or 'high', got '" + risk + "'", "invalid_value");
+    out->spec.risk = *r;
+    out->spec.risk_given = true;
+  }
+  out->spec.streaming = out->stream;
+  // What routing rules match against: the last user message, or the first text prompt.
+  if (kind == ApiKind::kChat) {
+    for (const Json& m : out->spec.messages)
+      if (m["role"] == "user") out->spec.last_user_message = m["content"].get<std::string>();
+  } else if (!out->spec.prompts.empty() && !out->spec.prompts[0].is_ids) {
+    out->spec.last_user_message = out->spec.prompts[0].text;
   }
   return std::nullopt;
 }
@@ -419,6 +451,21 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequ
   }
   if (auto e = GetBool(j, "add_special_tokens", &out->add_special_tokens)) return e;
   if (auto e = GetBool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseFeedbackRequest(std::string_view body, FeedbackRequest* out) {
+  Json j;
+  if (auto e = ParseJsonObject(body, &j)) return e;
+  if (auto e = CheckKnown(j, {"id", "score"})) return e;
+  auto id = j.find("id");
+  if (id == j.end() || id->is_null()) return BadRequest("id", "'id' is required (a routed response's id)", "missing_required_parameter");
+  if (!id->is_string()) return WrongType("id", "a string", *id);
+  out->id = id->get<std::string>();
+  if (out->id.empty() || out->id.size() > 256) return BadRequest("id", "'id' must be 1 to 256 bytes", "invalid_value");
+  auto sc = j.find("score");
+  if (sc == j.end() || sc->is_null()) return BadRequest("score", "'score' is required (a number in [0, 1])", "missing_required_parameter");
+  if (auto e = GetDouble(j, "score", 0, 1, &out->score)) return e;
   return std::nullopt;
 }
 

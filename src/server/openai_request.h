@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sampling/sampler.h"
+#include "router/generation_spec.h"
 #include "server/api_error.h"
 
 namespace tarmac::server {
@@ -31,32 +31,14 @@ inline constexpr int kMaxLogitBias = 1024;    // logit_bias entries
 inline constexpr int kMaxMessages = 4096;
 inline constexpr int kMaxJsonDepth = 64;     // nesting of the request body
 
-struct PromptInput {
-  bool is_ids = false;
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
 struct GenRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;
-  std::vector<PromptInput> prompts;      // completions: one or more prompts
-  nlohmann::ordered_json messages;       // chat: messages with content flattened to strings
-  nlohmann::ordered_json tools;          // chat: null or the tools array (passed to the template)
-  bool add_generation_prompt = true;
-  std::optional<int32_t> max_tokens;     // max_tokens / max_completion_tokens
-  int32_t n = 1;
-  sampling::SamplingParams sampling;     // vocabulary-dependent checks still to do
-  std::vector<std::string> stop;
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
+  router::GenerationSpec spec;           // what to generate (vocabulary-dependent checks still to do)
   bool stream = false;
   bool include_usage = false;            // stream_options.include_usage
   bool logprobs = false;                 // report the chosen token's logprob
   std::string user;
-  int32_t priority = 0;                  // smaller is more important
-  bool speculative = true;               // tarmac extension: false turns speculation off
-  std::string task;                      // tarmac extension: request bucket's task type
 };
 
 // Parses and validates `body`. On error returns the ApiError (status 400).
@@ -72,6 +54,13 @@ struct TokenizeRequest {
   bool add_generation_prompt = true;
 };
 std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out);
+
+// POST /v1/feedback: a score in [0, 1] for a routed response.
+struct FeedbackRequest {
+  std::string id;
+  double score = 0;
+};
+std::optional<ApiError> ParseFeedbackRequest(std::string_view body, FeedbackRequest* out);
 
 struct DetokenizeRequest {
   std::string model;

@@ -16,10 +16,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "router/model_pool.h"
 #include "server/api_error.h"
-#include "server/generation.h"
+#include "server/generation_job.h"
 #include "server/http_server.h"
-#include "server/metrics.h"
+#include "server/server_metrics.h"
 
 namespace tarmac::server {
 
@@ -33,13 +34,17 @@ class Session;
 struct Server::Impl {
   explicit Impl(ServerConfig c)
       : config(std::move(c)), acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc),
-        admission(config.admission),
-        limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)) {}
+        pool(config.admission, config.metrics),
+        limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)),
+        metrics(config.metrics) {
+    metrics.Watch(&pool.admission(), &open_connections);
+  }
 
   void Accept();
   void BeginDrain();
   void CheckDrained();
-  ServedModel* FindModel(const std::string& name) const;
+  router::PoolModel* FindModel(const std::string& name) const { return pool.Find(name); }
+  bool IsRoute(const std::string& name) const { return router && router->IsRoute(name); }
   // A generation request (id) left the admission queue or the engine: frees its slot, starts
   // queued requests, forgets the session.
   void Release(int64_t id, bool was_running);
@@ -55,10 +60,10 @@ struct Server::Impl {
   bool draining = false;
   bool drain_deadline_passed = false;
   bool stopped = false;
-  std::vector<std::unique_ptr<ServedModel>> models;  // destroyed before ioc (declared after it)
-  Admission admission;
+  router::ModelPool pool;  // destroyed before ioc (declared after it)
+  std::unique_ptr<router::Router> router;  // null: no routes; borrows the pool
   RateLimiter limiter;
-  ServerMetrics metrics;
+  ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
   int64_t next_gen_id = 1;
 };
@@ -83,6 +88,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(beast::error_code ec);
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);
+  void HandleFeedback(const std::string& tenant);
+  // Admits the current job into its model's admission, falling back along its route while
+  // refused (a routed request); responds when every candidate refused.
+  void Admit();
+  // The streamed response's headers (once), with the route when there is one.
+  void WriteStreamHeaders();
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
   void Respond(int status, const std::string& content_type, const std::string& body,
@@ -111,8 +122,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string route_;
   int status_ = 0;
   // Current generation.
-  std::unique_ptr<Generation> gen_;
+  std::unique_ptr<GenerationJob> gen_;
   int64_t gen_id_ = 0;
+  std::string admitted_model_;  // whose admission slot the job holds
+  bool headers_sent_ = false;
   bool client_gone_ = false;
   bool timed_out_ = false;
   std::optional<ApiError> aborted_;

@@ -40,6 +40,7 @@ struct Vocab {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;         // SPM: prepend a space to text that starts a fragment
+  std::string chat_template;             // tokenizer.chat_template (Jinja source), "" if none
 };
 
 }  // namespace tarmac::tok

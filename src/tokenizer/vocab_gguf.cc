@@ -76,6 +76,9 @@ Result<Vocab> LoadVocab(const gguf::File& file) {
   TARMAC_ASSIGN_OR_RETURN(v.add_eos, OptionalBool(file, "tokenizer.ggml.add_eos_token", false));
   TARMAC_ASSIGN_OR_RETURN(v.add_space_prefix,
                           OptionalBool(file, "tokenizer.ggml.add_space_prefix", spm));
+  if (file.Find("tokenizer.chat_template") != nullptr) {
+    TARMAC_ASSIGN_OR_RETURN(v.chat_template, file.GetString("tokenizer.chat_template"));
+  }
   return v;
 }
 

@@ -57,8 +57,12 @@ TEST_F(BenchOfflineTest, QuoteWorkloadNgramAcceptsMostDrafts) {
   EXPECT_GT(j["acceptance_rate"].get<double>(), 0.45) << r.out;
   EXPECT_EQ(j["prompt_tokens"].get<int64_t>(), 4 * (48 + 24 + 48));  // P + C + P
   EXPECT_EQ(j["prefix_hit_tokens"].get<int64_t>(), 0);  // C was generated in another namespace
-  EXPECT_EQ(j["tasks"].size(), 1u);
-  EXPECT_TRUE(j["tasks"].contains("quote"));
+  // One request bucket (120-token prompts, 24 tokens out), the engine's definition: its key and
+  // labels as the registry has them.
+  ASSERT_EQ(j["buckets"].size(), 1u) << j["buckets"].dump();
+  EXPECT_EQ(j["buckets"].begin().key(), "task=quote sla=standard prompt=0-127 output=1-63 T=0 risk=low priority=normal");
+  EXPECT_EQ(j["buckets"].begin().value()["labels"]["task"], "quote");
+  EXPECT_GT(j["buckets"].begin().value()["spec"]["draft_tokens"].get<int64_t>(), 0);
 
   // P + C + P + output beyond the context (512) is refused.
   r = Run({"bench", "offline", "-m", testing::kWp11m, "--requests", "1", "--prompt-len", "200",

@@ -23,6 +23,21 @@ TEST(StatusTest, OkAndError) {
   EXPECT_EQ(s.ToString(), "DATA_LOSS: offset 42 past end");
 }
 
+TEST(StatusTest, FieldAndReasonTravelWithTheError) {
+  Status s = InvalidField("top_p", "top_p must be in (0, 1], got {}", 1.5);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.field(), "top_p");
+  EXPECT_EQ(s.reason(), "");
+  EXPECT_EQ(s.message(), "top_p must be in (0, 1], got 1.5");
+  Status t = s.WithField("max_tokens", "context_length_exceeded");
+  EXPECT_EQ(t.field(), "max_tokens");
+  EXPECT_EQ(t.reason(), "context_length_exceeded");
+  EXPECT_EQ(t.message(), s.message());
+  Result<int> r = t;
+  EXPECT_EQ(r.status().field(), "max_tokens");  // a Result keeps them
+  EXPECT_EQ(Status::Ok().field(), "");
+}
+
 TEST(StatusTest, ResultPropagates) {
   EXPECT_EQ(*Quarter(8), 2);
   auto r = Quarter(6);

@@ -1,6 +1,7 @@
 // EngineCore / EngineClient on the real wp models: batched, chunked, paged, prefix-cached and
 // preempted runs give the same greedy tokens as each request run alone.
 #include "engine/engine_client.h"
+#include "engine/engine_core.h"
 
 #include <gtest/gtest.h>
 
@@ -58,11 +59,11 @@ void RunToEnd(EngineCore& core) {
 
 std::vector<int32_t> RunAlone(Loaded& m, const EngineRequest& r) {
   EngineConfig cfg;
-  cfg.kv_blocks = 64;
-  cfg.prefix_cache = false;
+  cfg.kv.blocks = 64;
+  cfg.kv.prefix_cache = false;
   auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
   auto stream = std::make_shared<RequestStream>(1);
-  core->Add(1, r, stream);
+  EXPECT_TRUE(core->Add(1, r, stream).ok());
   RunToEnd(*core);
   return Drain(*stream).tokens;
 }
@@ -99,14 +100,14 @@ TEST_P(EngineTest, ConcurrentMatchesAlone) {
   for (const auto& p : prompts) alone.push_back(RunAlone(m, Greedy(p, 24)));
 
   EngineConfig cfg;
-  cfg.kv_blocks = kv_blocks;
-  cfg.prefix_cache = prefix_cache;
-  cfg.max_batched_tokens = 40;
+  cfg.kv.blocks = kv_blocks;
+  cfg.kv.prefix_cache = prefix_cache;
+  cfg.sched.max_batched_tokens = 40;
   auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (size_t i = 0; i < prompts.size(); ++i) {
     streams.push_back(std::make_shared<RequestStream>(i));
-    core->Add(static_cast<int64_t>(i), Greedy(prompts[i], 24), streams.back());
+    EXPECT_TRUE(core->Add(static_cast<int64_t>(i), Greedy(prompts[i], 24), streams.back()).ok());
     if (i == 2) {  // later arrivals join while the first ones decode
       for (int s = 0; s < 3; ++s) core->Step();
     }
@@ -138,13 +139,13 @@ INSTANTIATE_TEST_SUITE_P(PrefixAndPool, EngineTest,
 TEST(EngineCoreTest, NoPrefixHitAcrossNamespaces) {
   Loaded& m = Get(testing::kWp11m);
   EngineConfig cfg;
-  cfg.kv_blocks = 128;
+  cfg.kv.blocks = 128;
   auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
   const auto prompt = Prompts(*m.tok)[4];
   auto run = [&](uint64_t ns) {
     auto s = std::make_shared<RequestStream>(0);
     static int64_t id = 100;
-    core->Add(id++, Greedy(prompt, 4, ns), s);
+    EXPECT_TRUE(core->Add(id++, Greedy(prompt, 4, ns), s).ok());
     RunToEnd(*core);
     return Drain(*s);
   };
@@ -166,10 +167,10 @@ TEST(EngineCoreTest, RandomisedWorkloadWithTinyPool) {
   std::mt19937_64 rng(7);
   const auto base = Prompts(*m.tok);
   EngineConfig cfg;
-  cfg.kv_blocks = 24;
-  cfg.block_size = 8;
-  cfg.max_batched_tokens = 24;
-  cfg.max_running = 6;
+  cfg.kv.blocks = 24;
+  cfg.sched.block_size = 8;
+  cfg.sched.max_batched_tokens = 24;
+  cfg.sched.max_running = 6;
   auto core = std::move(EngineCore::Create(m.model.get(), m.tok.get(), cfg).value());
   std::map<int64_t, std::pair<EngineRequest, std::shared_ptr<RequestStream>>> live;
   std::vector<std::pair<EngineRequest, Outcome>> done;
@@ -181,9 +182,9 @@ TEST(EngineCoreTest, RandomisedWorkloadWithTinyPool) {
       p.resize(1 + rng() % p.size());
       EngineRequest r = Greedy(p, 1 + static_cast<int32_t>(rng() % 24), rng() % 3);
       r.priority = static_cast<int32_t>(rng() % 2);
-      ASSERT_TRUE(core->Validate(r).ok()) << core->Validate(r).message();
+      ASSERT_TRUE(core->Validate(r).ok()) << core->Validate(r).status().message();
       auto s = std::make_shared<RequestStream>(next);
-      core->Add(next, r, s);
+      EXPECT_TRUE(core->Add(next, r, s).ok());
       live[next++] = {r, s};
     }
     if (rng() % 15 == 0 && !live.empty()) {
@@ -221,7 +222,7 @@ TEST(EngineCoreTest, RandomisedWorkloadWithTinyPool) {
 TEST(EngineClientTest, StreamsCancelsAndRejects) {
   Loaded& m = Get(testing::kWp11m);
   EngineConfig cfg;
-  cfg.kv_blocks = 64;
+  cfg.kv.blocks = 64;
   cfg.threads = 2;
   auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
   client->set_check_integrity(true);
@@ -265,7 +266,7 @@ TEST(EngineClientTest, StreamsCancelsAndRejects) {
 TEST(EngineClientTest, WarmupCountsNothing) {
   Loaded& m = Get(testing::kWp11m);
   EngineConfig cfg;
-  cfg.kv_blocks = 64;
+  cfg.kv.blocks = 64;
   cfg.threads = 2;
   ASSERT_TRUE(cfg.warmup);
   auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
@@ -285,7 +286,7 @@ TEST(EngineClientTest, WarmupCountsNothing) {
 TEST(EngineClientTest, StopStringsEndTheRequestAndAreNotEmitted) {
   Loaded& m = Get(testing::kWp11m);
   EngineConfig cfg;
-  cfg.kv_blocks = 64;
+  cfg.kv.blocks = 64;
   auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
   const auto prompt = Prompts(*m.tok)[1];
   Outcome free_run = Drain(**client->Submit(Greedy(prompt, 40)));
@@ -304,7 +305,7 @@ TEST(EngineClientTest, SeveralEnginesInOneProcess) {
   Loaded& a = Get(testing::kWp11m);
   Loaded& b = Get(kWp1m);
   EngineConfig cfg;
-  cfg.kv_blocks = 32;
+  cfg.kv.blocks = 32;
   auto ea = std::move(EngineClient::Create(a.model.get(), a.tok.get(), cfg).value());
   auto eb = std::move(EngineClient::Create(b.model.get(), b.tok.get(), cfg).value());
   const auto p = Prompts(*a.tok)[3];
@@ -319,7 +320,7 @@ TEST(EngineClientTest, SeveralEnginesInOneProcess) {
 TEST(EngineClientTest, ShutdownFailsLiveRequests) {
   Loaded& m = Get(kWp1m);
   EngineConfig cfg;
-  cfg.kv_blocks = 64;
+  cfg.kv.blocks = 64;
   auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
   auto s = client->Submit(Greedy({1, 2, 3}, 500));
   ASSERT_TRUE(s.ok());
@@ -332,12 +333,12 @@ TEST(EngineClientTest, ShutdownFailsLiveRequests) {
 TEST(EngineCoreTest, BadConfigIsRejected) {
   Loaded& m = Get(kWp1m);
   EngineConfig cfg;
-  cfg.max_context = 1 << 20;
+  cfg.sched.max_context = 1 << 20;
   auto r = EngineCore::Create(m.model.get(), m.tok.get(), cfg);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("training context"), std::string::npos);
   cfg = EngineConfig();
-  cfg.kv_memory_bytes = 10;
+  cfg.kv.memory_bytes = 10;
   EXPECT_FALSE(EngineCore::Create(m.model.get(), m.tok.get(), cfg).ok());
 }
 

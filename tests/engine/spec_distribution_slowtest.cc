@@ -27,13 +27,13 @@ std::vector<std::vector<int32_t>> Sample(Loaded& target, model::LlamaModel* draf
                                          const std::vector<int32_t>& prompt, int n,
                                          uint64_t seed0) {
   EngineConfig cfg;
-  cfg.kv_blocks = 1024;
-  cfg.max_running = 64;
-  cfg.max_batched_tokens = 1024;
-  cfg.spec = mode;
-  cfg.spec_k = 3;
-  cfg.draft_model = draft;
-  cfg.prefix_cache = true;
+  cfg.kv.blocks = 1024;
+  cfg.sched.max_running = 64;
+  cfg.sched.max_batched_tokens = 1024;
+  cfg.spec.mode = mode;
+  cfg.spec.policy_config.max_k = 3;
+  cfg.spec.draft_model = draft;
+  cfg.kv.prefix_cache = true;
   auto core = std::move(EngineCore::Create(target.model.get(), target.tok.get(), cfg).value());
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < n; ++i) {
@@ -44,7 +44,7 @@ std::vector<std::vector<int32_t>> Sample(Loaded& target, model::LlamaModel* draf
     r.sampling.temperature = 0.8f;
     r.sampling.seed = seed0 + static_cast<uint64_t>(i);
     streams.push_back(std::make_shared<RequestStream>(i));
-    core->Add(i, r, streams.back());
+    EXPECT_TRUE(core->Add(i, r, streams.back()).ok());
   }
   while (!core->idle()) core->Step();
   EXPECT_TRUE(core->CheckIntegrity().ok());
@@ -56,12 +56,8 @@ std::vector<std::vector<int32_t>> Sample(Loaded& target, model::LlamaModel* draf
       if (ev.token >= 0) t.push_back(ev.token);
     out.push_back(t);
   }
-  const EngineStats st = core->Stats();
-  int64_t drafted = 0, accepted = 0;
-  for (const auto& [b, bs] : st.spec_buckets) {
-    drafted += bs.draft_tokens;
-    accepted += bs.accepted_tokens;
-  }
+  const SpecCounts spec = core->metrics().SpecTotal();
+  const int64_t drafted = spec.draft_tokens, accepted = spec.accepted_tokens;
   if (mode != SpecMode::kOff) {
     EXPECT_GE(drafted, n) << "speculation did not run";
     std::printf("  %s: drafted %lld, accepted %lld (%.1f%%)\n", SpecModeName(mode),

@@ -9,7 +9,7 @@
 #include "common/test_util.h"
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
-#include "spec/draft_model_proposer.h"
+#include "speculative/draft_model_proposer.h"
 
 namespace tarmac::engine {
 namespace {
@@ -46,6 +46,7 @@ std::vector<std::vector<int32_t>> Prompts(const tok::Tokenizer& t) {
 struct Outcome {
   std::vector<std::vector<int32_t>> tokens;
   EngineStats stats;
+  SpecCounts spec;
 };
 
 Outcome RunAll(const std::vector<EngineRequest>& reqs, EngineConfig cfg) {
@@ -54,7 +55,7 @@ Outcome RunAll(const std::vector<EngineRequest>& reqs, EngineConfig cfg) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (size_t i = 0; i < reqs.size(); ++i) {
     streams.push_back(std::make_shared<RequestStream>(i));
-    core->Add(static_cast<int64_t>(i), reqs[i], streams.back());
+    EXPECT_TRUE(core->Add(static_cast<int64_t>(i), reqs[i], streams.back()).ok());
   }
   for (int guard = 0; !core->idle() && guard < 100000; ++guard) {
     core->Step();
@@ -71,16 +72,17 @@ Outcome RunAll(const std::vector<EngineRequest>& reqs, EngineConfig cfg) {
     run.tokens.push_back(toks);
   }
   run.stats = core->Stats();
+  run.spec = core->metrics().SpecTotal();
   return run;
 }
 
 EngineConfig Cfg(SpecMode mode, int32_t k = 4) {
   EngineConfig cfg;
-  cfg.kv_blocks = 256;
-  cfg.max_batched_tokens = 64;
-  cfg.spec = mode;
-  cfg.spec_k = k;
-  cfg.draft_model = Get(kWp1m).model.get();
+  cfg.kv.blocks = 256;
+  cfg.sched.max_batched_tokens = 64;
+  cfg.spec.mode = mode;
+  cfg.spec.policy_config.max_k = k;
+  cfg.spec.draft_model = Get(kWp1m).model.get();
   return cfg;
 }
 
@@ -98,11 +100,7 @@ TEST(SpecEngineTest, GreedyOutputIdenticalWithSpeculation) {
       const Outcome on = RunAll(reqs, Cfg(mode, k));
       for (size_t i = 0; i < reqs.size(); ++i)
         EXPECT_EQ(on.tokens[i], off.tokens[i]) << SpecModeName(mode) << " k " << k << " request " << i;
-      int64_t drafted = 0, accepted = 0;
-      for (const auto& [b, st] : on.stats.spec_buckets) {
-        drafted += st.draft_tokens;
-        accepted += st.accepted_tokens;
-      }
+      const int64_t drafted = on.spec.draft_tokens, accepted = on.spec.accepted_tokens;
       if (mode != SpecMode::kAuto) {
         EXPECT_GT(drafted, 0) << SpecModeName(mode);
       }
@@ -126,16 +124,12 @@ TEST(SpecEngineTest, RandomAcceptRejectKeepsIntegrity) {
     reqs.push_back(r);
   }
   EngineConfig cfg = Cfg(SpecMode::kDraft, 5);
-  cfg.kv_blocks = 20;
+  cfg.kv.blocks = 20;
   const Outcome run = RunAll(reqs, cfg);
   for (size_t i = 0; i < reqs.size(); ++i)
     EXPECT_EQ(static_cast<int32_t>(run.tokens[i].size()), reqs[i].max_tokens) << i;
   EXPECT_EQ(run.stats.kv.request_blocks, 0);
-  int64_t drafted = 0, accepted = 0;
-  for (const auto& [b, st] : run.stats.spec_buckets) {
-    drafted += st.draft_tokens;
-    accepted += st.accepted_tokens;
-  }
+  const int64_t drafted = run.spec.draft_tokens, accepted = run.spec.accepted_tokens;
   EXPECT_GT(drafted, 0);
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);  // some rejections happened
@@ -149,7 +143,7 @@ TEST(SpecEngineTest, DraftCatchUpIsNotASteadyRound) {
   Loaded& target = Get(testing::kWp11m);
   Loaded& draft = Get(kWp1m);
   ThreadPool pool(1);
-  auto p = std::move(spec::DraftModelProposer::Create(draft.model.get(),
+  auto p = std::move(speculative::DraftModelProposer::Create(draft.model.get(),
                                                       target.model->config().n_vocab, 512, 2,
                                                       &pool)
                          .value());
@@ -161,7 +155,7 @@ TEST(SpecEngineTest, DraftCatchUpIsNotASteadyRound) {
   std::vector<std::vector<sampling::DraftToken>> drafts;
   int32_t rounds = -1;
   double seconds = -1;
-  const spec::ProposeRequest req{7, &tokens, &sampler, 3};
+  const speculative::ProposeRequest req{7, &tokens, &sampler, 3};
   p->Propose(std::span(&req, 1), &drafts);
   ASSERT_EQ(drafts[0].size(), 3u);
   ASSERT_TRUE(p->SteadyRounds(&rounds, &seconds));

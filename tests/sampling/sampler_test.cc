@@ -1,7 +1,10 @@
 #include "sampling/sampler.h"
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <numeric>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -139,6 +142,49 @@ TEST(SamplerTest, LogprobsOfTheRawDistribution) {
   EXPECT_EQ(r.top[0].id, 1);
   EXPECT_EQ(r.top[1].id, 0);
   EXPECT_NEAR(r.top[1].logprob, std::log(0.2), 1e-6);
+}
+
+TEST(TopLogprobsTest, MatchesASortedReferenceWithTies) {
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int32_t V = 1 + static_cast<int32_t>(rng() % 300);
+    std::vector<float> logits(static_cast<size_t>(V));
+    for (float& x : logits) x = static_cast<float>(static_cast<int>(rng() % 40) - 20) * 0.5f;  // many ties
+    const int32_t n = 1 + static_cast<int32_t>(rng() % 20);
+    SampleResult r;
+    TopLogprobs(logits, n, 0, &r);
+    std::vector<int32_t> ref(static_cast<size_t>(V));
+    std::iota(ref.begin(), ref.end(), 0);
+    std::stable_sort(ref.begin(), ref.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    ASSERT_EQ(static_cast<int32_t>(r.top.size()), std::min(n, V));
+    double z = 0;
+    for (float x : logits) z += std::exp(static_cast<double>(x));
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      ASSERT_EQ(r.top[i].id, ref[i]) << "trial " << trial << " rank " << i;
+      EXPECT_NEAR(r.top[i].logprob, logits[ref[i]] - std::log(z), 1e-4);
+    }
+    EXPECT_NEAR(r.logprob, logits[0] - std::log(z), 1e-4);
+  }
+}
+
+TEST(TopLogprobsTest, LogprobsDescribeTheRawLogitsWithOrWithoutProcessors) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f};
+  for (bool biased : {false, true}) {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.top_logprobs = 2;
+    if (biased) p.logit_bias = {{0, 10.0f}};  // makes token 0 the choice
+    Sampler s(p, 4);
+    std::vector<float> row = logits;
+    SampleResult r = s.Sample(row);
+    EXPECT_EQ(r.id, biased ? 0 : 1);
+    ASSERT_EQ(r.top.size(), 2u);
+    EXPECT_EQ(r.top[0].id, 1);  // the model's own ranking, not the biased one
+    EXPECT_EQ(r.top[1].id, 2);
+    double z = 0;
+    for (float x : logits) z += std::exp(static_cast<double>(x));
+    EXPECT_NEAR(r.logprob, logits[static_cast<size_t>(r.id)] - std::log(z), 1e-5);
+  }
 }
 
 }  // namespace

@@ -200,6 +200,10 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
         f.sched.Finish(it->first);
         max_tokens.erase(it);
       }
+      if (rng() % 25 == 0) {  // knobs change between steps
+        f.sched.SetLimits(4 + static_cast<int32_t>(rng() % 30), 1 + static_cast<int32_t>(rng() % 8));
+        f.sched.SetAdmitPriorityLimit(rng() % 2 ? INT32_MAX : static_cast<int32_t>(rng() % 3));
+      }
       SchedulerOutput o = Step(f.sched, static_cast<int32_t>(rng() % 50));
       for (const ScheduledSeq& q : o.seqs) {
         if (q.sample && f.sched.num_output(q.id) >= max_tokens[q.id]) {
@@ -218,6 +222,62 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
     EXPECT_EQ(u.free_blocks + u.cached_only_blocks, u.total_blocks);
     EXPECT_GT(f.sched.counters().preemptions + f.sched.counters().evicted_blocks, 0);
   }
+}
+
+TEST(SchedulerTest, KnobsApplyFromTheNextStep) {
+  Fixture f(64, Cfg(/*budget=*/64, /*max_running=*/4));
+  for (int64_t id = 1; id <= 4; ++id) ASSERT_TRUE(f.sched.Add({id, 0, 0, Seq(8, 100 * static_cast<int32_t>(id)), 8}).ok());
+  SchedulerOutput o = Step(f.sched);
+  EXPECT_EQ(o.seqs.size(), 4u);
+  EXPECT_EQ(o.num_tokens, 32);
+  // A smaller budget and running cap: the next step holds to them; nobody is preempted.
+  f.sched.SetLimits(/*max_batched_tokens=*/3, /*max_running=*/2);
+  ASSERT_TRUE(f.sched.Add({5, 0, 0, Seq(8, 900), 8}).ok());
+  o = Step(f.sched);
+  EXPECT_EQ(o.num_tokens, 3);
+  EXPECT_TRUE(o.preempted.empty());
+  EXPECT_EQ(f.sched.num_running(), 4);  // above the new cap until requests leave
+  EXPECT_EQ(f.sched.state(5), RequestState::kWaiting);
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok()) << f.sched.CheckIntegrity().message();
+  f.sched.Finish(1);
+  f.sched.Finish(2);
+  f.sched.Finish(3);
+  f.sched.SetLimits(64, 2);
+  Step(f.sched);
+  EXPECT_EQ(f.sched.state(5), RequestState::kRunning);
+  EXPECT_EQ(f.sched.num_running(), 2);
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok()) << f.sched.CheckIntegrity().message();
+}
+
+TEST(SchedulerTest, AdmitPriorityLimitHoldsBackLessImportantClasses) {
+  Fixture f(64, Cfg());
+  f.sched.SetAdmitPriorityLimit(0);
+  ASSERT_TRUE(f.sched.Add({1, 0, /*priority=*/1, Seq(4), 4}).ok());
+  ASSERT_TRUE(f.sched.Add({2, 0, /*priority=*/0, Seq(4, 50), 4}).ok());
+  ASSERT_TRUE(f.sched.Add({3, 0, /*priority=*/-1, Seq(4, 90), 4}).ok());
+  Step(f.sched);
+  EXPECT_EQ(f.sched.state(1), RequestState::kWaiting);
+  EXPECT_EQ(f.sched.state(2), RequestState::kRunning);
+  EXPECT_EQ(f.sched.state(3), RequestState::kRunning);
+  f.sched.SetAdmitPriorityLimit(INT32_MAX);
+  Step(f.sched);
+  EXPECT_EQ(f.sched.state(1), RequestState::kRunning);
+}
+
+TEST(SchedulerTest, UsageIsKeptWithoutWalkingTheCache) {
+  Fixture f(32, Cfg());
+  ASSERT_TRUE(f.sched.Add({1, 0, 0, Seq(10), 8}).ok());  // 3 blocks for 10 tokens: 2 slack
+  Step(f.sched);
+  KvUsage u = f.sched.Usage();
+  EXPECT_EQ(u.request_blocks, 3);
+  EXPECT_EQ(u.allocated_slots, 12);
+  EXPECT_EQ(u.unused_slots, 2);  // 12 slots, 10 computed (the sampled 11th is not yet)
+  f.sched.Finish(1);
+  u = f.sched.Usage();
+  EXPECT_EQ(u.request_blocks, 0);
+  EXPECT_EQ(u.cached_only_blocks, 2);  // its two full blocks stay cached
+  EXPECT_EQ(u.free_blocks, 30);
+  EXPECT_EQ(u.unused_slots, 0);
 }
 
 }  // namespace

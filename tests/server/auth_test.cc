@@ -31,11 +31,5 @@ TEST(Auth, BearerToken) {
   EXPECT_EQ(BearerToken("Bearer"), "");
 }
 
-TEST(Auth, NamespacesDifferByTenantAndModel) {
-  EXPECT_EQ(PrefixNamespace("a", "m"), PrefixNamespace("a", "m"));
-  EXPECT_NE(PrefixNamespace("a", "m"), PrefixNamespace("b", "m"));
-  EXPECT_NE(PrefixNamespace("a", "m"), PrefixNamespace("a", "n"));
-}
-
 }  // namespace
 }  // namespace tarmac::server

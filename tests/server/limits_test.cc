@@ -37,37 +37,5 @@ TEST(RateLimiter, DisabledAllowsEverything) {
   for (int i = 0; i < 1000; ++i) EXPECT_TRUE(r.Allow("a", 0.0, &retry));
 }
 
-TEST(Admission, RunsQueuesAndRejects) {
-  Admission a({/*max_concurrent=*/2, /*max_queue=*/2, /*max_queue_tokens=*/100});
-  EXPECT_EQ(a.Arrive(1, 10, 0), Admission::Decision::kRun);
-  EXPECT_EQ(a.Arrive(2, 10, 0), Admission::Decision::kRun);
-  EXPECT_EQ(a.Arrive(3, 10, 0), Admission::Decision::kQueued);
-  EXPECT_EQ(a.Arrive(4, 10, -1), Admission::Decision::kQueued);
-  EXPECT_EQ(a.Arrive(5, 10, 0), Admission::Decision::kRejected);  // queue full (requests)
-  EXPECT_EQ(a.queued_tokens(), 20);
-  // The more important request (priority -1) starts first.
-  EXPECT_EQ(a.Finish(1), std::vector<int64_t>{4});
-  EXPECT_EQ(a.running(), 2);
-  a.Withdraw(3);
-  EXPECT_EQ(a.queued(), 0);
-  EXPECT_EQ(a.queued_tokens(), 0);
-  EXPECT_TRUE(a.Finish(2).empty());
-  EXPECT_EQ(a.running(), 1);
-}
-
-TEST(Admission, TokenBoundRejects) {
-  Admission a({1, 10, 50});
-  EXPECT_EQ(a.Arrive(1, 1000, 0), Admission::Decision::kRun);  // running requests are not bounded by tokens
-  EXPECT_EQ(a.Arrive(2, 40, 0), Admission::Decision::kQueued);
-  EXPECT_EQ(a.Arrive(3, 20, 0), Admission::Decision::kRejected);
-  EXPECT_EQ(a.Finish(1), std::vector<int64_t>{2});
-}
-
-TEST(Admission, ZeroQueueRejectsWhenFull) {
-  Admission a({1, 0, 1000});
-  EXPECT_EQ(a.Arrive(1, 1, 0), Admission::Decision::kRun);
-  EXPECT_EQ(a.Arrive(2, 1, 0), Admission::Decision::kRejected);
-}
-
 }  // namespace
 }  // namespace tarmac::server

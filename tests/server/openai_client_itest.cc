@@ -10,18 +10,25 @@ namespace {
 
 const std::string kClientDir = TARMAC_SOURCE_DIR "/tests/server/openai_client";
 
-class OpenAiClientTest : public TempDirTest {};
-
-TEST_F(OpenAiClientTest, OfficialClientWorksUnchanged) {
-  if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "node/npm not installed: skipping the openai npm client test";
-  if (std::system(("test -d " + kClientDir + "/node_modules/openai || (cd " + kClientDir +
-                   " && npm ci --no-audit --no-fund --loglevel=error > " + Path("npm.log") + " 2>&1)").c_str()) != 0)
-    GTEST_SKIP() << "npm ci failed (no registry access?): " << Slurp(Path("npm.log"));
-  {
+class OpenAiClientTest : public TempDirTest {
+ protected:
+  // Installs the client (or skips) and writes the API key file.
+  void SetUp() override {
+    TempDirTest::SetUp();
+    if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
+      GTEST_SKIP() << "node/npm not installed: skipping the openai npm client test";
+    // ctest -j runs this suite's tests at once: one installs under the lock while the others
+    // wait, and a marker written after `npm ci` succeeds tells a finished install from a partial one.
+    if (std::system(("cd " + kClientDir + " && flock .npm-install.lock sh -c 'test -f node_modules/.tarmac-installed || " +
+                     "(npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.tarmac-installed)' > " +
+                     Path("npm.log") + " 2>&1").c_str()) != 0)
+      GTEST_SKIP() << "npm ci failed (no registry access?): " << Slurp(Path("npm.log"));
     std::ofstream f(Path("keys.txt"));
     f << "sk-test-openai-client tenant-a\n";
   }
+};
+
+TEST_F(OpenAiClientTest, OfficialClientWorksUnchanged) {
   ServerProcess srv({"--api-key-file", Path("keys.txt")}, Path("server.log"));
   ASSERT_TRUE(srv.WaitReady()) << Slurp(Path("server.log"));
   const std::string cmd = "node " + kClientDir + "/client_test.mjs http://127.0.0.1:" + std::to_string(srv.port()) +
@@ -29,6 +36,24 @@ TEST_F(OpenAiClientTest, OfficialClientWorksUnchanged) {
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << Slurp(Path("node.log")) << "\n--- server log ---\n" << Slurp(Path("server.log"));
   std::fprintf(stderr, "%s", Slurp(Path("node.log")).c_str());
+  EXPECT_TRUE(srv.Alive());
+}
+
+// The same client against a route: `model: "auto"`, a cascade that escalates some requests.
+TEST_F(OpenAiClientTest, OfficialClientWorksAgainstARoute) {
+  std::ofstream(Path("tarmac.yaml")) << "models:\n  - {path: " TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf, name: small}\n"
+                                     << "  - {path: " << kWp11m << ", name: large}\n"
+                                     << "routes:\n  - {name: auto, baseline: large, policy: {cascade: "
+                                        "{small: small, large: large, k: 4, min_mean_logprob: -2.0}}}\n";
+  ServerProcess srv({"--config", Path("tarmac.yaml"), "--api-key-file", Path("keys.txt")}, Path("server.log"), false);
+  ASSERT_TRUE(srv.WaitReady()) << Slurp(Path("server.log"));
+  const std::string cmd = "node " + kClientDir + "/client_test.mjs http://127.0.0.1:" + std::to_string(srv.port()) +
+                          "/v1 auto sk-test-openai-client > " + Path("node.log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << Slurp(Path("node.log")) << "\n--- server log ---\n" << Slurp(Path("server.log"));
+  std::fprintf(stderr, "%s", Slurp(Path("node.log")).c_str());
+  const std::string met = Get(srv.port(), "/metrics", "Authorization: Bearer sk-test-openai-client\r\n").body;
+  EXPECT_NE(met.find("tarmac:route_requests_total{route=\"auto\""), std::string::npos);
   EXPECT_TRUE(srv.Alive());
 }
 

@@ -17,38 +17,38 @@ TEST(OpenAiRequest, CompletionFields) {
       "n":2,"stop":"x","seed":7,"stream":true,"stream_options":{"include_usage":true},"logprobs":3,
       "presence_penalty":0.5,"logit_bias":{"12":-100},"user":"u","priority":-1})", ApiKind::kCompletion, &r));
   EXPECT_EQ(r.model, "m");
-  ASSERT_EQ(r.prompts.size(), 1u);
-  EXPECT_EQ(r.prompts[0].text, "hi");
-  EXPECT_EQ(*r.max_tokens, 5);
-  EXPECT_EQ(r.n, 2);
-  EXPECT_EQ(r.sampling.top_k, 0);
-  EXPECT_EQ(*r.sampling.seed, 7u);
+  ASSERT_EQ(r.spec.prompts.size(), 1u);
+  EXPECT_EQ(r.spec.prompts[0].text, "hi");
+  EXPECT_EQ(*r.spec.max_tokens, 5);
+  EXPECT_EQ(r.spec.n, 2);
+  EXPECT_EQ(r.spec.sampling.top_k, 0);
+  EXPECT_EQ(*r.spec.sampling.seed, 7u);
   EXPECT_TRUE(r.stream && r.include_usage && r.logprobs);
-  EXPECT_EQ(r.sampling.top_logprobs, 3);
-  ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
-  EXPECT_EQ(r.sampling.logit_bias[0].first, 12);
-  EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
-  EXPECT_EQ(r.priority, -1);
+  EXPECT_EQ(r.spec.sampling.top_logprobs, 3);
+  ASSERT_EQ(r.spec.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.spec.sampling.logit_bias[0].first, 12);
+  EXPECT_EQ(r.spec.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(r.spec.priority, -1);
 }
 
 TEST(OpenAiRequest, PromptForms) {
   GenRequest r;
   ASSERT_FALSE(Parse(R"({"model":"m","prompt":[1,2,3]})", ApiKind::kCompletion, &r));
-  EXPECT_TRUE(r.prompts[0].is_ids);
+  EXPECT_TRUE(r.spec.prompts[0].is_ids);
   GenRequest b;
   ASSERT_FALSE(Parse(R"({"model":"m","prompt":["a",[4,5]]})", ApiKind::kCompletion, &b));
-  EXPECT_EQ(b.prompts.size(), 2u);
-  EXPECT_TRUE(b.prompts[1].is_ids);
+  EXPECT_EQ(b.spec.prompts.size(), 2u);
+  EXPECT_TRUE(b.spec.prompts[1].is_ids);
 }
 
 TEST(OpenAiRequest, ChatFlattensContentParts) {
   GenRequest r;
   ASSERT_FALSE(Parse(R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
       {"role":"assistant","content":null}],"max_completion_tokens":9,"logprobs":true,"top_logprobs":2})", ApiKind::kChat, &r));
-  EXPECT_EQ(r.messages[0]["content"], "ab");
-  EXPECT_EQ(r.messages[1]["content"], "");
-  EXPECT_EQ(*r.max_tokens, 9);
-  EXPECT_EQ(r.sampling.top_logprobs, 2);
+  EXPECT_EQ(r.spec.messages[0]["content"], "ab");
+  EXPECT_EQ(r.spec.messages[1]["content"], "");
+  EXPECT_EQ(*r.spec.max_tokens, 9);
+  EXPECT_EQ(r.spec.sampling.top_logprobs, 2);
 }
 
 struct Bad {

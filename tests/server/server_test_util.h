@@ -123,8 +123,11 @@ class ServerProcess {
  public:
   // Port 0: the server picks a free port and logs it; WaitReady reads it from the log (no
   // race with other tests choosing ports at the same time).
-  ServerProcess(std::vector<std::string> extra, const std::string& log_path) : log_path_(log_path) {
-    std::vector<std::string> args = {kTarmacBinary, "serve", "-m", kWp11m, "--port", "0", "--threads", "2"};
+  // with_default_model: serve wp-11m (-m); false when `extra` names the models (--config).
+  ServerProcess(std::vector<std::string> extra, const std::string& log_path, bool with_default_model = true)
+      : log_path_(log_path) {
+    std::vector<std::string> args = {kTarmacBinary, "serve", "--port", "0", "--threads", "2"};
+    if (with_default_model) args.insert(args.end(), {"-m", kWp11m});
     args.insert(args.end(), extra.begin(), extra.end());
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

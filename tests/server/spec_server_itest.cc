@@ -29,9 +29,14 @@ TEST_F(SpecServerTest, SpeculationKeepsGreedyOutputAndExportsMetrics) {
   EXPECT_EQ(on, off);
   EXPECT_FALSE(on.empty());
   const std::string met = Get(srv.port(), "/metrics").body;
-  EXPECT_NE(met.find("tarmac:spec_decode_num_draft_tokens_total{model_name=\"wp-11m-f16\",spec_bucket=\"qa/T0/out-short\"}"),
-            std::string::npos)
-      << met.substr(0, 2000);
+  // The request's bucket carries the same labels in the speculation series and in the request
+  // histograms (one definition, computed once at admission).
+  const std::string labels =
+      "{model_name=\"wp-11m-f16\",prompt_band=\"0-127\",output_band=\"1-63\",task=\"qa\",sla=\"standard\","
+      "temperature_band=\"0\",risk=\"low\",priority_class=\"normal\"}";
+  EXPECT_NE(met.find("tarmac:spec_decode_num_draft_tokens_total" + labels), std::string::npos) << met.substr(0, 3000);
+  EXPECT_NE(met.find("tarmac:time_to_first_token_seconds_count" + labels + " 2"), std::string::npos);
+  EXPECT_NE(met.find("tarmac:window_time_per_output_token_seconds_count" + labels + " 2"), std::string::npos);
   EXPECT_NE(met.find("tarmac:spec_decode_num_accepted_tokens_per_pos_total"), std::string::npos);
   // A bad override is a 400 naming the parameter.
   HttpResponse bad = Post(srv.port(), "/v1/completions",

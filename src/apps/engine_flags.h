@@ -1,0 +1,69 @@
+// The engine flags of the model-running subcommands (generate, bench offline, serve),
+// registered by one helper so that every subcommand has the same names, ranges and defaults
+// (the defaults are engine::EngineConfig's, read from it):
+//   -t/--threads, --max-running, --max-batched-tokens, --max-context, --block-size,
+//   --kv-blocks, --kv-memory/--kv-memory-gib (GiB), --kv-dtype, --no-prefix-cache,
+//   --spec off|draft|ngram|auto, --draft-model FILE, --spec-k N, --draft-type q8_0|keep,
+//   --spec-max-slowdown F
+// The draft defaults to wp-1m-f16.gguf beside a wp-11m target (the bundled pair). A draft
+// whose weights are all f32/f16/bf16 is quantized to Q8_0 at load unless --draft-type keep: a
+// draft round reads half the bytes, and the target's verification keeps the output exact
+// whatever the draft proposes. When quantizing fails (it goes through a temporary file) the
+// draft loads as stored, with a warning.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+#include "engine/engine_config.h"
+#include "model/llama_model.h"
+
+namespace tarmac::apps {
+
+struct SpecArgs {
+  std::string mode = "off";
+  std::string draft_model;
+  int k;                             // the config's draft length
+  std::string draft_type = "q8_0";  // q8_0 | keep
+  double max_slowdown;               // policy: others' step slowdown limit; negative: none
+  SpecArgs();
+};
+
+struct EngineFlags {
+  int threads;
+  int max_running, max_batched_tokens, max_context, block_size, kv_blocks;
+  double kv_memory_gib = 0;
+  std::string kv_dtype = "f16";
+  bool no_prefix_cache = false;
+  SpecArgs spec;
+  CLI::Option* max_running_option = nullptr;  // to tell a choice from the default
+  EngineFlags();
+};
+
+// Which flags a subcommand takes (threads always).
+enum EngineFlagSet : unsigned { kSchedulerFlags = 1, kKvFlags = 2, kSpecFlags = 4, kAllEngineFlags = 7 };
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f, unsigned sets = kAllEngineFlags);
+void AddSpecFlags(CLI::App* cmd, SpecArgs* a);
+
+struct SpecSetup {
+  engine::SpecMode mode = engine::SpecMode::kOff;
+  std::unique_ptr<model::LlamaModel> draft;  // loaded when the mode uses one
+  int k = SpecArgs().k;
+  std::string draft_path;
+  bool draft_quantized = false;  // the draft's float weights were quantized to Q8_0 at load
+  double max_slowdown = SpecArgs().max_slowdown;
+};
+
+// Loads the draft model when needed; errors name the flag.
+Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path);
+
+// Fills the engine config's speculation fields from a setup.
+void ApplySpec(const SpecSetup& s, engine::EngineConfig* cfg);
+
+// The engine config the flags describe, with the speculation of `spec` (from LoadSpec).
+engine::EngineConfig ToEngineConfig(const EngineFlags& f, const SpecSetup& spec);
+
+}  // namespace tarmac::apps

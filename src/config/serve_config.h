@@ -1,0 +1,92 @@
+// ServeConfig: the deployment file of `tarmac serve --config FILE` (YAML): the models to serve
+// and what each may serve, the tenants with their defaults, the SLO targets per tier, and the
+// routes (virtual model names with a policy tree and a baseline) with the task rules. A bad
+// file fails to load with an error that names the file, the YAML path of the bad entry
+// (`routes[0].policy.rules[2].when.task`) and why; unknown keys are errors too.
+//
+//   models:                       # at least one
+//     - path: models/wp-1m-f16.gguf
+//       name: wp-1m               # default: the file stem
+//       tier: small               # descriptive
+//       price_per_1k: 0.02        # or "measured" (the default: CPU-seconds per 1000 tokens)
+//       threads: 1                # engine threads (default: --threads)
+//       cpus: [1]                 # CPUs its engine's threads run on (default: any)
+//       allowed_risk: [low]       # default: [low, high]
+//       allowed_sla: [standard]   # default: every tier
+//       max_concurrent: 64        # this model's share of admission (default: the totals)
+//       max_queue: 256
+//   api_key_file: keys.txt        # "KEY TENANT" lines (as --api-key-file)
+//   tenants:
+//     - name: acme
+//       api_key_file: acme.txt    # its keys ("KEY" lines), optional
+//       sla: gold                 # defaults for its requests
+//       risk: high
+//       scopes: [accounts.read]
+//   slos: {gold: {ttft_ms: 200, tpot_ms: 50}}
+//   default_task: chat
+//   task_rules: [{match: "(?i)translate", task: translate}, {match: "password", risk: high}]
+//   routes:
+//     - name: auto
+//       baseline: wp-11m
+//       policy:                   # a model name, or one of:
+//         rules:
+//           - when: {risk: high, prompt_tokens: {max: 200}, task: [qa, chat], sla: gold,
+//                    tenant: acme, max_tokens: {min: 1}, matches: "(?i)invoice"}
+//             use: wp-11m         # a policy node
+//         otherwise: {argmin: {models: [wp-1m, wp-11m], lambda_cost: 1, lambda_latency: 1,
+//                              lambda_quality: 2, explore: 0.05, decay: 0.98}}
+//       # or: policy: {cascade: {small: wp-1m, large: wp-11m, k: 8, min_mean_logprob: -2.5,
+//       #                        min_margin: 0.1, mode: stream|full}}
+//
+// Plain values; the loader is a pure function of the text (thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "metrics/request_bucket.h"
+#include "router/router.h"
+
+namespace tarmac::config {
+
+struct ModelEntry {
+  std::string path;
+  router::ModelInfo info;  // name (default: the file stem), tier, price, allowed risk / SLA
+  std::optional<int32_t> threads;
+  std::vector<int> cpus;  // empty: any
+  std::optional<int32_t> max_concurrent, max_queue;
+};
+
+struct TenantEntry {
+  std::string name;
+  std::string api_key_file;  // "" : none of its own
+  std::string sla;           // "" : not set
+  std::optional<metrics::Risk> risk;
+  std::vector<std::string> scopes;
+};
+
+struct SloEntry {
+  std::string tier;
+  double ttft_ms = 0;
+  double tpot_ms = 0;
+};
+
+struct ServeConfig {
+  std::vector<ModelEntry> models;
+  std::string api_key_file;
+  std::vector<TenantEntry> tenants;
+  std::vector<SloEntry> slos;
+  router::RouterConfig router;  // models' infos, routes, task rules, default task
+
+  const TenantEntry* tenant(std::string_view name) const;
+};
+
+// `origin` names the text in errors (the file path).
+Result<ServeConfig> ParseServeConfig(std::string_view yaml, const std::string& origin);
+Result<ServeConfig> LoadServeConfig(const std::string& path);
+
+}  // namespace tarmac::config

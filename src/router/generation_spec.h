@@ -1,0 +1,70 @@
+// GenerationSpec: what a client asked to generate, independent of the API that asked (OpenAI
+// completions or chat) and of the model that will answer; and Prepare, which turns a spec into
+// one model's engine requests: renders chat messages through the model's template, encodes
+// prompts with its tokenizer, fills max_tokens' default, fans out n choices per prompt (choice
+// j seeded seed + j), and validates each request with the model's engine. Errors carry the
+// field ("messages" for a chat prompt's problems).
+//
+// Plain values; Prepare is thread-safe (the engine's Validate is).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine_types.h"
+#include "metrics/request_bucket.h"
+#include "sampling/sampler.h"
+
+namespace tarmac::router {
+
+struct PoolModel;
+
+struct PromptInput {
+  bool is_ids = false;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct GenerationSpec {
+  bool chat = false;
+  nlohmann::ordered_json messages;        // chat: validated, content flattened to strings
+  nlohmann::ordered_json tools;           // chat: null or the tools array (passed to the template)
+  bool add_generation_prompt = true;
+  std::vector<PromptInput> prompts;       // completions: one or more
+  std::optional<int32_t> max_tokens;      // none: chat the rest of the context, completions 16
+  int32_t n = 1;                          // choices per prompt
+  sampling::SamplingParams sampling;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t priority = 0;                   // smaller is more important
+  bool speculative = true;                // false: never speculate
+  std::string task;                       // the request bucket's task ("" = default)
+  std::string sla;                        // SLA tier ("" = default)
+  metrics::Risk risk = metrics::Risk::kLow;
+  bool risk_given = false;                // risk came from the request or the tenant (else rules may set it)
+  std::string tenant = "default";         // whose prefix-cache namespace
+  bool streaming = false;                 // the answer streams (a target may not wait for its end)
+  std::string last_user_message;          // chat: the last user message's text (routing rules)
+};
+
+// One model's engine requests for a spec, in choice order (choice i is request i).
+struct PreparedRequests {
+  std::vector<engine::ValidRequest> requests;
+  std::vector<int32_t> prompt_index;   // [choices] which prompt each choice continues
+  std::vector<int64_t> prompt_tokens;  // [prompts]
+  int64_t admission_tokens = 0;        // prompt + max_tokens over all choices
+};
+
+Result<PreparedRequests> Prepare(const PoolModel& model, const GenerationSpec& spec);
+
+// The prefix-cache namespace of (tenant, model): derived on the server, never sent by clients,
+// so no tenant can reuse another tenant's cached prefix.
+uint64_t PrefixNamespace(std::string_view tenant, std::string_view model);
+
+}  // namespace tarmac::router

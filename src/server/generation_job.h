@@ -1,0 +1,66 @@
+// GenerationJob: one /v1/completions or /v1/chat/completions request from parse to response:
+// its parsed request, the target it runs on (one model's engine today, a route tomorrow), the
+// target's prepared engine requests, and the OpenAI renderer its events go through. The
+// session drives it: Prepare (encode + every check; errors are 400s naming the parameter),
+// admission, Start, Poll as events arrive, then the epilogue or body.
+//
+// Not thread-safe: owned by one HTTP session on the server's I/O thread. The notifier given to
+// Start runs on engine threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "router/target.h"
+#include "server/api_error.h"
+#include "server/openai_render.h"
+#include "server/openai_request.h"
+
+namespace tarmac::server {
+
+class GenerationJob {
+ public:
+  GenerationJob(GenRequest req, std::unique_ptr<router::Target> target);
+
+  std::optional<ApiError> Prepare();
+  // prompt + max_tokens over all choices (for the admission queue).
+  int64_t admission_tokens() const { return prepared_.admission_tokens; }
+  int32_t priority() const { return req_.spec.priority; }
+  bool streaming() const { return req_.stream; }
+  // The model whose admission queue the job waits in (a cascade's changes when it escalates).
+  const std::string& model_name() const { return target_->model().name; }
+  // Routed requests: the route, and moving to the route's next model (its baseline) when the
+  // current one refused the request; prepares again. Errors: none is left (a 503 naming the
+  // models tried), or the new model refuses the request's shape.
+  bool routed() const { return target_->route_info().has_value(); }
+  std::optional<router::RouteInfo> route_info() const { return target_->route_info(); }
+  std::optional<ApiError> Fallback(const std::string& reason);
+  // The response's headers must wait for the first released event (a held-back decision).
+  bool holds_back() const { return target_->holds_back(); }
+  bool released() const { return released_; }
+
+  // Submits every choice. On error nothing stays submitted.
+  std::optional<ApiError> Start(const std::function<void()>& notify);
+  // Drains available events. When streaming, appends SSE frames to *sse. Returns true once
+  // every choice has finished.
+  bool Poll(std::string* sse);
+  void CancelAll();
+  // Every choice finished (or the job gave up): tells the target, once.
+  void Finished(bool error);
+
+  const OpenAiRenderer& render() const { return render_; }
+
+ private:
+  GenRequest req_;
+  std::unique_ptr<router::Target> target_;
+  router::PreparedRequests prepared_;
+  OpenAiRenderer render_;
+  bool started_ = false;
+  bool released_ = false;  // some event went to the renderer
+  bool finished_ = false;
+};
+
+}  // namespace tarmac::server

@@ -1,0 +1,157 @@
+#include "speculative/spec_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace tarmac::speculative {
+
+SpecPolicy::SpecPolicy(const SpecPolicyConfig& config) : config_(config) {
+  config_.max_k = std::clamp(config_.max_k, 0, kMaxDraft);
+}
+
+double SpecPolicy::StepSeconds(int32_t tokens) const { return steps_.Seconds(tokens); }
+
+bool SpecPolicy::AcceptanceCouldPay(int32_t batch, int32_t in_bucket, int32_t other_drafts,
+                                    int32_t max_k) const {
+  // Nothing measured (the decode step, or the draft): find out.
+  if (StepSeconds(std::max(batch, 1)) <= 0 || !draft_measured_) return true;
+  for (int32_t k = 1; k <= MaxK(max_k) && OthersAllow(k, batch, in_bucket, other_drafts); ++k) {
+    if (PredictSpeedup(kProbeAcceptance, k, batch, in_bucket, other_drafts) >
+        1.0 + config_.min_gain) {
+      return true;
+    }
+  }
+  return false;
+}
+
+SpecPolicy::Acc& SpecPolicy::At(metrics::BucketId b) {
+  TARMAC_CHECK(b >= 0);
+  if (static_cast<size_t>(b) >= acc_.size()) acc_.resize(static_cast<size_t>(b) + 1);
+  return acc_[static_cast<size_t>(b)];
+}
+
+double SpecPolicy::AcceptanceEstimate(metrics::BucketId bucket) const {
+  if (bucket < 0 || static_cast<size_t>(bucket) >= acc_.size()) return Acc{}.Estimate();
+  return acc_[static_cast<size_t>(bucket)].Estimate();
+}
+
+int32_t SpecPolicy::LastK(metrics::BucketId bucket) const {
+  if (bucket < 0 || static_cast<size_t>(bucket) >= acc_.size()) return 0;
+  return acc_[static_cast<size_t>(bucket)].last_k;
+}
+
+bool SpecPolicy::StepCosts(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts,
+                           double* decode, double* verify, double* draft) const {
+  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
+  other_drafts = std::max(other_drafts, 0);
+  *decode = StepSeconds(batch + other_drafts);
+  *verify = StepSeconds(batch + other_drafts + k * in_bucket);
+  *draft = k * DraftRoundSeconds(std::max(in_bucket, 1));
+  return *decode > 0 && *verify > 0 && draft_measured_;
+}
+
+double SpecPolicy::StepSlowdown(int32_t k, int32_t batch, int32_t in_bucket,
+                                int32_t other_drafts) const {
+  double decode, verify, draft;
+  if (k <= 0 || !StepCosts(k, batch, in_bucket, other_drafts, &decode, &verify, &draft)) {
+    return 1.0;
+  }
+  return (draft + verify) / decode;
+}
+
+bool SpecPolicy::OthersAllow(int32_t k, int32_t batch, int32_t in_bucket,
+                             int32_t other_drafts) const {
+  const bool others = in_bucket >= 0 && in_bucket < batch;
+  return !others || config_.max_other_slowdown < 0 ||
+         StepSlowdown(k, batch, in_bucket, other_drafts) <= 1.0 + config_.max_other_slowdown;
+}
+
+double SpecPolicy::PredictSpeedup(double a, int32_t k, int32_t batch, int32_t in_bucket,
+                                  int32_t other_drafts) const {
+  double decode, verify, draft;
+  // Nothing measured yet (no decode step of this size, no draft round): probing finds out.
+  if (k <= 0 || !StepCosts(k, batch, in_bucket, other_drafts, &decode, &verify, &draft)) {
+    return 1.0;
+  }
+  a = std::clamp(a, 0.0, 0.999);
+  const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
+  return expected * decode / (draft + verify);
+}
+
+int32_t SpecPolicy::ChooseK(metrics::BucketId bucket, int32_t batch, int32_t in_bucket,
+                            int32_t other_drafts, int32_t max_k_cap) {
+  Acc& acc = At(bucket);
+  const int32_t max_k = MaxK(max_k_cap);
+  const double a = acc.Estimate();
+  int32_t best_k = 0;
+  double best = 1.0 + config_.min_gain;
+  // Until a draft of this bucket has been verified its acceptance is only the prior: the
+  // model is not acted on for every request (at batch 41 that was 41 draft catch-ups on a
+  // guess); the probe below measures it.
+  // The slowdown grows with k: the first k past the others' limit ends the search.
+  for (int32_t k = 1; acc.verifies > 0 && k <= max_k &&
+                      OthersAllow(k, batch, in_bucket, other_drafts);
+       ++k) {
+    const double s = PredictSpeedup(a, k, batch, in_bucket, other_drafts);
+    if (s > best) {
+      best = s;
+      best_k = k;
+    }
+  }
+  // Probe about once per probe_every engine steps (a step makes `batch` decisions), so large
+  // batches do not pay for a probing request in every step.
+  // A bucket never measured is probed at once. No probe where even near-perfect acceptance
+  // would not pay at this batch size (the step costs rule it out, not the acceptance, and a
+  // probe only measures acceptance): at batch 64 on a compute-bound model those probes were
+  // pure cost.
+  // A bucket with no verified draft yet is probed at most once per step's worth of decisions:
+  // its first decode step at batch 64 would otherwise probe all 64 requests (each paying a
+  // draft catch-up) before the first verification is seen.
+  const int64_t period =
+      (acc.verifies == 0 ? 1 : static_cast<int64_t>(config_.probe_every)) * std::max(batch, 1);
+  const bool due = (acc.verifies == 0 && acc.never_probed) || ++acc.since_probe >= period;
+  if (best_k == 0 && max_k > 0 && due &&
+      AcceptanceCouldPay(batch, in_bucket, other_drafts, max_k)) {
+    acc.since_probe = 0;
+    acc.never_probed = false;
+    // Re-probe a switched-off bucket with 2 drafts, or 1 where 2 would slow the others too
+    // much (AcceptanceCouldPay found some k within the limit).
+    best_k = std::min(2, max_k);
+    if (best_k > 1 && !OthersAllow(best_k, batch, in_bucket, other_drafts)) best_k = 1;
+  }
+  acc.last_k = best_k;
+  return best_k;
+}
+
+void SpecPolicy::ObserveVerify(metrics::BucketId bucket, int32_t proposed, int32_t accepted) {
+  if (proposed <= 0) return;
+  Acc& acc = At(bucket);
+  ++acc.verifies;
+  // Geometric model: `accepted` successes, then one failure unless all passed.
+  const double w = std::pow(config_.decay, proposed);
+  acc.accepted = acc.accepted * w + accepted;
+  acc.rejected = acc.rejected * w + (accepted < proposed ? 1 : 0);
+}
+
+void SpecPolicy::ObserveStep(int32_t tokens, double seconds) {
+  if (tokens > 0) steps_.Observe(tokens, seconds);
+}
+
+void SpecPolicy::ObserveDraft(int32_t rounds, double seconds, int32_t requests) {
+  if (rounds <= 0) return;
+  drafts_.Observe(std::max(requests, 1), seconds / rounds);
+  draft_measured_ = true;
+}
+
+double SpecPolicy::DraftRoundSeconds(int32_t requests) const {
+  // A round's cost grows with its requests (their tokens go through the draft model
+  // together): priced from batch-1 rounds alone, a bucket turned on for many requests looked
+  // far cheaper than it was, and large batches lost throughput (bench/NOTES.md).
+  double value, top_n, top_s;
+  if (drafts_.Within(requests, &value, &top_n, &top_s)) return value;
+  return top_n < 0 ? 0 : top_s * requests / top_n;  // beyond: proportional
+}
+
+}  // namespace tarmac::speculative
