@@ -3,6 +3,8 @@
 // of the window go back to the pool while requests run (counted), and the greedy tokens are
 // those of the plain single-sequence path (which keeps every block) and of llama.cpp up to
 // its first near-tie.
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 
@@ -36,7 +38,8 @@ Golden& LoadGolden() {
     gguf::MakeRandomOptions opts;
     opts.seed = spec["seed"].get<uint64_t>();
     opts.norm_jitter = spec["norm_jitter"].get<double>();
-    const std::string path = ::testing::TempDir() + "/sliding_window_engine.gguf";
+    const std::string path =
+        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-sliding_window_engine.gguf";
     ThreadPool pool(2);
     EXPECT_TRUE(gguf::MakeRandomModel(shape.value(), DType::kF32, path, opts, &pool).ok());
     g.model = std::move(model::LlamaModel::Load(path).value());
@@ -86,11 +89,11 @@ void RunAndCheck(bool prefix_cache) {
   model::LlamaModel& m = *g.model;
   ASSERT_EQ(m.config().KvRetentionWindow(), 24);
   EngineConfig cfg;
-  cfg.block_size = 16;
-  cfg.kv_blocks = 64;
-  cfg.max_batched_tokens = 20;  // prompts of 32 prefill in two chunks, across the window
-  cfg.max_running = 4;
-  cfg.prefix_cache = prefix_cache;
+  cfg.sched.block_size = 16;
+  cfg.kv.blocks = 64;
+  cfg.sched.max_batched_tokens = 20;  // prompts of 32 prefill in two chunks, across the window
+  cfg.sched.max_running = 4;
+  cfg.kv.prefix_cache = prefix_cache;
   cfg.threads = 2;
   cfg.warmup = false;
   auto core = std::move(EngineCore::Create(&m, g.tok.get(), cfg).value());
@@ -104,7 +107,7 @@ void RunAndCheck(bool prefix_cache) {
     r.ignore_eos = true;
     ASSERT_TRUE(core->Validate(r).ok());
     streams.push_back(std::make_shared<RequestStream>(static_cast<int64_t>(i)));
-    core->Add(static_cast<int64_t>(i), r, streams.back());
+    ASSERT_TRUE(core->Add(static_cast<int64_t>(i), r, streams.back()).ok());
   }
   // Each request holds at most the window's blocks plus the ones its next tokens write:
   // ceil((24 - 1 + 20) / 16) + 1 = 4; without the release they would hold 6 at the end.

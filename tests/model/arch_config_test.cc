@@ -2,6 +2,8 @@
 // are windowed and with which rope, soft-cap defaults and overrides, the query scale rule,
 // fused tensors, and the load errors (unsupported architecture, a missing tensor, keys that
 // do not fit), on small files make-random writes (edited where a test needs a broken one).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -28,7 +30,8 @@ class ArchConfigTest : public ::testing::Test {
                              ",heads=4,kv_heads=2,ffn=96,vocab=300" + extra;
     auto shape = gguf::ParseShape(spec, arch);
     EXPECT_TRUE(shape.ok()) << shape.status().ToString();
-    const std::string path = ::testing::TempDir() + "/arch_config_" + std::to_string(n_++) + ".gguf";
+    const std::string path =
+        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_" + std::to_string(n_++) + ".gguf";
     auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, {}, &pool_);
     EXPECT_TRUE(res.ok()) << res.status().ToString();
     return path;
@@ -50,7 +53,8 @@ class ArchConfigTest : public ::testing::Test {
     for (const auto& t : f->tensors()) {
       if (t.name != drop) EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, t.bytes()).ok());
     }
-    const std::string out = ::testing::TempDir() + "/arch_config_" + std::to_string(n_++) + ".gguf";
+    const std::string out =
+        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_" + std::to_string(n_++) + ".gguf";
     EXPECT_TRUE(w.Write(out).ok());
     return out;
   }
@@ -275,7 +279,8 @@ TEST_F(ArchConfigTest, FusedQkvEqualsSeparate) {
     }
     ASSERT_TRUE(w.AddTensor(n, t.dims, t.type, t.bytes()).ok());
   }
-  const std::string fp = ::testing::TempDir() + "/arch_config_fused.gguf";
+  const std::string fp =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_fused.gguf";
   ASSERT_TRUE(w.Write(fp).ok());
   std::vector<float> a, b;
   for (const std::string& p : {sep, fp}) {

@@ -11,6 +11,8 @@
 // The windowed families' windows (20-24) are shorter than the sequences (96 and 256 tokens);
 // gemma2-caps soft-caps scores and logits hard enough to matter; phi3-partial rotates 24 of 32
 // head dims.
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -49,7 +51,8 @@ std::string RegenerateModel(const nlohmann::json& spec, const std::string& name)
   gguf::MakeRandomOptions opts;
   opts.seed = spec["seed"].get<uint64_t>();
   opts.norm_jitter = spec["norm_jitter"].get<double>();
-  const std::string path = ::testing::TempDir() + "/arch_golden_" + name + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_golden_" + name + ".gguf";
   ThreadPool pool(2);
   auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, opts, &pool);
   EXPECT_TRUE(res.ok()) << res.status().ToString();
