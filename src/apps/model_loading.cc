@@ -30,9 +30,10 @@ void FaultInWeights(const gguf::File& f, bool show_progress) {
 
 }  // namespace
 
-Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap) {
+Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap,
+                                          int32_t context) {
   LoadedModel out;
-  auto model = model::LlamaModel::Load(path, use_mmap);
+  auto model = model::LlamaModel::Load(path, use_mmap, context);
   if (!model.ok()) return Status(model.status().code(), path + ": " + model.status().message());
   out.model = std::move(model).value();
   const gguf::File& f = out.model->file();
