@@ -6,21 +6,16 @@
 #   bash bench/metrics_bench.sh [REPS]      TARMAC_BIN: the binary (default build/bin/tarmac)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 REPS=${1:-3}
 BIN=${TARMAC_BIN:-build/bin/tarmac}
 WP=models/wp-11m-f16.gguf
 [[ -x $BIN ]] || { echo "build first: make build" >&2; exit 2; }
 OUT=$(mktemp -d)
 for r in $(seq "$REPS"); do
-  $BIN serve -m $WP --port 0 -t 2 --max-running 64 >"$OUT/log" 2>&1 &
-  pid=$!
-  port=""
-  for _ in $(seq 200); do
-    port=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$OUT/log" | grep -oE '[0-9]+$' || true)
-    [[ -n $port ]] && grep -q "ready" "$OUT/log" && break
-    sleep 0.1
-  done
-  [[ -n $port ]] || { echo "server did not start" >&2; cat "$OUT/log" >&2; kill $pid; exit 1; }
+  tarmac_serve "$OUT/log" -m $WP -t 2 --max-running 64
+  pid=$SERVE_PID
+  port=$SERVE_PORT
   $BIN bench serve --url http://127.0.0.1:$port --concurrency 64 --requests 384 --max-tokens 96 \
     --workload short-chat --scrape-metrics 50 --json > "$OUT/run$r.json"
   kill -TERM $pid; wait $pid || true

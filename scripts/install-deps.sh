@@ -15,7 +15,15 @@ PACKAGES=(
   libopenblas-dev                     # benchmark reference only (sgemm)
   python3 python3-jinja2              # python3-jinja2: reference renderings for the chat-template tests
   python3-jsonschema                  # the independent validator of the grammar tests
+  chromium                            # the dashboard's browser test (headless, driven by puppeteer-core)
+  gnuplot-nox                         # bench serve/offline --plot: PNG figures
+  libhiredis-dev redis-server         # the scoped caches' shared tier (tests start their own redis-server)
 )
+# node and npm: the dashboard embeds uPlot from the npm registry at build time, and the npm
+# clients of the tests. Debian's packages unless some node with npm is already installed.
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,6 +4,7 @@
 // shared prefix, or slices of a text file (see --workload); outputs ignore end-of-generation
 // so every request produces --output-len.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -15,13 +16,16 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_offline.h"
 #include "apps/model_loading.h"
 #include "apps/percentiles.h"
+#include "apps/plots.h"
 #include "apps/engine_flags.h"
 #include "base/clock.h"
+#include "base/progress.h"
 #include "engine/engine_client.h"
 #include "metrics/request_bucket.h"
 
@@ -43,6 +47,7 @@ struct OfflineArgs {
   int logprobs = 0;  // alternatives per token each request asks for
   std::string workload = "random";  // random | text | copy | quote | mixed
   std::string prompt_file;
+  std::string plot_dir;  // --plot: PNG figures here
 };
 
 nlohmann::json PctJson(const Percentiles& p) {
@@ -233,6 +238,7 @@ int RunBenchOffline(const OfflineArgs& a) {
   double frag_sum = 0, frag_max = 0;
   int64_t frag_samples = 0;
   size_t next = 0;
+  std::vector<std::array<double, 3>> kv_over_time;  // --plot: (seconds, KV usage 0..1, running)
   const double t0 = NowSeconds();
   auto submit_next = [&]() -> bool {
     auto s = client.Submit(reqs[next]);
@@ -250,6 +256,7 @@ int RunBenchOffline(const OfflineArgs& a) {
     ++next;
     return true;
   };
+  Progress progress("bench offline", a.requests, Progress::Unit::kItems, "requests");
   while (next < reqs.size() && static_cast<int>(inflight.size()) < a.concurrency)
     if (!submit_next()) return 2;
   while (!inflight.empty()) {
@@ -259,6 +266,10 @@ int RunBenchOffline(const OfflineArgs& a) {
       pending_events = 0;
     }
     const engine::EngineStats st = client.Stats();
+    if (!a.plot_dir.empty() && (kv_over_time.empty() || NowSeconds() - t0 - kv_over_time.back()[0] >= 0.05) &&
+        st.kv.total_blocks > 0)
+      kv_over_time.push_back({NowSeconds() - t0, static_cast<double>(st.kv.request_blocks) / st.kv.total_blocks,
+                              static_cast<double>(st.num_running)});
     if (st.num_running > 0) {
       frag_sum += st.kv.fragmentation();
       frag_max = std::max(frag_max, st.kv.fragmentation());
@@ -274,6 +285,7 @@ int RunBenchOffline(const OfflineArgs& a) {
             return 1;
           }
           done.push_back(std::move(ev.metrics));
+          progress.Add(1);
           finished = true;
         }
       }
@@ -286,6 +298,7 @@ int RunBenchOffline(const OfflineArgs& a) {
     }
   }
   const double wall = NowSeconds() - t0;
+  progress.Finish();
   const engine::EngineStats after = client.Stats();
 
   int64_t out_tokens = 0, prompt_tokens = 0;
@@ -373,6 +386,67 @@ int RunBenchOffline(const OfflineArgs& a) {
   j["spec_fallback_rate"] = spec_total.decisions ? static_cast<double>(spec_total.fallbacks) / spec_total.decisions : 0.0;
   j["draft_seconds"] = after.draft_seconds - before.draft_seconds;
   j["verify_seconds"] = after.verify_seconds - before.verify_seconds;
+  int rc = 0;
+  if (!a.plot_dir.empty()) {
+    // Figures (plots.h): TTFT and TPOT distributions per bucket, KV usage over time, draft
+    // acceptance per bucket.
+    auto plotter = Plotter::Create(a.plot_dir);
+    if (!plotter.ok()) {
+      std::fprintf(stderr, "tarmac bench offline: %s\n", plotter.status().message().c_str());
+      return 2;
+    }
+    const Plotter& p = plotter.value();
+    if (!p.available())
+      std::fprintf(stderr, "tarmac bench offline: gnuplot not found: skipping the PNG figures (the .dat and .gp files are "
+                           "in %s; scripts/install-deps.sh installs gnuplot-nox)\n", a.plot_dir.c_str());
+    const std::string what = fmt::format("{} requests at concurrency {}, {}", a.requests, a.concurrency, a.model);
+    PlotSpec ttft_f{"ttft_cdf", "TTFT distribution per bucket: " + what, "time to first token (ms)", "fraction of requests"};
+    PlotSpec tpot_f{"tpot_cdf", "TPOT distribution per bucket: " + what, "time per output token (ms)", "fraction of requests"};
+    ttft_f.style = tpot_f.style = "steps";
+    for (const auto& [b, idx] : by_bucket) {
+      std::vector<double> tt, tp;
+      for (size_t i : idx) {
+        tt.push_back(done[i].ttft_s);
+        if (done[i].output_tokens > 1) tp.push_back((done[i].e2e_s - done[i].ttft_s) / (done[i].output_tokens - 1));
+      }
+      ttft_f.series.push_back({table.Key(b), Plotter::Cdf(tt, 1e3)});
+      tpot_f.series.push_back({table.Key(b), Plotter::Cdf(tp, 1e3)});
+    }
+    PlotSpec kv_f{"kv_usage", "KV cache usage over time: " + what, "seconds", "KV blocks held by requests (%)"};
+    kv_f.style = "lines";
+    kv_f.y2label = "requests running";
+    PlotSeries use{"KV usage"}, running{"running"};
+    running.y2 = true;
+    for (const auto& s : kv_over_time) {
+      use.points.emplace_back(s[0], 100 * s[1]);
+      running.points.emplace_back(s[0], s[2]);
+    }
+    kv_f.series = {use, running};
+    std::vector<PlotSpec> specs = {ttft_f, tpot_f, kv_f};
+    PlotSpec acc{"spec_acceptance", "Draft acceptance per request bucket: " + what, "bucket", "accepted / drafted tokens"};
+    acc.style = "boxes";
+    PlotSeries rate{"acceptance rate"};
+    for (const auto& [b, c] : spec_by_bucket) {
+      if (c.draft_tokens <= 0) continue;
+      rate.points.emplace_back(static_cast<double>(acc.xtics.size()), c.acceptance_rate());
+      acc.xtics.push_back(table.Key(b));
+    }
+    if (rate.points.empty()) {
+      std::fprintf(stderr, "tarmac bench offline: no drafted tokens (--spec %s): no spec_acceptance figure\n",
+                   a.engine.spec.mode.c_str());
+    } else {
+      acc.series.push_back(rate);
+      specs.push_back(acc);
+    }
+    for (const PlotSpec& s : specs) {
+      if (Status st = p.Plot(s); !st.ok()) {
+        std::fprintf(stderr, "tarmac bench offline: %s\n", st.message().c_str());
+        rc = 1;
+      } else if (p.available()) {
+        std::fprintf(stderr, "tarmac bench offline: wrote %s/%s.png\n", a.plot_dir.c_str(), s.name.c_str());
+      }
+    }
+  }
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -391,7 +465,7 @@ int RunBenchOffline(const OfflineArgs& a) {
         static_cast<long long>(queried),
         static_cast<long long>(j["preemptions"].get<int64_t>()), after.max_concurrent_running);
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace
@@ -433,6 +507,9 @@ void RegisterBenchOffline(CLI::App* bench, RunFn* run) {
   cmd->add_option("--prompt-file", a->prompt_file,
                   "text file for text/copy/quote/mixed workloads")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--plot", a->plot_dir,
+                  "write PNG figures (gnuplot) to this directory: TTFT and TPOT distributions per bucket, KV usage "
+                  "over time, draft acceptance per bucket");
   cmd->callback([a, run] { *run = [a] { return RunBenchOffline(*a); }; });
 }
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "base/progress.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "gguf/make_random.h"
@@ -241,14 +242,18 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
       if (auto e = CheckThreads(*threads)) return Fail("quantize", 2, *e);
       ThreadPool pool(ThreadsOrDefault(*threads));
       gguf::QuantizeOptions opts;
-      opts.on_tensor = [](const gguf::TensorReport& r, size_t i, size_t n) {
-        std::fprintf(stderr, "[%4zu/%zu] %-32s %-5s -> %-5s %-16s%s%s\n", i + 1, n,
-                     r.name.c_str(), std::string(DTypeName(r.from)).c_str(),
-                     std::string(DTypeName(r.to)).c_str(), DimsString(r.dims).c_str(),
-                     r.note.empty() ? "" : "  fallback: ", r.note.c_str());
+      // A bar with ETA on a terminal, one line at the end otherwise; fallbacks always said.
+      std::unique_ptr<Progress> progress;
+      opts.on_tensor = [&progress](const gguf::TensorReport& r, size_t i, size_t n) {
+        if (!progress) progress = std::make_unique<Progress>("quantize", static_cast<int64_t>(n), Progress::Unit::kItems, "tensors");
+        if (!r.note.empty())
+          progress->Note(fmt::format("{} {} -> {} {}: fallback: {}", r.name, DTypeName(r.from), DTypeName(r.to),
+                                     DimsString(r.dims), r.note));
+        progress->Set(static_cast<int64_t>(i + 1));
       };
       const auto start = std::chrono::steady_clock::now();
       auto res = gguf::QuantizeFile(*in, *out, *t, opts, &pool);
+      progress.reset();
       if (!res.ok()) return Fail("quantize", ExitCodeFor(res.status()), res.status().message());
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -320,15 +325,15 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       opts.seed = *seed;
       opts.vocab_from = *vocab_from;
       opts.norm_jitter = *norm_jitter;
-      // On a terminal one line rewritten in place; in a log one line per tensor.
-      const bool tty = ::isatty(STDERR_FILENO) != 0;
-      opts.on_tensor = [tty](const std::string& name, DType dt, size_t i, size_t n) {
-        std::fprintf(stderr, "%s[%4zu/%zu] %-32s %-5s%s", tty ? "\r" : "", i + 1, n,
-                     name.c_str(), std::string(DTypeName(dt)).c_str(),
-                     !tty || i + 1 == n ? "\n" : "");
+      // A bar with ETA on a terminal, one line at the end otherwise.
+      std::unique_ptr<Progress> progress;
+      opts.on_tensor = [&progress](const std::string&, DType, size_t i, size_t n) {
+        if (!progress) progress = std::make_unique<Progress>("make-random", static_cast<int64_t>(n), Progress::Unit::kItems, "tensors");
+        progress->Set(static_cast<int64_t>(i + 1));
       };
       const auto start = std::chrono::steady_clock::now();
       auto res = gguf::MakeRandomModel(*s, *t, *out, opts, &pool);
+      progress.reset();
       if (!res.ok()) return Fail("make-random", ExitCodeFor(res.status()), res.status().message());
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -368,15 +373,15 @@ void RegisterPad(CLI::App* parent, RunFn* run) {
       gguf::PadOptions opts;
       opts.extra_layers = *layers;
       opts.ffn = *ffn;
-      const bool tty = ::isatty(STDERR_FILENO) != 0;
-      if (tty) {  // progress on a terminal only: a log would get one line per tensor
-        opts.on_tensor = [](const std::string& name, DType dt, size_t i, size_t n) {
-          std::fprintf(stderr, "\r[%4zu/%zu] %-32s %-5s%s", i + 1, n, name.c_str(),
-                       std::string(DTypeName(dt)).c_str(), i + 1 == n ? "\n" : "");
-        };
-      }
+      // A bar with ETA on a terminal, one line at the end otherwise.
+      std::unique_ptr<Progress> progress;
+      opts.on_tensor = [&progress](const std::string&, DType, size_t i, size_t n) {
+        if (!progress) progress = std::make_unique<Progress>("pad", static_cast<int64_t>(n), Progress::Unit::kItems, "tensors");
+        progress->Set(static_cast<int64_t>(i + 1));
+      };
       const auto start = std::chrono::steady_clock::now();
       auto res = gguf::PadModel(*in, *out, opts);
+      progress.reset();
       if (!res.ok()) return Fail("pad", ExitCodeFor(res.status()), res.status().message());
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

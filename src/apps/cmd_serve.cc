@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,11 +100,17 @@ Status Unsupported(const config::ServeConfig& cfg, const std::string& path) {
   if (!cfg.slos.empty())
     return InvalidArgument("{}: slos: SLO targets are read by the SLO report and controller, which this build does not "
                            "have yet; remove the section", path);
-  for (const config::TenantEntry& t : cfg.tenants)
-    if (!t.scopes.empty())
-      return InvalidArgument("{}: tenants: '{}' has scopes, which only the scoped caches use, and this build does not "
-                             "have them yet; remove them", path, t.name);
   return Status::Ok();
+}
+
+// The namespace secret: the file's bytes (a trailing newline dropped), at least 16 of them.
+Result<std::string> ReadSecret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cache.secret_file {}: cannot read the file", path);
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.size() < 16) return InvalidArgument("cache.secret_file {}: holds {} bytes; a secret needs at least 16", path, s.size());
+  return s;
 }
 
 int Fail(const Status& st) {
@@ -127,7 +135,15 @@ int RunServe(const ServeArgs& a) {
   if (!keys.ok()) return Fail(keys.status());
   sc.keys = std::move(keys).value();
   if (config != nullptr) {
-    for (const config::TenantEntry& t : config->tenants) sc.tenants[t.name] = {t.sla, t.risk};
+    for (const config::TenantEntry& t : config->tenants)
+      sc.tenants[t.name] = {t.sla, t.risk, t.scopes, t.policy_version, t.session_max_blocks};
+    sc.cache = config->cache;
+    sc.cached_responses = config->cached_responses;
+    if (!config->cache_secret_file.empty()) {
+      auto secret = ReadSecret(config->cache_secret_file);
+      if (!secret.ok()) return Fail(secret.status());
+      sc.cache.secret = std::move(secret).value();
+    }
   }
   // One descriptor per connection: raise the soft limit to the hard one (often 1024 -> 1M).
   if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

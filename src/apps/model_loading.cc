@@ -4,28 +4,24 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <string>
 
+#include "base/progress.h"
 #include "tokenizer/vocab_gguf.h"
 
 namespace tarmac::apps {
 namespace {
 
-// Touches one byte per page of every tensor; shows a percentage when stderr is a terminal.
-void FaultInWeights(const gguf::File& f, bool show_progress) {
-  const uint64_t total = f.tensor_bytes();
-  uint64_t done = 0;
-  int last_pct = -1;
+// Touches one byte per page of every tensor (a progress bar on a terminal, one line otherwise).
+void FaultInWeights(const gguf::File& f, bool quiet) {
+  Progress progress("loading weights (mmap)", static_cast<int64_t>(f.tensor_bytes()), Progress::Unit::kBytes, "",
+                    quiet ? Progress::Mode::kOff : Progress::Mode::kAuto);
   volatile uint8_t sink = 0;
   for (const auto& t : f.tensors()) {
     for (uint64_t off = 0; off < t.nbytes; off += 4096) sink = sink + t.data[off];
-    done += t.nbytes;
-    const int pct = total ? static_cast<int>(100 * done / total) : 100;
-    if (show_progress && pct != last_pct) {
-      std::fprintf(stderr, "\rloading weights: %3d%%", pct);
-      last_pct = pct;
-    }
+    progress.Add(static_cast<int64_t>(t.nbytes));
   }
-  if (show_progress) std::fprintf(stderr, "\r                      \r");
 }
 
 }  // namespace
@@ -33,7 +29,22 @@ void FaultInWeights(const gguf::File& f, bool show_progress) {
 Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap,
                                           int32_t context) {
   LoadedModel out;
-  auto model = model::LlamaModel::Load(path, use_mmap, context);
+  // One bar per stage of the load (reading the file, re-laying out weights).
+  std::unique_ptr<Progress> progress;
+  std::string stage;
+  model::LlamaModel::ProgressFn on_progress;
+  if (!quiet)
+    on_progress = [&](const std::string& s, int64_t done, int64_t total) {
+      if (!progress || s != stage) {
+        stage = s;
+        progress = std::make_unique<Progress>("loading " + path + ": " + s, total,
+                                              s == "reading" ? Progress::Unit::kBytes : Progress::Unit::kItems,
+                                              s == "reading" ? "" : "matrices");
+      }
+      progress->Set(done);
+    };
+  auto model = model::LlamaModel::Load(path, use_mmap, context, on_progress);
+  progress.reset();
   if (!model.ok()) return Status(model.status().code(), path + ": " + model.status().message());
   out.model = std::move(model).value();
   const gguf::File& f = out.model->file();
@@ -46,7 +57,7 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, b
     return InvalidArgument("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path,
                            out.tokenizer->n_vocab(), out.model->config().n_vocab);
   }
-  if (use_mmap) FaultInWeights(f, !quiet && isatty(STDERR_FILENO));
+  if (use_mmap) FaultInWeights(f, quiet);
   if (!quiet) {
     const model::ModelConfig& c = out.model->config();
     std::map<std::string, int> dtypes;

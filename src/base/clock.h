@@ -13,4 +13,9 @@ inline int64_t NowNanos() {
 }
 inline double NowSeconds() { return static_cast<double>(NowNanos()) * 1e-9; }
 
+// Wall-clock seconds since the Unix epoch (for ages shown to users; not for intervals).
+inline double NowUnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace tarmac

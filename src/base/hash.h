@@ -1,6 +1,5 @@
 // Small non-cryptographic hashes (stable across platforms and runs: used for deterministic
-// seeding and keys). Pure functions, thread-safe. Cryptographic hashing (SHA-256 for cache
-// keys) lives elsewhere.
+// seeding and keys). Pure functions, thread-safe. Cryptographic digests: base/digest.h.
 #pragma once
 
 #include <cstdint>

@@ -9,137 +9,12 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "config/cache_section.h"
+#include "config/yaml_node.h"
 #include "router/policy_argmin.h"
 
 namespace tarmac::config {
 namespace {
-
-// A YAML node and where it is, for errors.
-struct At {
-  YAML::Node node;
-  std::string path;
-  const std::string* origin;
-  const std::set<std::string>* models = nullptr;  // the configured model names, once parsed
-
-  template <typename... Args>
-  Status Error(fmt::format_string<Args...> f, Args&&... args) const {
-    return InvalidField(path, "{}: {}: {}", *origin, path.empty() ? "(top level)" : path,
-                        fmt::format(f, std::forward<Args>(args)...));
-  }
-  // Const access: reading a missing key must not add it.
-  At Key(const std::string& k) const {
-    const YAML::Node& n = node;
-    return {n[k], path.empty() ? k : path + "." + k, origin, models};
-  }
-  At Index(size_t i) const {
-    const YAML::Node& n = node;
-    return {n[i], fmt::format("{}[{}]", path, i), origin, models};
-  }
-  bool has(const std::string& k) const {
-    const YAML::Node& n = node;
-    return n.IsMap() && n[k];
-  }
-};
-
-const char* KindName(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    default: return "undefined";
-  }
-}
-
-Status ExpectMap(const At& a, const std::set<std::string>& known) {
-  if (!a.node.IsMap()) return a.Error("expected a map, got {}", KindName(a.node));
-  for (const auto& kv : a.node) {
-    const std::string k = kv.first.as<std::string>("");
-    if (!known.count(k)) {
-      std::string list;
-      for (const std::string& s : known) list += (list.empty() ? "" : ", ") + s;
-      return a.Key(k).Error("unknown key (expected one of: {})", list);
-    }
-  }
-  return Status::Ok();
-}
-
-Result<std::string> String(const At& a) {
-  if (!a.node.IsScalar()) return a.Error("expected a string, got {}", KindName(a.node));
-  std::string s = a.node.Scalar();
-  if (s.empty()) return a.Error("must not be empty");
-  return s;
-}
-
-// A name (model, tier, task, tenant): letters, digits, '-', '_', '.'.
-Result<std::string> Name(const At& a) {
-  TARMAC_ASSIGN_OR_RETURN(std::string s, String(a));
-  for (char c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
-      return a.Error("'{}' may hold only letters, digits, '-', '_' and '.'", s);
-  }
-  return s;
-}
-
-// A reference to a configured model: the error names the exact entry.
-Result<std::string> ModelName(const At& a) {
-  TARMAC_ASSIGN_OR_RETURN(std::string s, Name(a));
-  if (a.models != nullptr && !a.models->count(s)) return a.Error("no model named '{}'", s);
-  return s;
-}
-
-Result<double> Number(const At& a) {
-  if (!a.node.IsScalar()) return a.Error("expected a number, got {}", KindName(a.node));
-  const std::string& s = a.node.Scalar();
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || !std::isfinite(v)) return a.Error("expected a number, got '{}'", s);
-  return v;
-}
-
-Result<int64_t> Integer(const At& a, int64_t lo, int64_t hi) {
-  if (!a.node.IsScalar()) return a.Error("expected an integer, got {}", KindName(a.node));
-  const std::string& s = a.node.Scalar();
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) return a.Error("expected an integer, got '{}'", s);
-  if (v < lo || v > hi) return a.Error("must be in [{}, {}], got {}", lo, hi, v);
-  return static_cast<int64_t>(v);
-}
-
-Result<metrics::Risk> RiskOf(const At& a) {
-  TARMAC_ASSIGN_OR_RETURN(std::string s, String(a));
-  auto r = metrics::ParseRisk(s);
-  if (!r.ok()) return a.Error("risk must be 'low' or 'high', got '{}'", s);
-  return *r;
-}
-
-// A name or a list of names.
-// `name` checks each entry (Name or ModelName).
-Result<std::vector<std::string>> Names(const At& a, Result<std::string> (*name)(const At&) = Name) {
-  std::vector<std::string> out;
-  if (a.node.IsScalar()) {
-    TARMAC_ASSIGN_OR_RETURN(std::string s, name(a));
-    out.push_back(std::move(s));
-    return out;
-  }
-  if (!a.node.IsSequence() || a.node.size() == 0) return a.Error("expected a name or a non-empty list of names");
-  for (size_t i = 0; i < a.node.size(); ++i) {
-    TARMAC_ASSIGN_OR_RETURN(std::string s, name(a.Index(i)));
-    out.push_back(std::move(s));
-  }
-  return out;
-}
 
 Status Bounds(const At& a, std::optional<int64_t>* lo, std::optional<int64_t>* hi) {
   TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"min", "max"}));
@@ -277,7 +152,7 @@ Result<std::unique_ptr<router::Policy>> ParsePolicy(const At& a, int depth) {
 
 Result<ModelEntry> ParseModel(const At& a) {
   TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"path", "name", "tier", "price_per_1k", "threads", "cpus", "allowed_risk",
-                                       "allowed_sla", "max_concurrent", "max_queue"}));
+                                       "allowed_sla", "max_concurrent", "max_queue", "cache_responses"}));
   ModelEntry m;
   if (!a.has("path")) return a.Error("a model needs 'path'");
   TARMAC_ASSIGN_OR_RETURN(m.path, String(a.Key("path")));
@@ -326,11 +201,14 @@ Result<ModelEntry> ParseModel(const At& a) {
   if (a.has("max_queue")) {
     TARMAC_ASSIGN_OR_RETURN(m.max_queue, Integer(a.Key("max_queue"), 0, 1 << 24));
   }
+  if (a.has("cache_responses")) {
+    TARMAC_ASSIGN_OR_RETURN(m.cache_responses, ParseCacheResponses(a.Key("cache_responses")));
+  }
   return m;
 }
 
 Result<TenantEntry> ParseTenant(const At& a) {
-  TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"name", "api_key_file", "sla", "risk", "scopes"}));
+  TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"name", "api_key_file", "sla", "risk", "scopes", "policy_version", "session_max_blocks"}));
   TenantEntry t;
   if (!a.has("name")) return a.Error("a tenant needs 'name'");
   TARMAC_ASSIGN_OR_RETURN(t.name, Name(a.Key("name")));
@@ -350,6 +228,12 @@ Result<TenantEntry> ParseTenant(const At& a) {
       TARMAC_ASSIGN_OR_RETURN(std::string v, String(s.Index(i)));
       t.scopes.push_back(std::move(v));
     }
+  }
+  if (a.has("policy_version")) {
+    TARMAC_ASSIGN_OR_RETURN(t.policy_version, String(a.Key("policy_version")));
+  }
+  if (a.has("session_max_blocks")) {
+    TARMAC_ASSIGN_OR_RETURN(t.session_max_blocks, Integer(a.Key("session_max_blocks"), 1, int64_t{1} << 30));
   }
   return t;
 }
@@ -397,17 +281,22 @@ Status ParseTaskRules(const At& a, std::vector<router::TaskRule>* out) {
   return Status::Ok();
 }
 
-Status ParseRoutes(const At& a, std::vector<router::RouteConfig>* out) {
+Status ParseRoutes(const At& a, std::vector<router::RouteConfig>* out,
+                   std::map<std::string, std::optional<double>>* cached) {
   if (!a.node.IsSequence() || a.node.size() == 0) return a.Error("expected a non-empty list of routes");
   for (size_t i = 0; i < a.node.size(); ++i) {
     const At r = a.Index(i);
-    TARMAC_RETURN_IF_ERROR(ExpectMap(r, {"name", "baseline", "policy"}));
+    TARMAC_RETURN_IF_ERROR(ExpectMap(r, {"name", "baseline", "policy", "cache_responses"}));
     if (!r.has("name") || !r.has("baseline")) return r.Error("a route needs 'name' and 'baseline'");
     router::RouteConfig rc;
     TARMAC_ASSIGN_OR_RETURN(rc.name, Name(r.Key("name")));
     TARMAC_ASSIGN_OR_RETURN(rc.baseline, Name(r.Key("baseline")));
     if (r.has("policy")) {
       TARMAC_ASSIGN_OR_RETURN(rc.policy, ParsePolicy(r.Key("policy"), 0));
+    }
+    if (r.has("cache_responses")) {
+      TARMAC_ASSIGN_OR_RETURN(auto ttl, ParseCacheResponses(r.Key("cache_responses")));
+      if (ttl) (*cached)[rc.name] = *ttl;
     }
     out->push_back(std::move(rc));
   }
@@ -456,13 +345,15 @@ Result<ServeConfig> ParseServeConfig(std::string_view yaml, const std::string& o
   }
   const At top{root, "", &origin};
   if (root.IsNull()) return top.Error("the file is empty; it needs at least 'models'");
-  TARMAC_RETURN_IF_ERROR(ExpectMap(top, {"models", "api_key_file", "tenants", "slos", "default_task", "task_rules", "routes"}));
+  TARMAC_RETURN_IF_ERROR(
+      ExpectMap(top, {"models", "api_key_file", "tenants", "slos", "default_task", "task_rules", "routes", "cache"}));
   ServeConfig c;
   if (!top.has("models")) return top.Error("'models' is required (at least one model)");
   const At ms = top.Key("models");
   if (!ms.node.IsSequence() || ms.node.size() == 0) return ms.Error("expected a non-empty list of models");
   for (size_t i = 0; i < ms.node.size(); ++i) {
     TARMAC_ASSIGN_OR_RETURN(ModelEntry m, ParseModel(ms.Index(i)));
+    if (m.cache_responses) c.cached_responses[m.info.name] = *m.cache_responses;
     c.router.models.push_back(m.info);
     c.models.push_back(std::move(m));
   }
@@ -481,13 +372,14 @@ Result<ServeConfig> ParseServeConfig(std::string_view yaml, const std::string& o
   if (top.has("default_task")) {
     TARMAC_ASSIGN_OR_RETURN(c.router.default_task, Name(top.Key("default_task")));
   }
+  if (top.has("cache")) TARMAC_RETURN_IF_ERROR(ParseCacheSection(top.Key("cache"), &c.cache, &c.cache_secret_file));
   if (top.has("task_rules")) TARMAC_RETURN_IF_ERROR(ParseTaskRules(top.Key("task_rules"), &c.router.task_rules));
   std::set<std::string> names;
   for (const ModelEntry& m : c.models) names.insert(m.info.name);
   if (top.has("routes")) {
     At routes = top.Key("routes");
     routes.models = &names;
-    TARMAC_RETURN_IF_ERROR(ParseRoutes(routes, &c.router.routes));
+    TARMAC_RETURN_IF_ERROR(ParseRoutes(routes, &c.router.routes, &c.cached_responses));
   }
   TARMAC_RETURN_IF_ERROR(CrossCheck(c, origin));
   return c;

@@ -15,19 +15,32 @@
 //       allowed_sla: [standard]   # default: every tier
 //       max_concurrent: 64        # this model's share of admission (default: the totals)
 //       max_queue: 256
+//       cache_responses: false    # requests naming this model: responses cached by default
+//                                 # (true, or {ttl_s: 600}; deterministic requests only)
 //   api_key_file: keys.txt        # "KEY TENANT" lines (as --api-key-file)
 //   tenants:
 //     - name: acme
 //       api_key_file: acme.txt    # its keys ("KEY" lines), optional
 //       sla: gold                 # defaults for its requests
 //       risk: high
-//       scopes: [accounts.read]
+//       scopes: [accounts.read]   # permission scopes: part of every cache key
+//       policy_version: "2026-11" # part of every cache key (x-tarmac-policy-version overrides)
+//       session_max_blocks: 512   # KV blocks its sessions keep pinned per model
 //   slos: {gold: {ttft_ms: 200, tpot_ms: 50}}
 //   default_task: chat
 //   task_rules: [{match: "(?i)translate", task: translate}, {match: "password", risk: high}]
+//   cache:                        # the scoped caches (defaults: embedded, the sizes below)
+//     backend: memory             # or redis, with url: redis://127.0.0.1:6379/0
+//     secret_file: ns.key         # HMAC key of prefix namespaces (default: random per start);
+//                                 # replicas that share prefix-aware routing share it
+//     response: {max_bytes: 268435456, ttl_s: 300, max_ttl_s: 86400, max_entry_bytes: 4194304}
+//     retrieval: {max_bytes: 67108864, ttl_s: 3600, max_ttl_s: 86400, max_entry_bytes: 262144}
+//     tool: {...}                 # as retrieval
+//     session: {ttl_s: 1800, max_blocks: 1024, max_entry_bytes: 65536}  # state and KV pins
 //   routes:
 //     - name: auto
 //       baseline: wp-11m
+//       cache_responses: {ttl_s: 300}
 //       policy:                   # a model name, or one of:
 //         rules:
 //           - when: {risk: high, prompt_tokens: {max: 200}, task: [qa, chat], sla: gold,
@@ -42,12 +55,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "cache/cache_service.h"
 #include "metrics/request_bucket.h"
 #include "router/router.h"
 
@@ -59,6 +74,7 @@ struct ModelEntry {
   std::optional<int32_t> threads;
   std::vector<int> cpus;  // empty: any
   std::optional<int32_t> max_concurrent, max_queue;
+  std::optional<std::optional<double>> cache_responses;  // none: not by default; else the TTL (none: default)
 };
 
 struct TenantEntry {
@@ -67,6 +83,8 @@ struct TenantEntry {
   std::string sla;           // "" : not set
   std::optional<metrics::Risk> risk;
   std::vector<std::string> scopes;
+  std::string policy_version;             // "" : none
+  std::optional<int64_t> session_max_blocks;
 };
 
 struct SloEntry {
@@ -81,6 +99,11 @@ struct ServeConfig {
   std::vector<TenantEntry> tenants;
   std::vector<SloEntry> slos;
   router::RouterConfig router;  // models' infos, routes, task rules, default task
+  cache::CacheConfig cache;
+  std::string cache_secret_file;  // "" : a random secret per start
+  // Models and routes whose responses are cached by default, with their TTL (none: the
+  // response cache's default).
+  std::map<std::string, std::optional<double>> cached_responses;
 
   const TenantEntry* tenant(std::string_view name) const;
 };

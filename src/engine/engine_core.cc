@@ -95,6 +95,7 @@ Result<ValidRequest> EngineCore::Validate(EngineRequest r) const {
   if (!r.stop.empty() && tok_ == nullptr)
     return InvalidField("stop", "stop strings need a tokenizer (this engine has none)");
   TARMAC_RETURN_IF_ERROR(r.sampling.Validate(n_vocab));
+  TARMAC_RETURN_IF_ERROR(prefix::CheckSession(r.session));
   if (r.bucket == metrics::kNoBucket) {
     r.bucket = config_.metrics->buckets().Of(BucketFeatures(r));
   } else if (r.bucket < 0 || r.bucket >= config_.metrics->buckets().size()) {
@@ -117,7 +118,7 @@ void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStre
   a.metrics.prompt_tokens = static_cast<int32_t>(r.prompt.size());
   a.metrics.bucket = r.bucket;
   a.stream = std::move(stream);
-  Status st = sched_->Add({id, r.ns, r.priority, r.prompt, r.max_tokens});
+  Status st = sched_->Add({id, r.ns, r.priority, r.prompt, r.max_tokens, r.session});
   TARMAC_CHECK(st.ok());  // Validate() ran CheckAdmission; ids are unique
   a.req = std::move(r);
   active_.emplace(id, std::move(a));

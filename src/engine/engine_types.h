@@ -27,6 +27,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids; // extra tokens that end the request
   std::vector<std::string> stop;       // stop strings (not included in the text)
   uint64_t ns = 0;                     // prefix-cache namespace (tenant salt + model)
+  prefix::SessionRetain session;       // id 0: none; else its prefix stays cached for the session
   int32_t priority = 0;                // smaller is more important
   bool speculative = true;             // false: never speculate for this request
   // The request bucket's features besides lengths and temperature ("" = the default).

@@ -33,18 +33,26 @@ int64_t RopePositions(const ModelConfig& c) { return std::max<int64_t>(c.n_ctx_t
 
 }  // namespace
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bool use_mmap,
-                                                     int32_t context) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bool use_mmap, int32_t context,
+                                                     const ProgressFn& progress) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->progress_ = progress;
   if (use_mmap) {
     TARMAC_ASSIGN_OR_RETURN(m->file_, gguf::File::Open(path));
   } else {
-    TARMAC_RETURN_IF_ERROR(ReadFileInto(path, &m->owned_bytes_, /*huge_pages=*/true));
+    std::function<void(uint64_t, uint64_t)> on_read;
+    if (progress)
+      on_read = [&progress](uint64_t done, uint64_t total) {
+        progress("reading", static_cast<int64_t>(done), static_cast<int64_t>(total));
+      };
+    TARMAC_RETURN_IF_ERROR(ReadFileInto(path, &m->owned_bytes_, /*huge_pages=*/true, on_read));
     TARMAC_ASSIGN_OR_RETURN(m->file_,
                             gguf::File::Parse({m->owned_bytes_.data(), m->owned_bytes_.size()}));
   }
   TARMAC_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(m->file_));
-  TARMAC_RETURN_IF_ERROR(m->Init(context));
+  Status init = m->Init(context);
+  m->progress_ = nullptr;
+  TARMAC_RETURN_IF_ERROR(init);
   return m;
 }
 
@@ -124,7 +132,9 @@ void LlamaModel::PackForDecode() {
   // the memory grows one matrix at a time as the GGUF bytes are released.
   decode_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
   ThreadPool pool(ThreadPool::DefaultThreads());
+  int64_t packed = 0;
   for (const auto& [w, offset] : plan.slices) {
+    if (progress_) progress_("preparing weights (int8 decode)", packed++, static_cast<int64_t>(plan.slices.size()));
     decode_packed_.push_back(
         kernels::QuantInterleaved::Pack(*w, &pool, decode_arena_.data() + offset));
     w->packed = decode_packed_.back().get();
@@ -137,6 +147,7 @@ void LlamaModel::PackForDecode() {
       if (tied) w_.tok_embd.data = nullptr;
     }
   }
+  if (progress_) progress_("preparing weights (int8 decode)", packed, packed);
 }
 
 void LlamaModel::PackForAmx() {
@@ -153,11 +164,14 @@ void LlamaModel::PackForAmx() {
   if (plan.slices.empty()) return;
   // Not zeroed: Pack writes every byte of each matrix's slice (the gaps are never read).
   amx_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
+  int64_t packed = 0;
   for (const auto& [w, offset] : plan.slices) {
+    if (progress_) progress_("preparing weights (AMX)", packed++, static_cast<int64_t>(plan.slices.size()));
     amx_packed_.push_back(kernels::AmxPackedMatrix::Pack(*w, nullptr, amx_arena_.data() + offset));
     w->packed = amx_packed_.back().get();
     amx_packed_bytes_ += kernels::AmxPackedMatrix::PackedBytes(*w);
   }
+  if (progress_) progress_("preparing weights (AMX)", packed, packed);
 }
 
 void LlamaModel::EnsureScratch(int32_t n) {

@@ -49,8 +49,12 @@ class LlamaModel {
   // bandwidth-bound decode of models larger than the caches.
   // context: the longest sequence the caller will run (0: the trained context); LongRoPE
   // (Phi-3) picks its long or short factors by it, as llama.cpp does by its context size.
-  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true,
-                                                  int32_t context = 0);
+  // progress (optional): called during the load, on the caller's thread, with a stage
+  // ("reading": bytes of the file, without mmap; "preparing weights (AMX)", "preparing weights
+  // (int8 decode)": matrices re-laid out), the work done and its total.
+  using ProgressFn = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true, int32_t context = 0,
+                                                  const ProgressFn& progress = {});
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return file_; }
@@ -86,6 +90,7 @@ class LlamaModel {
   void EnsureScratch(int32_t n_tokens);
   void PackForAmx();
   void PackForDecode();
+  ProgressFn progress_;  // set during Load only
   // One arena's slices for the projection matrices (every layer's, then the output) that
   // bytes_of accepts: given a matrix and the bytes planned so far, it returns the matrix's
   // bytes, or -1 to leave it out. Offsets are 64-byte aligned.

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 
-#include "base/hash.h"
+#include "base/digest.h"
 #include "router/pool_model.h"
 
 namespace tarmac::router {
-namespace {
 
-// The prompts' token ids: chat messages through the chat formatter, completion texts through
-// the tokenizer, token-id prompts as given (checked by the engine).
-Result<std::vector<std::vector<int32_t>>> Encode(const PoolModel& m, const GenerationSpec& spec) {
+// Chat messages through the chat formatter, completion texts through the tokenizer, token-id
+// prompts as given (checked by the engine).
+Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& m, const GenerationSpec& spec) {
   std::vector<std::vector<int32_t>> ids;
   if (spec.chat) {
     auto text = m.chat.Render(spec.messages, spec.tools, spec.add_generation_prompt);
@@ -24,16 +23,14 @@ Result<std::vector<std::vector<int32_t>>> Encode(const PoolModel& m, const Gener
   return ids;
 }
 
-}  // namespace
-
-uint64_t PrefixNamespace(std::string_view tenant, std::string_view model) {
-  return SplitMix64(Fnv1a64(tenant) ^ SplitMix64(Fnv1a64(model)));
+uint64_t PrefixNamespace(std::string_view ns_key, std::string_view model) {
+  return First64(HmacSha256(ns_key, model));
 }
 
 Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec) {
-  TARMAC_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts, Encode(m, spec));
+  TARMAC_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts, EncodePrompts(m, spec));
   const int32_t ctx = m.max_context;
-  const uint64_t ns = PrefixNamespace(spec.tenant, m.name);
+  const uint64_t ns = PrefixNamespace(spec.ns_key.empty() ? spec.tenant : spec.ns_key, m.name);
   PreparedRequests out;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int32_t len = static_cast<int32_t>(prompts[p].size());
@@ -49,6 +46,7 @@ Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec)
       r.stop_token_ids = spec.stop_token_ids;
       r.stop = spec.stop;
       r.ns = ns;
+      r.session = spec.session;
       r.priority = spec.priority;
       r.speculative = spec.speculative;
       r.task = spec.task;

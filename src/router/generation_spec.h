@@ -18,6 +18,7 @@
 
 #include "engine/engine_types.h"
 #include "metrics/request_bucket.h"
+#include "prefix/session_pins.h"
 #include "sampling/sampler.h"
 
 namespace tarmac::router {
@@ -48,7 +49,10 @@ struct GenerationSpec {
   std::string sla;                        // SLA tier ("" = default)
   metrics::Risk risk = metrics::Risk::kLow;
   bool risk_given = false;                // risk came from the request or the tenant (else rules may set it)
-  std::string tenant = "default";         // whose prefix-cache namespace
+  std::string tenant = "default";         // who asked
+  std::string ns_key;                     // the request scope's namespace key (cache::NamespaceKey,
+                                          // secret-derived on the server); "": the tenant name
+  prefix::SessionRetain session;          // id 0: not part of a session
   bool streaming = false;                 // the answer streams (a target may not wait for its end)
   std::string last_user_message;          // chat: the last user message's text (routing rules)
 };
@@ -63,8 +67,13 @@ struct PreparedRequests {
 
 Result<PreparedRequests> Prepare(const PoolModel& model, const GenerationSpec& spec);
 
-// The prefix-cache namespace of (tenant, model): derived on the server, never sent by clients,
-// so no tenant can reuse another tenant's cached prefix.
-uint64_t PrefixNamespace(std::string_view tenant, std::string_view model);
+// The token ids of each prompt of spec as `model` renders and encodes them (what Prepare
+// prefills, before any check). Errors: the chat template rejected the messages.
+Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& model, const GenerationSpec& spec);
+
+// The prefix-cache namespace of (scope, model): HMAC-SHA-256 of the model's name under the
+// scope's namespace key, derived on the server and never sent by clients, so no scope can reuse
+// another scope's cached prefix.
+uint64_t PrefixNamespace(std::string_view ns_key, std::string_view model);
 
 }  // namespace tarmac::router

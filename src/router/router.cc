@@ -105,6 +105,14 @@ bool Router::IsRoute(const std::string& name) const {
   return false;
 }
 
+const std::string& Router::baseline(const std::string& route) const {
+  for (const auto& r : routes_)
+    if (r->config.name == route) return r->config.baseline;
+  TARMAC_CHECK(false && "not a route");
+  static const std::string kNone;
+  return kNone;
+}
+
 std::vector<std::string> Router::route_names() const {
   std::vector<std::string> out;
   for (const auto& r : routes_) out.push_back(r->config.name);

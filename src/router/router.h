@@ -59,6 +59,8 @@ class Router : public ModelView {
   // Every model the config names is in the pool; every route's baseline may serve some request.
   Status Validate() const;
   bool IsRoute(const std::string& name) const;
+  // A route's baseline model. Preconditions: IsRoute(route).
+  const std::string& baseline(const std::string& route) const;
   std::vector<std::string> route_names() const;
   // Preconditions: IsRoute(route).
   std::unique_ptr<Target> MakeTarget(const std::string& route, const std::string& tenant);

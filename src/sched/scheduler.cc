@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "base/check.h"
+#include "base/clock.h"
 
 namespace tarmac::sched {
 
@@ -49,6 +50,7 @@ struct Scheduler::Req {
   int64_t id = 0;
   uint64_t ns = 0;
   int32_t priority = 0;
+  prefix::SessionRetain session;
   int64_t arrival = 0;            // admission order, kept across preemption
   std::vector<int32_t> tokens;    // prompt + output so far
   int32_t prompt_len = 0;
@@ -80,10 +82,11 @@ class Scheduler::SlackScope {
 };
 
 Scheduler::Scheduler(const SchedulerConfig& config, kv::BlockPool* pool, prefix::RadixTree* tree)
-    : config_(config), pool_(pool), tree_(tree), running_bound_(config.max_running) {
+    : config_(config), pool_(pool), tree_(tree), now_(&NowSeconds), running_bound_(config.max_running) {
   TARMAC_CHECK(pool != nullptr && config.block_size >= 1 && config.max_batched_tokens >= 1 &&
                config.max_running >= 1 && config.max_context >= 1);
   TARMAC_CHECK(tree == nullptr || tree->block_size() == config.block_size);
+  if (tree != nullptr) sessions_ = std::make_unique<prefix::SessionPins>(tree);
 }
 
 int64_t Scheduler::Slack(const Req* r) const {
@@ -113,6 +116,8 @@ SchedulerCounters Scheduler::counters() const {
   c.evicted_blocks = evicted_blocks_.get();
   c.prefix_queried_tokens = prefix_queried_tokens_.get();
   c.prefix_hit_tokens = prefix_hit_tokens_.get();
+  c.sessions_released = sessions_released_.get();
+  c.sessions_expired = sessions_expired_.get();
   return c;
 }
 
@@ -129,10 +134,12 @@ Status Scheduler::Add(NewRequest nr) {
   TARMAC_RETURN_IF_ERROR(CheckAdmission(config_, pool_->num_blocks(),
                                         static_cast<int64_t>(nr.prompt.size()), nr.max_tokens));
   if (reqs_.count(nr.id) != 0) return InvalidArgument("request id {} is already in use", nr.id);
+  TARMAC_RETURN_IF_ERROR(prefix::CheckSession(nr.session));
   auto r = std::make_unique<Req>();
   r->id = nr.id;
   r->ns = nr.ns;
   r->priority = nr.priority;
+  r->session = nr.session;
   r->arrival = arrivals_++;
   r->prompt_len = static_cast<int32_t>(nr.prompt.size());
   r->max_tokens = nr.max_tokens;
@@ -173,8 +180,15 @@ bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
   while (r->blocks.size() < need) {
     std::optional<int32_t> b = pool_->Allocate();
     if (!b && tree_ != nullptr) {
-      evicted_blocks_.Add(tree_->Evict(static_cast<int64_t>(need - r->blocks.size())));
+      const int64_t want = static_cast<int64_t>(need - r->blocks.size());
+      evicted_blocks_.Add(tree_->Evict(want));
       b = pool_->Allocate();
+      // Sessions' pinned prefixes go before any running request does.
+      while (!b && sessions_->num_sessions() > 0) {
+        sessions_released_.Add(sessions_->ReleaseOldest(want));
+        evicted_blocks_.Add(tree_->Evict(want));
+        b = pool_->Allocate();
+      }
     }
     if (!b) return false;
     r->blocks.push_back(*b);
@@ -244,6 +258,7 @@ void Scheduler::Preempt(Req* r, SchedulerOutput* out, int32_t* budget) {
 }
 
 SchedulerOutput Scheduler::Schedule() {
+  if (sessions_) sessions_expired_.Add(sessions_->Expire(now_()));
   SchedulerOutput out;
   int32_t budget = config_.max_batched_tokens;
   auto push = [&](Req* r, int32_t n, int32_t draft) {
@@ -427,6 +442,7 @@ void Scheduler::Finish(int64_t id) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;
   Req* r = it->second.get();
+  if (r->session.id != 0 && r->locked) sessions_->Retain(r->ns, r->session, r->lock, now_());
   ReleaseAll(r);
   auto drop = [r](std::vector<Req*>& v) {
     auto p = std::find(v.begin(), v.end(), r);
@@ -454,6 +470,7 @@ Status Scheduler::CheckIntegrity() const {
   std::vector<int32_t> holders(static_cast<size_t>(pool_->num_blocks()), 0);
   if (tree_ != nullptr) {
     TARMAC_RETURN_IF_ERROR(tree_->CheckIntegrity());
+    TARMAC_RETURN_IF_ERROR(sessions_->CheckIntegrity());
     for (int32_t b : tree_->CachedBlocks()) ++holders[b];
   }
   if (reqs_.size() != running_.size() + waiting_.size()) {

@@ -15,8 +15,13 @@
 // cache on, full computed blocks are inserted into the radix tree as they fill (so requests
 // arriving meanwhile share them) and the request locks its cached path; on admission a
 // request reuses the longest cached prefix of its namespace (never the last prompt token).
-// When the pool runs dry: evict unlocked cached prefixes (LRU), then preempt the least
-// important running request (largest class, latest arrival) by recompute.
+// When the pool runs dry: evict unlocked cached prefixes (LRU), then release sessions' pinned
+// prefixes (least recently used first), then preempt the least important running request
+// (largest class, latest arrival) by recompute.
+//
+// Sessions (prefix cache on): a finished request that belongs to a session leaves its cached
+// path pinned for the session's TTL (prefix::SessionPins), so the conversation's next turn
+// finds its history cached even after other traffic filled the cache.
 //
 // Knobs: the token budget, the running cap and an admission priority limit can change between
 // steps (SetLimits, SetAdmitPriorityLimit); they apply from the next Schedule(). Lowering the
@@ -40,6 +45,7 @@
 #include "base/status.h"
 #include "kv/block_pool.h"
 #include "prefix/radix_tree.h"
+#include "prefix/session_pins.h"
 
 namespace tarmac::sched {
 
@@ -68,6 +74,7 @@ struct NewRequest {
   int32_t priority = 0;           // class; smaller is more important
   std::vector<int32_t> prompt;    // token ids, non-empty
   int32_t max_tokens = 16;        // output tokens at most
+  prefix::SessionRetain session;  // id 0: none; else its cached path stays pinned after it ends
 };
 
 // One request's share of a step: compute tokens[start, start + num_tokens) at those positions.
@@ -94,6 +101,8 @@ struct SchedulerOutput {
 struct SchedulerCounters {
   int64_t preemptions = 0;
   int64_t evicted_blocks = 0;        // cached blocks returned to the pool by eviction
+  int64_t sessions_released = 0;     // session pins released early to make room
+  int64_t sessions_expired = 0;      // session pins whose TTL ran out
   int64_t prefix_queried_tokens = 0; // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;     // of those, found cached (prefill tokens saved)
 };
@@ -158,8 +167,14 @@ class Scheduler {
   // Running requests whose known tokens are all computed but the last (ready to decode).
   std::vector<int64_t> DecodeReady() const;
   // Removes a request in any state (finished or cancelled), returning all its blocks.
-  // A finished request's full computed blocks stay cached. No-op for unknown ids.
+  // A finished request's full computed blocks stay cached (and pinned, for a session's
+  // request). No-op for unknown ids.
   void Finish(int64_t id);
+  // Sessions whose pinned prefix is held now; their pinned blocks under namespace ns.
+  size_t num_sessions() const { return sessions_ ? sessions_->num_sessions() : 0; }
+  int64_t session_blocks(uint64_t ns) const { return sessions_ ? sessions_->pinned_blocks(ns) : 0; }
+  // The clock session TTLs are measured on (default: base/clock.h's NowSeconds).
+  void SetClockForTesting(double (*now)()) { now_ = now; }
 
   bool Has(int64_t id) const { return reqs_.count(id) != 0; }
   RequestState state(int64_t id) const;
@@ -206,6 +221,8 @@ class Scheduler {
   SchedulerConfig config_;
   kv::BlockPool* pool_;
   prefix::RadixTree* tree_;
+  std::unique_ptr<prefix::SessionPins> sessions_;  // with a tree; destroyed before it
+  double (*now_)();
   std::unordered_map<int64_t, std::unique_ptr<Req>> reqs_;
   std::vector<Req*> running_;
   std::vector<Req*> waiting_;
@@ -213,6 +230,7 @@ class Scheduler {
   int32_t admit_priority_limit_ = INT32_MAX;
   int32_t running_bound_;  // the running cap CheckIntegrity holds: a lowered cap once it binds
   Count preemptions_, evicted_blocks_, prefix_queried_tokens_, prefix_hit_tokens_;
+  Count sessions_released_, sessions_expired_;
   Count running_slack_;  // sum of Slack over running requests
   std::atomic<int32_t> num_running_{0}, num_waiting_{0};
 };

@@ -1,22 +1,11 @@
 #include "server/auth.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
-
 #include <fstream>
 #include <sstream>
 
+#include "base/digest.h"
 
 namespace tarmac::server {
-namespace {
-
-std::array<unsigned char, 32> Sha256(std::string_view s) {
-  std::array<unsigned char, 32> d;
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d.data());
-  return d;
-}
-
-}  // namespace
 
 Result<ApiKeyStore> ApiKeyStore::Load(const std::string& path, const std::string& tenant) {
   std::ifstream f(path, std::ios::binary);
@@ -29,7 +18,7 @@ Result<ApiKeyStore> ApiKeyStore::Load(const std::string& path, const std::string
 Status ApiKeyStore::Merge(const ApiKeyStore& other) {
   for (const Entry& e : other.entries_) {
     for (const Entry& mine : entries_)
-      if (CRYPTO_memcmp(mine.digest.data(), e.digest.data(), e.digest.size()) == 0)
+      if (DigestEqual(mine.digest, e.digest))
         return InvalidArgument("an API key of tenant '{}' is also a key of tenant '{}'", e.tenant, mine.tenant);
     entries_.push_back(e);
   }
@@ -64,7 +53,7 @@ std::optional<std::string> ApiKeyStore::Lookup(std::string_view key) const {
   const Entry* found = nullptr;
   for (const Entry& e : entries_) {
     // No early exit: every entry is compared whatever matched before.
-    const bool eq = CRYPTO_memcmp(d.data(), e.digest.data(), d.size()) == 0;
+    const bool eq = DigestEqual(d, e.digest);
     if (eq && found == nullptr) found = &e;
   }
   if (found == nullptr || key.empty()) return std::nullopt;

@@ -3,7 +3,7 @@
 // File format: one key per line, "KEY TENANT" (whitespace-separated; the tenant defaults to
 // "key<N>" when omitted); blank lines and lines starting with '#' are ignored. Keys are kept
 // only as SHA-256 digests; Lookup hashes the presented key and compares it with EVERY stored
-// digest with CRYPTO_memcmp, so the time taken depends neither on how much of a key matched
+// digest in constant time (DigestEqual), so the time taken depends neither on how much of a key matched
 // nor on which key matched (vLLM's CVE-2025-59425 was an early-exit comparison here).
 //
 // Immutable after Load; Lookup is thread-safe.
@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/digest.h"
 #include "base/status.h"
 
 namespace tarmac::server {
@@ -34,7 +35,7 @@ class ApiKeyStore {
 
  private:
   struct Entry {
-    std::array<unsigned char, 32> digest;
+    Digest256 digest;
     std::string tenant;
   };
   std::vector<Entry> entries_;

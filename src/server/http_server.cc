@@ -11,7 +11,9 @@ namespace tarmac::server {
 
 Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
   if (!config.metrics) config.metrics = std::make_shared<metrics::Registry>();
+  TARMAC_ASSIGN_OR_RETURN(std::unique_ptr<cache::CacheService> caches, cache::CacheService::Create(config.cache, config.metrics));
   auto impl = std::make_unique<Impl>(std::move(config));
+  impl->caches = std::move(caches);
   beast::error_code ec;
   auto addr = asio::ip::make_address(impl->config.host, ec);
   if (ec) return InvalidArgument("--host '{}': not an IP address ({})", impl->config.host, ec.message());
@@ -31,6 +33,7 @@ Server::~Server() {
   impl_->pool.Shutdown();
   impl_->router.reset();
   impl_->inflight.clear();
+  impl_->caches.reset();  // finishes its queued jobs while the io_context they post to lives
 }
 
 int Server::port() const { return impl_->acceptor.local_endpoint().port(); }

@@ -5,8 +5,13 @@
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health (200 ready, 503 loading or draining), GET /metrics (Prometheus text)
 //   POST /v1/feedback ({"id": a routed response's id, "score": 0..1})
+//   GET  /dashboard (the live page; its files under /dashboard/NAME, embedded at build time)
+//   GET/PUT/DELETE /v1/cache/{retrieval|tool}/{key}, DELETE /v1/cache/{retrieval|tool|responses}
+//   GET/PUT /v1/sessions/{id}/state, DELETE /v1/sessions/{id}
+// Responses of deterministic requests are cached when their model or route opts in or the
+// request asks (`cache`), under the request's scope (server_cache.h).
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
-// Every route but /health needs "Authorization: Bearer KEY" when keys are configured.
+// Every route but /health and the dashboard's files needs "Authorization: Bearer KEY" when keys are configured.
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
 // returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for
@@ -20,8 +25,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "cache/cache_service.h"
 #include "metrics/registry.h"
 #include "router/admission.h"
 #include "router/pool_model.h"
@@ -31,10 +38,14 @@
 
 namespace tarmac::server {
 
-// What a tenant's requests get when they do not say (SLA tier, risk).
+// What a tenant's requests get when they do not say (SLA tier, risk), and what its cache
+// scope holds (permission scopes, policy version, sessions' KV budget).
 struct TenantDefaults {
   std::string sla;                    // "" : none
   std::optional<metrics::Risk> risk;
+  std::vector<std::string> scopes;
+  std::string policy_version;         // "" : none (x-tarmac-policy-version may still set one)
+  std::optional<int64_t> session_max_blocks;  // none: the cache config's
 };
 
 struct ServerConfig {
@@ -52,6 +63,9 @@ struct ServerConfig {
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
   std::map<std::string, TenantDefaults> tenants;  // by tenant name
+  cache::CacheConfig cache;                 // the scoped caches (Validate()d by Create)
+  // Models and routes whose responses are cached by default: their TTL (none: the cache's).
+  std::map<std::string, std::optional<double>> cached_responses;
 };
 
 class Server {

@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "base/clock.h"
+#include "server/dashboard_assets.h"
 #include "server/server_internal.h"
 
 namespace tarmac::server {
@@ -126,17 +127,20 @@ void Session::Handle() {
   const Route* route = nullptr;
   for (const Route& r : kRoutes)
     if (target == r.path) route = &r;
+  // The caches' endpoints take several methods each (HandleCacheApi checks them).
+  const bool cache_api = target.rfind("/v1/cache/", 0) == 0 || target.rfind("/v1/sessions/", 0) == 0;
   std::string one_model;
   if (!route && target.rfind("/v1/models/", 0) == 0 && target.size() > 11) {
     route = &kRoutes[2];
     one_model = target.substr(11);
   }
-  route_ = route ? route->path : "other";
-  if (!route) {
+  route_ = route ? route->path : !cache_api ? "other" : target.rfind("/v1/cache/", 0) == 0 ? "/v1/cache" : "/v1/sessions";
+  if (!route && !cache_api && (target == "/dashboard" || target.rfind("/dashboard/", 0) == 0)) return HandleDashboard(target);
+  if (!route && !cache_api) {
     RespondError(NotFound(fmt::format("Invalid URL ({} {})", std::string(req.method_string()), target)));
     return;
   }
-  if (method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
+  if (route && method != route->verb && !(method == http::verb::head && route->verb == http::verb::get)) {
     ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use {})", std::string(req.method_string()),
                                             target, std::string(http::to_string(route->verb))), "method_not_allowed");
     e.status = 405;
@@ -181,7 +185,27 @@ void Session::Handle() {
   if (route_ == "/tokenize") return HandleTokenize(false);
   if (route_ == "/detokenize") return HandleTokenize(true);
   if (route_ == "/v1/feedback") return HandleFeedback(tenant);
+  if (cache_api) return HandleCacheApi(tenant, method, std::string(req.target()));
   HandleGeneration(route_ == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, tenant);
+}
+
+// The dashboard's page and files are public (they hold no data): the page asks for a key and
+// sends it with its requests to /metrics and /v1/slo, which check it as every route does.
+void Session::HandleDashboard(const std::string& target) {
+  route_ = "/dashboard";
+  auto& req = parser_->get();
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    ApiError e = BadRequest("", fmt::format("method {} is not allowed on {} (use GET)", std::string(req.method_string()), target),
+                            "method_not_allowed");
+    e.status = 405;
+    return RespondError(e);
+  }
+  const DashboardAsset* a = FindDashboardAsset(target);
+  if (!a) return RespondError(NotFound(fmt::format("no dashboard file {} (the page is GET /dashboard)", target)));
+  Respond(200, std::string(a->content_type), std::string(a->body),
+          {{"Cache-Control", "no-cache"},
+           {"X-Content-Type-Options", "nosniff"},
+           {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:"}});
 }
 
 void Session::HandleModels(const std::string& one) {
@@ -257,27 +281,9 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
       req.spec.risk_given = true;
     }
   }
-  std::unique_ptr<router::Target> target;
-  if (srv_->IsRoute(req.model)) {
-    target = srv_->router->MakeTarget(req.model, tenant);
-  } else if (router::PoolModel* m = srv_->FindModel(req.model)) {
-    target = std::make_unique<router::EngineTarget>(m);  // a model by name: no routing
-  } else {
+  if (!srv_->IsRoute(req.model) && !srv_->FindModel(req.model))
     return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
-  }
-  gen_ = std::make_unique<GenerationJob>(std::move(req), std::move(target));
-  if (auto e = gen_->Prepare()) {
-    gen_.reset();
-    return RespondError(*e);
-  }
-  // The request body is no longer needed; free it now (a long-lived stream must not pin it).
-  parser_.reset();
-  gen_id_ = srv_->next_gen_id++;
-  client_gone_ = timed_out_ = false;
-  headers_sent_ = false;
-  aborted_.reset();
-  ArmTimeout();
-  Admit();
+  BeginGeneration(std::move(req), tenant);
 }
 
 void Session::Admit() {
@@ -380,6 +386,7 @@ void Session::WriteStreamHeaders() {
   std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
                   "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
   if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  if (!cache_status_.empty()) h += "x-tarmac-cache: " + cache_status_ + "\r\n";
   Write(h + "\r\n");
   std::string prelude = gen_->render().StreamPrelude();
   if (!prelude.empty()) Write(HexChunk(prelude));
@@ -416,7 +423,9 @@ void Session::FinishGeneration() {
   gen_timer_.cancel();
   state_ = State::kResponding;
   std::unique_ptr<GenerationJob> gen = std::move(gen_);
-  gen->Finished(aborted_.has_value() || gen->render().EngineError().has_value());
+  const bool failed = aborted_.has_value() || gen->render().EngineError().has_value();
+  gen->Finished(failed);
+  if (!failed && !session_id_.empty()) CountSessionUse(*gen);
   const int64_t id = gen_id_;
   if (client_gone_) {
     srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
@@ -438,6 +447,7 @@ void Session::FinishGeneration() {
   } else {
     std::vector<std::pair<std::string, std::string>> extra;
     if (auto info = gen->route_info()) extra.emplace_back("x-tarmac-route", RouteHeader(*info));
+    if (!cache_status_.empty()) extra.emplace_back("x-tarmac-cache", cache_status_);
     Respond(200, "application/json", gen->render().ResponseBody(), extra);
   }
   srv_->Release(id, true);

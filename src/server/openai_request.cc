@@ -1,5 +1,7 @@
 #include "server/openai_request.h"
 
+#include <cstring>
+
 #include <cmath>
 #include <limits>
 #include <cctype>
@@ -301,11 +303,53 @@ const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "seed", "stream",
     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "user",
     "priority", "logprobs", "stop_token_ids", "ignore_eos", "best_of", "service_tier", "metadata", "store",
-    "speculative", "task", "sla", "risk"};
+    "speculative", "task", "sla", "risk", "cache", "session_id", "locale"};
+// Fields that never change what is generated (or enter the response cache's key elsewhere:
+// the prompt as token ids, the model in the scope).
+const std::set<std::string> kNotInKey = {"model", "prompt", "messages", "stream", "stream_options", "user",
+                                         "cache", "session_id", "locale"};
 const std::set<std::string> kCompletionOnly = {"prompt", "echo", "suffix"};
 const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                          "tool_choice", "parallel_tool_calls", "response_format",
                                          "add_generation_prompt", "reasoning_effort", "modalities"};
+
+// `cache` (true, false or {"ttl_s": N}), `session_id`, `locale`, and the response cache's key
+// parameters.
+std::optional<ApiError> ParseCacheFields(const Json& j, GenRequest* out) {
+  if (auto c = j.find("cache"); c != j.end() && !c->is_null()) {
+    if (c->is_boolean()) {
+      out->cache_asked = c->get<bool>();
+      out->cache_refused = !c->get<bool>();
+    } else if (c->is_object()) {
+      for (auto k = c->begin(); k != c->end(); ++k)
+        if (k.key() != "ttl_s") return BadRequest("cache." + k.key(), "Unrecognized cache option: " + k.key(), "unknown_parameter");
+      out->cache_asked = true;
+      if (auto t = c->find("ttl_s"); t != c->end()) {
+        if (!t->is_number() || !(t->get<double>() > 0)) return BadRequest("cache.ttl_s", "'cache.ttl_s' must be a number > 0", "invalid_value");
+        out->cache_ttl_s = t->get<double>();
+      }
+    } else {
+      return WrongType("cache", "a boolean or an object", *c);
+    }
+  }
+  auto token = [&](const char* key, size_t max, const char* extra, std::string* v) -> std::optional<ApiError> {
+    if (auto e = GetString(j, key, v)) return e;
+    if (!j.contains(key)) return std::nullopt;
+    if (v->empty() || v->size() > max)
+      return BadRequest(key, fmt::format("'{}' must be 1 to {} bytes", key, max), "invalid_value");
+    for (char ch : *v)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && !std::strchr(extra, ch))
+        return BadRequest(key, fmt::format("'{}' may hold only letters, digits and '{}'", key, extra), "invalid_value");
+    return std::nullopt;
+  };
+  if (auto e = token("session_id", 128, "-_.:", &out->session_id)) return e;
+  if (auto e = token("locale", 35, "-_", &out->locale)) return e;
+  Json key = Json::object();
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!kNotInKey.count(it.key())) key[it.key()] = *it;
+  out->key_params = nlohmann::json::parse(key.dump());  // sorted keys at every level: canonical
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -423,6 +467,7 @@ std::optional<ApiError> ParseGenRequest(std::string_view body, ApiKind kind, Gen
     out->spec.risk = *r;
     out->spec.risk_given = true;
   }
+  if (auto e = ParseCacheFields(j, out)) return e;
   out->spec.streaming = out->stream;
   // What routing rules match against: the last user message, or the first text prompt.
   if (kind == ApiKind::kChat) {

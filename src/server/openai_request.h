@@ -39,6 +39,15 @@ struct GenRequest {
   bool include_usage = false;            // stream_options.include_usage
   bool logprobs = false;                 // report the chosen token's logprob
   std::string user;
+  // Scoped caches (tarmac extensions).
+  bool cache_asked = false;              // `cache`: true or {ttl_s}: cache this response
+  bool cache_refused = false;            // `cache`: false: neither look up nor store
+  std::optional<double> cache_ttl_s;     // `cache.ttl_s`
+  std::string session_id;                // "" : none
+  std::string locale;                    // "" : none (then Accept-Language)
+  // Every parameter that can change the output (the body without model, prompt / messages,
+  // stream, stream_options, user, cache, session_id and locale): part of the response cache's key.
+  nlohmann::json key_params;
 };
 
 // Parses and validates `body`. On error returns the ApiError (status 400).

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,10 +17,13 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "cache/cache_service.h"
+#include "cache/recorded_response.h"
 #include "router/model_pool.h"
 #include "server/api_error.h"
 #include "server/generation_job.h"
 #include "server/http_server.h"
+#include "server/server_cache.h"
 #include "server/server_metrics.h"
 
 namespace tarmac::server {
@@ -66,6 +70,13 @@ struct Server::Impl {
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
   int64_t next_gen_id = 1;
+  std::shared_ptr<cache::CacheService> caches;  // reset by ~Server before the io_context goes
+};
+
+// What a cache endpoint answers (computed off the I/O thread for a shared store).
+struct CacheReply {
+  int status = 200;
+  std::string body;  // JSON
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -89,6 +100,19 @@ class Session : public std::enable_shared_from_this<Session> {
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);
   void HandleFeedback(const std::string& tenant);
+  // The scoped caches (session_cache.cc). A parsed generation request goes through the cache
+  // phase (session ownership, response lookup; off the I/O thread for a shared store), then
+  // runs: replayed from a hit, or on its model or route (recorded for the cache when planned).
+  struct CacheAnswer;
+  void BeginGeneration(GenRequest req, const std::string& tenant);
+  void OnCacheAnswer(CacheAnswer a);
+  void RunGeneration(std::optional<cache::RecordedResponse> hit);
+  void CountSessionUse(const GenerationJob& job);
+  CacheHeaders RequestCacheHeaders() const;
+  // GET/PUT/DELETE /v1/cache/..., /v1/sessions/... (cache_endpoints.cc).
+  void HandleCacheApi(const std::string& tenant, http::verb method, const std::string& target);
+  // Runs op against the caches (off the I/O thread when they block) and answers with its reply.
+  void RunCacheOp(std::function<CacheReply()> op);
   // Admits the current job into its model's admission, falling back along its route while
   // refused (a routed request); responds when every candidate refused.
   void Admit();
@@ -96,6 +120,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WriteStreamHeaders();
   void HandleTokenize(bool detokenize);
   void HandleModels(const std::string& one);
+  void HandleDashboard(const std::string& target);
   void Respond(int status, const std::string& content_type, const std::string& body,
                const std::vector<std::pair<std::string, std::string>>& extra = {});
   void RespondError(const ApiError& e);
@@ -133,6 +158,14 @@ class Session : public std::enable_shared_from_this<Session> {
   bool read_after_watch_ = false;
   std::array<char, 1024> watch_buf_;
   std::shared_ptr<std::atomic<bool>> wake_ = std::make_shared<std::atomic<bool>>(false);
+  // The current generation's cache phase.
+  std::unique_ptr<GenRequest> pending_;   // parsed, waiting for the cache's answer
+  cache::RequestScope scope_;
+  ResponseCachePlan cache_plan_;
+  std::string cache_key_;                 // "" : the response is not cached
+  metrics::BucketId cache_bucket_ = metrics::kNoBucket;
+  std::string session_id_;                // "" : no session
+  std::string cache_status_;              // x-tarmac-cache: "hit", "miss" ("" : not cached)
 };
 
 }  // namespace tarmac::server

@@ -10,7 +10,8 @@
 
 namespace tarmac {
 
-Status ReadFileInto(const std::string& path, AlignedBuffer* out, bool huge_pages) {
+Status ReadFileInto(const std::string& path, AlignedBuffer* out, bool huge_pages,
+                    const std::function<void(uint64_t done, uint64_t total)>& on_read) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IoError("cannot open '{}': {}", path, std::strerror(errno));
   struct Closer {
@@ -37,6 +38,7 @@ Status ReadFileInto(const std::string& path, AlignedBuffer* out, bool huge_pages
                      done, size);
     }
     done += static_cast<size_t>(n);
+    if (on_read) on_read(done, size);
   }
   return Status::Ok();
 }

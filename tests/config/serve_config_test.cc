@@ -19,6 +19,7 @@ models:
     allowed_sla: [standard, bronze]
     max_concurrent: 8
     max_queue: 16
+    cache_responses: {ttl_s: 30}
   - path: models/wp-11m-f16.gguf
     name: large
     price_per_1k: measured
@@ -29,6 +30,8 @@ tenants:
     sla: gold
     risk: high
     scopes: [accounts.read]
+    policy_version: "2026-11"
+    session_max_blocks: 64
   - name: beta
 slos:
   gold: {ttft_ms: 200, tpot_ms: 50}
@@ -52,6 +55,13 @@ routes:
         argmin: {models: [wp-1m-f16, large], lambda_cost: 1, lambda_latency: 2, lambda_quality: 3, explore: 0.1, decay: 0.9, seed: 7}
   - name: cheap
     baseline: wp-1m-f16
+    cache_responses: true
+cache:
+  backend: redis
+  url: redis://10.0.0.7:6380/1
+  secret_file: ns.key
+  response: {max_bytes: 1000000, ttl_s: 60, max_ttl_s: 600, max_entry_bytes: 50000}
+  session: {ttl_s: 900, max_blocks: 256}
 )";
 
 TEST(ServeConfig, FullExample) {
@@ -79,6 +89,19 @@ TEST(ServeConfig, FullExample) {
   c->router.routes[0].policy->Models(&used);
   EXPECT_EQ(used, (std::vector<std::string>{"large", "wp-1m-f16", "large", "wp-1m-f16", "large"}));
   EXPECT_EQ(c->router.routes[1].policy, nullptr);
+  EXPECT_EQ(c->tenant("acme")->policy_version, "2026-11");
+  EXPECT_EQ(*c->tenant("acme")->session_max_blocks, 64);
+  EXPECT_EQ(c->cache.backend, cache::CacheConfig::Backend::kRedis);
+  EXPECT_EQ(c->cache.redis_url, "redis://10.0.0.7:6380/1");
+  EXPECT_EQ(c->cache_secret_file, "ns.key");
+  EXPECT_EQ(c->cache.response.max_bytes, 1000000);
+  EXPECT_EQ(c->cache.response.max_ttl_s, 600);
+  EXPECT_EQ(c->cache.session.default_ttl_s, 900);
+  EXPECT_EQ(c->cache.session_max_blocks, 256);
+  EXPECT_EQ(c->cache.retrieval.max_entry_bytes, cache::CacheLimits{}.max_entry_bytes);  // defaults stay
+  ASSERT_EQ(c->cached_responses.size(), 2u);
+  EXPECT_EQ(*c->cached_responses.at("wp-1m-f16"), 30);
+  EXPECT_FALSE(c->cached_responses.at("cheap").has_value());  // the cache's default TTL
 }
 
 struct Bad {
@@ -108,6 +131,14 @@ TEST(ServeConfig, BadEntriesNameTheirPath) {
       {"models: [{path: a.gguf}]\ntask_rules: [{match: '('}]", "task_rules[0]", "sets 'task', 'risk' or both"},
       {"models: [{path: a.gguf}]\ntask_rules: [{match: '(', task: t}]", "task_rules[0].match", "does not compile"},
       {"models: [{path: a.gguf}]\nroutes: [{name: auto}]", "routes[0]", "needs 'name' and 'baseline'"},
+      {"models: [{path: a.gguf, cache_responses: maybe}]", "models[0].cache_responses", "true or false"},
+      {"models: [{path: a.gguf}]\nroutes: [{name: r, baseline: a, cache_responses: {ttl_s: 0}}]",
+       "routes[0].cache_responses.ttl_s", "> 0"},
+      {"models: [{path: a.gguf}]\ncache: {backend: redis, url: 'redis://h:0'}", "cache.url", "port"},
+      {"models: [{path: a.gguf}]\ncache: {url: 'redis://h'}", "cache.url", "backend: redis"},
+      {"models: [{path: a.gguf}]\ncache: {tool: {max_bytes: 0}}", "cache.tool.max_bytes", "[1,"},
+      {"models: [{path: a.gguf}]\ncache: {response: {ttl_s: 9, max_ttl_s: 3}}", "cache.response", "below ttl_s"},
+      {"models: [{path: a.gguf}]\ntenants: [{name: t, session_max_blocks: 0}]", "tenants[0].session_max_blocks", "[1,"},
       {"models: [{path: a.gguf}]\nroutes: [{name: auto, baseline: zz}]", "routes[0].baseline", "not one of the models"},
       {"models: [{path: a.gguf}]\nroutes: [{name: a, baseline: a}]", "routes[0].name", "name of a model"},
       {"models: [{path: a.gguf}]\nroutes: [{name: r, baseline: a}, {name: r, baseline: a}]", "routes[1].name", "defined twice"},

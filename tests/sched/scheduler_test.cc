@@ -33,6 +33,9 @@ std::vector<int32_t> Seq(int32_t n, int32_t base = 0) {
   return v;
 }
 
+double g_now = 0;  // the fake clock session TTLs run on
+double FakeNow() { return g_now; }
+
 // Runs one step as an engine would: commit, then append a token to every sampling request.
 SchedulerOutput Step(Scheduler& s, int32_t token = 7) {
   SchedulerOutput out = s.Schedule();
@@ -182,6 +185,7 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
     SchedulerConfig cfg = Cfg(/*budget=*/12 + static_cast<int32_t>(seed % 3) * 10,
                               /*max_running=*/4 + static_cast<int32_t>(seed % 4), /*ctx=*/64);
     Fixture f(/*blocks=*/20, cfg, /*prefix=*/seed % 3 != 0);
+    f.sched.SetClockForTesting(&FakeNow);
     std::map<int64_t, int32_t> max_tokens;
     int64_t next_id = 0, finished = 0;
     for (int step = 0; step < 400; ++step) {
@@ -190,8 +194,11 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
         const int32_t len = 1 + static_cast<int32_t>(rng() % 30);
         std::vector<int32_t> prompt = Seq(len, static_cast<int32_t>(rng() % 2) * 1000);
         const int32_t mt = 1 + static_cast<int32_t>(rng() % 20);
+        // Some requests belong to one of a few sessions (pins that outlive them).
+        prefix::SessionRetain session;
+        if (rng() % 3 == 0) session = {1 + rng() % 4, 1.0 + static_cast<double>(rng() % 40), 2 + static_cast<int64_t>(rng() % 6)};
         ASSERT_TRUE(f.sched.Add({next_id, static_cast<uint64_t>(ns),
-                                 static_cast<int32_t>(rng() % 3), prompt, mt}).ok());
+                                 static_cast<int32_t>(rng() % 3), prompt, mt, session}).ok());
         max_tokens[next_id++] = mt;
       }
       if (rng() % 10 == 0 && !max_tokens.empty()) {  // cancel a random live request
@@ -204,6 +211,7 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
         f.sched.SetLimits(4 + static_cast<int32_t>(rng() % 30), 1 + static_cast<int32_t>(rng() % 8));
         f.sched.SetAdmitPriorityLimit(rng() % 2 ? INT32_MAX : static_cast<int32_t>(rng() % 3));
       }
+      g_now += 0.5;  // session TTLs run out along the way
       SchedulerOutput o = Step(f.sched, static_cast<int32_t>(rng() % 50));
       for (const ScheduledSeq& q : o.seqs) {
         if (q.sample && f.sched.num_output(q.id) >= max_tokens[q.id]) {
@@ -218,6 +226,7 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
     ASSERT_TRUE(f.sched.CheckIntegrity().ok());
     EXPECT_GT(finished, 20) << "seed " << seed;
     const KvUsage u = f.sched.Usage();
+    if (seed % 3 != 0) EXPECT_GT(f.sched.counters().sessions_expired + f.sched.counters().sessions_released, 0);
     EXPECT_EQ(u.request_blocks, 0);
     EXPECT_EQ(u.free_blocks + u.cached_only_blocks, u.total_blocks);
     EXPECT_GT(f.sched.counters().preemptions + f.sched.counters().evicted_blocks, 0);
@@ -278,6 +287,89 @@ TEST(SchedulerTest, UsageIsKeptWithoutWalkingTheCache) {
   EXPECT_EQ(u.cached_only_blocks, 2);  // its two full blocks stay cached
   EXPECT_EQ(u.free_blocks, 30);
   EXPECT_EQ(u.unused_slots, 0);
+}
+
+}  // namespace
+}  // namespace tarmac::sched
+
+namespace tarmac::sched {
+namespace {
+
+// Runs request id (prompt, one output token) to the end.
+void RunOne(Fixture& f, int64_t id, uint64_t ns, std::vector<int32_t> prompt, prefix::SessionRetain session = {}) {
+  ASSERT_TRUE(f.sched.Add({id, ns, 0, std::move(prompt), 1, session}).ok());
+  while (f.sched.num_output(id) < 1) Step(f.sched);
+  f.sched.Finish(id);
+  ASSERT_TRUE(f.sched.CheckIntegrity().ok()) << f.sched.CheckIntegrity().message();
+}
+
+// Two turns of a conversation with other traffic between them: the second turn's prompt
+// starts with the first turn's 12 tokens.
+int32_t SecondTurnHit(bool session) {
+  Fixture f(12, Cfg());
+  f.sched.SetClockForTesting(&FakeNow);
+  const prefix::SessionRetain s = session ? prefix::SessionRetain{99, 100, 10} : prefix::SessionRetain{};
+  RunOne(f, 1, 5, Seq(12), s);
+  for (int k = 0; k < 5; ++k) RunOne(f, 10 + k, 6, Seq(16, 1000 + 100 * k));  // fills the cache
+  std::vector<int32_t> next = Seq(12);
+  next.insert(next.end(), {7, 50, 51, 52});
+  EXPECT_TRUE(f.sched.Add({2, 5, 0, next, 1, s}).ok());
+  Step(f.sched);
+  return f.sched.prefix_hit_tokens(2);
+}
+
+TEST(SchedulerSessions, ASessionsPrefixSurvivesOtherTraffic) {
+  EXPECT_EQ(SecondTurnHit(false), 0);   // evicted by the other traffic
+  EXPECT_EQ(SecondTurnHit(true), 12);  // pinned: the history is not prefilled again
+}
+
+TEST(SchedulerSessions, PinsExpireAfterTheirTtl) {
+  Fixture f(32, Cfg());
+  f.sched.SetClockForTesting(&FakeNow);
+  g_now = 0;
+  RunOne(f, 1, 5, Seq(12), {99, 10, 10});
+  EXPECT_EQ(f.sched.num_sessions(), 1u);
+  EXPECT_EQ(f.sched.session_blocks(5), 3);
+  g_now = 9;
+  Step(f.sched);
+  EXPECT_EQ(f.sched.num_sessions(), 1u);
+  g_now = 10.5;
+  Step(f.sched);
+  EXPECT_EQ(f.sched.num_sessions(), 0u);
+  EXPECT_EQ(f.sched.counters().sessions_expired, 1);
+  EXPECT_TRUE(f.sched.CheckIntegrity().ok());
+}
+
+TEST(SchedulerSessions, ANamespacesBudgetReleasesItsOldestSessions) {
+  Fixture f(32, Cfg());
+  f.sched.SetClockForTesting(&FakeNow);
+  RunOne(f, 1, 5, Seq(12), {1, 100, 4});
+  RunOne(f, 2, 7, Seq(12, 300), {3, 100, 4});      // another namespace: its own budget
+  RunOne(f, 3, 5, Seq(12, 500), {2, 100, 4});      // 3 + 3 > 4: session 1 goes
+  EXPECT_EQ(f.sched.num_sessions(), 2u);
+  EXPECT_EQ(f.sched.session_blocks(5), 3);
+  EXPECT_EQ(f.sched.session_blocks(7), 3);
+  RunOne(f, 4, 5, Seq(12, 500), {2, 100, 4});      // the same session again: replaces its pin
+  EXPECT_EQ(f.sched.session_blocks(5), 3);
+  RunOne(f, 5, 5, Seq(24, 700), {4, 100, 4});      // alone over the budget: not kept, nobody released
+  EXPECT_EQ(f.sched.session_blocks(5), 3);
+  EXPECT_EQ(f.sched.num_sessions(), 2u);
+}
+
+TEST(SchedulerSessions, PinsAreReleasedBeforeAnyRequestIsPreempted) {
+  Fixture f(8, Cfg(64, 8, 64));
+  f.sched.SetClockForTesting(&FakeNow);
+  RunOne(f, 1, 5, Seq(12), {99, 100, 8});
+  ASSERT_EQ(f.sched.session_blocks(5), 3);
+  // 28 + 4 tokens need all 8 blocks.
+  ASSERT_TRUE(f.sched.Add({2, 6, 0, Seq(28, 100), 4}).ok());
+  SchedulerOutput o = Step(f.sched);
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].num_tokens, 28);
+  while (f.sched.num_output(2) < 4) ASSERT_FALSE(Step(f.sched).empty());
+  EXPECT_EQ(f.sched.num_sessions(), 0u);
+  EXPECT_EQ(f.sched.counters().sessions_released, 1);
+  EXPECT_EQ(f.sched.counters().preemptions, 0);
 }
 
 }  // namespace

@@ -15,14 +15,8 @@ class OpenAiClientTest : public TempDirTest {
   // Installs the client (or skips) and writes the API key file.
   void SetUp() override {
     TempDirTest::SetUp();
-    if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
-      GTEST_SKIP() << "node/npm not installed: skipping the openai npm client test";
-    // ctest -j runs this suite's tests at once: one installs under the lock while the others
-    // wait, and a marker written after `npm ci` succeeds tells a finished install from a partial one.
-    if (std::system(("cd " + kClientDir + " && flock .npm-install.lock sh -c 'test -f node_modules/.tarmac-installed || " +
-                     "(npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.tarmac-installed)' > " +
-                     Path("npm.log") + " 2>&1").c_str()) != 0)
-      GTEST_SKIP() << "npm ci failed (no registry access?): " << Slurp(Path("npm.log"));
+    if (const std::string why = NpmCiOnce(kClientDir, Path("npm.log")); !why.empty())
+      GTEST_SKIP() << "skipping the openai npm client test: " << why;
     std::ofstream f(Path("keys.txt"));
     f << "sk-test-openai-client tenant-a\n";
   }

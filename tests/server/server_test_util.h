@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,20 @@ inline HttpResponse Post(int port, const std::string& path, const std::string& b
 }
 inline HttpResponse Get(int port, const std::string& path, const std::string& headers = "") {
   return RawExchange(port, Request("GET", path, "", headers));
+}
+
+// Installs the npm packages pinned in DIR/package-lock.json (`npm ci`) once for every test that
+// needs them: ctest -j runs such tests at once, so one installs under DIR/.npm-install.lock while
+// the others wait, and a marker written only after `npm ci` succeeded tells a finished install
+// from a partial one. Returns "" on success, else why not (npm's output is in log_path).
+inline std::string NpmCiOnce(const std::string& dir, const std::string& log_path) {
+  if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
+    return "node/npm not installed (scripts/install-deps.sh installs them)";
+  const std::string cmd = "cd " + dir + " && flock .npm-install.lock sh -c 'test -f node_modules/.tarmac-installed || " +
+                          "(npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.tarmac-installed)' > " +
+                          log_path + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) return "npm ci in " + dir + " failed (no registry access?): " + Slurp(log_path);
+  return "";
 }
 
 // `tarmac serve` as a child process on a free port; killed (SIGKILL) on destruction if alive.
