@@ -139,7 +139,7 @@ void BM_RopeUncached(benchmark::State& state) {
   auto x = Random(32 * 128, 1.0f);
   int64_t pos = 0;
   for (auto _ : state) {
-    (norm ? RopeNorm : RopeNeox)(x.data(), 32, 128, 128, pos, 10000.0f, 1.0f, nullptr);
+    (norm ? RopeNorm : RopeNeox)(x.data(), 32, 128, 128, pos, 10000.0f, 1.0f, nullptr, 1.0f);
     pos = (pos + 1) & 4095;
     benchmark::DoNotOptimize(x.data());
   }

@@ -95,7 +95,7 @@ int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
 }
 
 int RunGenerate(const GenerateArgs& a) {
-  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap);
+  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap, a.ctx);
   if (!loaded.ok()) {
     std::fprintf(stderr, "tarmac generate: %s\n", loaded.status().message().c_str());
     return 2;
@@ -223,7 +223,7 @@ struct PerplexityArgs {
 // Perplexity over consecutive windows of ctx tokens; in each window the first half is
 // context and only the second half is scored (each scored token sees at least ctx/2 tokens).
 int RunPerplexity(const PerplexityArgs& a) {
-  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap);
+  auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/false, a.mmap, a.ctx);
   if (!loaded.ok()) {
     std::fprintf(stderr, "tarmac perplexity: %s\n", loaded.status().message().c_str());
     return 2;

@@ -270,9 +270,13 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
 
 void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
   auto* cmd = parent->add_subcommand(
-      "make-random", "write a llama-architecture GGUF with random weights and a BPE vocabulary");
+      "make-random", "write a GGUF with random weights (llama, qwen2, qwen3, gemma2, gemma3 or "
+                     "phi3 layout) and a BPE or copied vocabulary");
   auto out = std::make_shared<std::string>();
   auto shape = std::make_shared<std::string>();
+  auto arch = std::make_shared<std::string>();
+  auto vocab_from = std::make_shared<std::string>();
+  auto norm_jitter = std::make_shared<double>(0.0);
   auto type = std::make_shared<std::string>("f16");
   auto seed = std::make_shared<uint64_t>(0);
   auto threads = std::make_shared<int>(0);
@@ -280,7 +284,17 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
   cmd->add_option("OUT", *out, "output GGUF file");
   cmd->add_option("--shape", *shape,
                   "preset name (see --list-shapes) or dim=..,layers=..,heads=..,kv_heads=..,"
-                  "ffn=..,vocab=..[,ctx=..,rope_base=..,eps=..,tied=0|1]");
+                  "ffn=..,vocab=..[,ctx=..,rope_base=..,eps=..,tied=0|1,head_dim=..,rot=..,"
+                  "window=..,swa_pattern=..,rope_base_swa=..,attn_softcap=..,final_softcap=..,"
+                  "orig_ctx=..]");
+  cmd->add_option("--arch", *arch,
+                  "model family: llama, qwen2, qwen3, gemma2, gemma3, phi3 (default: the "
+                  "preset's, llama for a custom shape)");
+  cmd->add_option("--vocab-from", *vocab_from,
+                  "copy the tokenizer (tokenizer.* keys) of this GGUF file; the vocabulary size "
+                  "becomes its token count");
+  cmd->add_option("--norm-jitter", *norm_jitter,
+                  "norm weights 1 + jitter*u, u random in [-1, 1] (default 0: all 1)");
   cmd->add_option("--type", *type, "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k")->capture_default_str();
   cmd->add_option("--seed", *seed, "RNG seed")->capture_default_str();
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
@@ -289,8 +303,8 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
     *run = [=]() -> int {
       if (*list) {
         for (const auto& p : gguf::ModelPresets()) {
-          std::printf("%-16s %6.1fM params  %s\n", p.name.c_str(), p.ParameterCount() / 1e6,
-                      p.ToString().c_str());
+          std::printf("%-16s %-7s %6.1fM params  %s\n", p.name.c_str(), p.arch.c_str(),
+                      p.ParameterCount() / 1e6, p.ToString().c_str());
         }
         return 0;
       }
@@ -302,13 +316,15 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
                     fmt::format("unknown --type '{}' (use f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)",
                                 *type));
       }
-      auto s = gguf::ParseShape(*shape);
+      auto s = gguf::ParseShape(*shape, *arch);
       if (!s.ok()) return Fail("make-random", 2, s.status().message());
       if (auto e = CheckOutputDir(*out)) return Fail("make-random", 2, *e);
       if (auto e = CheckThreads(*threads)) return Fail("make-random", 2, *e);
       ThreadPool pool(ThreadsOrDefault(*threads));
       gguf::MakeRandomOptions opts;
       opts.seed = *seed;
+      opts.vocab_from = *vocab_from;
+      opts.norm_jitter = *norm_jitter;
       // A bar with ETA on a terminal, one line at the end otherwise.
       std::unique_ptr<Progress> progress;
       opts.on_tensor = [&progress](const std::string&, DType, size_t i, size_t n) {
@@ -322,8 +338,8 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       for (const auto& note : res->notes) std::fprintf(stderr, "fallback: %s\n", note.c_str());
-      std::fprintf(stderr, "wrote %s: %s (%s), %zu tensors, %lld parameters, %s, in %.2f s\n",
-                   out->c_str(), s->name.c_str(), s->ToString().c_str(), res->tensors,
+      std::fprintf(stderr, "wrote %s: %s %s (%s), %zu tensors, %lld parameters, %s, in %.2f s\n",
+                   out->c_str(), s->arch.c_str(), s->name.c_str(), s->ToString().c_str(), res->tensors,
                    static_cast<long long>(res->parameters), HumanBytes(res->tensor_bytes).c_str(),
                    secs);
       return 0;

@@ -203,7 +203,7 @@ int RunServe(const ServeArgs& a) {
   loaded.reserve(models->size());
   int rc = 0;
   for (const ModelToServe& mt : *models) {
-    auto lm = LoadModelAndTokenizer(mt.path, /*quiet=*/false, a.mmap);
+    auto lm = LoadModelAndTokenizer(mt.path, /*quiet=*/false, a.mmap, a.engine.max_context);
     if (!lm.ok()) {
       rc = Fail(lm.status());
       break;

@@ -26,7 +26,8 @@ void FaultInWeights(const gguf::File& f, bool quiet) {
 
 }  // namespace
 
-Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap) {
+Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, bool use_mmap,
+                                          int32_t context) {
   LoadedModel out;
   // One bar per stage of the load (reading the file, re-laying out weights).
   std::unique_ptr<Progress> progress;
@@ -42,7 +43,7 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, b
       }
       progress->Set(done);
     };
-  auto model = model::LlamaModel::Load(path, use_mmap, on_progress);
+  auto model = model::LlamaModel::Load(path, use_mmap, context, on_progress);
   progress.reset();
   if (!model.ok()) return Status(model.status().code(), path + ": " + model.status().message());
   out.model = std::move(model).value();

@@ -3,6 +3,7 @@
 // not charged for disk reads.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -19,8 +20,10 @@ struct LoadedModel {
 
 // Errors name the file and what is wrong with it. quiet: no summary line. use_mmap: see
 // LlamaModel::Load; off by default for the CLI (weights copied into huge-page memory decode
-// faster on models larger than the caches; bench/NOTES.md).
+// faster on models larger than the caches; bench/NOTES.md). context: the longest sequence
+// the command will run (0: the model's trained context), which LongRoPE families (Phi-3) pick
+// their long or short rope factors by (LlamaModel::Load).
 Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet = false,
-                                          bool use_mmap = false);
+                                          bool use_mmap = false, int32_t context = 0);
 
 }  // namespace tarmac::apps

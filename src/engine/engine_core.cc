@@ -516,6 +516,10 @@ bool EngineCore::Step() {
     prefill_costs_.Observe(batch_.n_tokens(), forward_s);
   }
   sched_->Commit(out);
+  // Sliding-window models: KV blocks that no layer reads again go back to the pool.
+  if (const int32_t window = model_->config().KvRetentionWindow(); window > 0) {
+    for (const sched::ScheduledSeq& s : out.seqs) sched_->ReleaseOutsideWindow(s.id, window);
+  }
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
   bool verified = false;

@@ -1,12 +1,15 @@
 #include "gguf/make_random.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
 #include "base/hash.h"
 #include "base/utf8.h"
 #include "gguf/gguf_writer.h"
+#include "gguf/gguf_file.h"
 #include "gguf/quantize_file.h"
+#include "gguf/random_families.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::gguf {
@@ -31,30 +34,168 @@ void RandomRow(uint64_t stream, float* row, int64_t n) {
   }
 }
 
+enum class Fill { kWeight, kNorm, kShortFactors, kLongFactors };
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> dims;  // GGUF order: dims[0] = row length
-  bool is_norm;
+  Fill fill = Fill::kWeight;
 };
 
-std::vector<TensorSpec> TensorSpecs(const ModelShape& s) {
+// The tensors, in the order the converter writes a block's.
+std::vector<TensorSpec> TensorSpecs(const ModelShape& s, const RandomFamily& f) {
+  const int64_t qd = s.q_dim(), kd = s.kv_dim(), hd = s.head_dim();
   std::vector<TensorSpec> t;
-  t.push_back({"token_embd.weight", {s.dim, s.vocab}, false});
+  t.push_back({"token_embd.weight", {s.dim, s.vocab}});
+  if (f.long_rope && s.orig_ctx > 0) {
+    t.push_back({"rope_factors_long.weight", {s.rope_dims() / 2}, Fill::kLongFactors});
+    t.push_back({"rope_factors_short.weight", {s.rope_dims() / 2}, Fill::kShortFactors});
+  }
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    t.push_back({p + "attn_norm.weight", {s.dim}, true});
-    t.push_back({p + "attn_q.weight", {s.dim, s.dim}, false});
-    t.push_back({p + "attn_k.weight", {s.dim, s.kv_dim()}, false});
-    t.push_back({p + "attn_v.weight", {s.dim, s.kv_dim()}, false});
-    t.push_back({p + "attn_output.weight", {s.dim, s.dim}, false});
-    t.push_back({p + "ffn_norm.weight", {s.dim}, true});
-    t.push_back({p + "ffn_gate.weight", {s.dim, s.ffn}, false});
-    t.push_back({p + "ffn_up.weight", {s.dim, s.ffn}, false});
-    t.push_back({p + "ffn_down.weight", {s.ffn, s.dim}, false});
+    t.push_back({p + "attn_norm.weight", {s.dim}, Fill::kNorm});
+    if (f.fused_qkv) {
+      t.push_back({p + "attn_qkv.weight", {s.dim, qd + 2 * kd}});
+    } else {
+      t.push_back({p + "attn_q.weight", {s.dim, qd}});
+      t.push_back({p + "attn_k.weight", {s.dim, kd}});
+      t.push_back({p + "attn_v.weight", {s.dim, kd}});
+    }
+    if (f.qkv_bias) {
+      t.push_back({p + "attn_q.bias", {qd}});
+      t.push_back({p + "attn_k.bias", {kd}});
+      t.push_back({p + "attn_v.bias", {kd}});
+    }
+    if (f.qk_norm) {
+      t.push_back({p + "attn_q_norm.weight", {hd}, Fill::kNorm});
+      t.push_back({p + "attn_k_norm.weight", {hd}, Fill::kNorm});
+    }
+    t.push_back({p + "attn_output.weight", {qd, s.dim}});
+    if (f.post_norms) t.push_back({p + "post_attention_norm.weight", {s.dim}, Fill::kNorm});
+    t.push_back({p + "ffn_norm.weight", {s.dim}, Fill::kNorm});
+    if (f.fused_gate_up) {
+      t.push_back({p + "ffn_up.weight", {s.dim, 2 * s.ffn}});
+    } else {
+      t.push_back({p + "ffn_gate.weight", {s.dim, s.ffn}});
+      t.push_back({p + "ffn_up.weight", {s.dim, s.ffn}});
+    }
+    t.push_back({p + "ffn_down.weight", {s.ffn, s.dim}});
+    if (f.post_norms) t.push_back({p + "post_ffw_norm.weight", {s.dim}, Fill::kNorm});
   }
-  t.push_back({"output_norm.weight", {s.dim}, true});
-  if (!s.tied) t.push_back({"output.weight", {s.dim, s.vocab}, false});
+  t.push_back({"output_norm.weight", {s.dim}, Fill::kNorm});
+  if (!s.tied) t.push_back({"output.weight", {s.dim, s.vocab}});
   return t;
+}
+
+// The <arch>.* hyper-parameter keys the family's converter writes.
+void SetFamilyKeys(const ModelShape& s, const RandomFamily& f, Writer* w) {
+  const std::string a = s.arch + ".";
+  auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
+  auto f32 = [](double v) { return Value::F32(static_cast<float>(v)); };
+  w->SetKV(a + "context_length", u32(s.context));
+  w->SetKV(a + "embedding_length", u32(s.dim));
+  w->SetKV(a + "block_count", u32(s.layers));
+  w->SetKV(a + "feed_forward_length", u32(s.ffn));
+  if (f.rope_keys || s.rot > 0) w->SetKV(a + "rope.dimension_count", u32(s.rope_dims()));
+  if (f.rope_keys || s.rope_base != 10000.0) w->SetKV(a + "rope.freq_base", f32(s.rope_base));
+  w->SetKV(a + "attention.head_count", u32(s.heads));
+  w->SetKV(a + "attention.head_count_kv", u32(s.kv_heads));
+  w->SetKV(a + "attention.layer_norm_rms_epsilon", f32(s.rms_eps));
+  if (f.key_length) {
+    w->SetKV(a + "attention.key_length", u32(s.head_dim()));
+    w->SetKV(a + "attention.value_length", u32(s.head_dim()));
+  }
+  if (f.softcaps) {  // Gemma 2's published values unless the shape sets them
+    w->SetKV(a + "attn_logit_softcapping", f32(s.attn_softcap >= 0 ? s.attn_softcap : 50.0));
+    w->SetKV(a + "final_logit_softcapping", f32(s.final_softcap >= 0 ? s.final_softcap : 30.0));
+  } else if (f.final_softcap && s.final_softcap >= 0) {
+    w->SetKV(a + "final_logit_softcapping", f32(s.final_softcap));
+  }
+  if (s.window > 0 || f.window_always) {
+    w->SetKV(a + "attention.sliding_window",
+             u32(s.window > 0 ? s.window : s.arch == "gemma2" ? 4096 : 0));
+  }
+  if (s.swa_pattern >= 0) w->SetKV(a + "attention.sliding_window_pattern", u32(s.swa_pattern));
+  if (s.rope_base_swa > 0) w->SetKV(a + "rope.freq_base_swa", f32(s.rope_base_swa));
+  if (f.long_rope) {
+    // The converter writes the original context always; the attention factor with the
+    // factors: sqrt(1 + ln(scale) / ln(original)), scale = ctx / original.
+    const int64_t orig = s.orig_ctx > 0 ? s.orig_ctx : s.context;
+    w->SetKV(a + "rope.scaling.original_context_length", u32(orig));
+    if (s.orig_ctx > 0) {
+      const double scale = static_cast<double>(s.context) / static_cast<double>(orig);
+      w->SetKV(a + "rope.scaling.attn_factor",
+               f32(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(orig)))));
+    }
+  }
+  if (f.vocab_size_key) w->SetKV(a + "vocab_size", u32(s.vocab));
+}
+
+// The vocabulary: the tokenizer.* keys of vocab_from, or none (the synthetic byte-level BPE).
+struct VocabSource {
+  std::vector<KeyValue> keys;  // empty: synthetic
+  int64_t tokens = 0;
+};
+
+Result<VocabSource> ReadVocabulary(const std::string& vocab_from) {
+  VocabSource v;
+  if (vocab_from.empty()) return v;
+  auto src = File::Open(vocab_from);
+  if (!src.ok()) {
+    return InvalidArgument("make-random: vocabulary file {}: {}", vocab_from,
+                           src.status().message());
+  }
+  auto tokens = src->GetStringArray("tokenizer.ggml.tokens");
+  if (!tokens.ok() || tokens->empty()) {
+    return InvalidArgument("make-random: vocabulary file {} has no tokenizer.ggml.tokens",
+                           vocab_from);
+  }
+  v.tokens = static_cast<int64_t>(tokens->size());
+  for (const KeyValue& kv : src->metadata()) {
+    if (kv.key.rfind("tokenizer.", 0) == 0) v.keys.push_back(kv);
+  }
+  return v;
+}
+
+void SetVocabulary(const ModelShape& s, const VocabSource& src, Writer* w) {
+  if (!src.keys.empty()) {
+    for (const KeyValue& kv : src.keys) w->SetKV(kv.key, kv.value);
+    return;
+  }
+  const ByteLevelVocab vocab = MakeByteLevelVocab(s.vocab);
+  w->SetKV("tokenizer.ggml.model", Value::Str("gpt2"));
+  w->SetKV("tokenizer.ggml.pre", Value::Str("gpt-2"));
+  w->SetKV("tokenizer.ggml.tokens", Value::StrArray(vocab.tokens));
+  w->SetKV("tokenizer.ggml.token_type", Value::I32Array(vocab.token_types));
+  w->SetKV("tokenizer.ggml.merges", Value::StrArray(vocab.merges));
+  w->SetKV("tokenizer.ggml.bos_token_id", Value::U32(static_cast<uint32_t>(vocab.eos_id)));
+  w->SetKV("tokenizer.ggml.eos_token_id", Value::U32(static_cast<uint32_t>(vocab.eos_id)));
+  w->SetKV("tokenizer.ggml.add_bos_token", Value::Bool(false));
+}
+
+// Values of a 1-D tensor that is not a weight matrix row.
+std::vector<float> FixedValues(Fill fill, uint64_t stream, double jitter, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  switch (fill) {
+    case Fill::kNorm: {
+      RandomRow(stream, v.data(), n);  // stddev 0.02: scaled to uniform-ish [-1, 1)
+      for (float& x : v) x = static_cast<float>(1.0 + jitter * std::clamp(x / 0.035, -1.0, 1.0));
+      break;
+    }
+    case Fill::kShortFactors:  // LongRoPE: near 1 for the trained context
+      for (int64_t i = 0; i < n; ++i) v[i] = 1.0f + 0.05f * static_cast<float>(i) / n;
+      break;
+    case Fill::kLongFactors:  // growing towards the low frequencies, as published ones do
+      for (int64_t i = 0; i < n; ++i) {
+        const float r = static_cast<float>(i) / n;
+        v[i] = 1.0f + 30.0f * r * r;
+      }
+      break;
+    case Fill::kWeight:
+      RandomRow(stream, v.data(), n);
+      break;
+  }
+  return v;
 }
 
 }  // namespace
@@ -90,46 +231,38 @@ ByteLevelVocab MakeByteLevelVocab(int64_t size) {
   return v;
 }
 
-Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape, DType type,
+Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, DType type,
                                           const std::string& out, const MakeRandomOptions& options,
                                           ThreadPool* pool) {
-  TARMAC_RETURN_IF_ERROR(shape.Validate());
+  TARMAC_RETURN_IF_ERROR(shape_in.Validate());
   if (!IsWeightTargetType(type)) {
     return InvalidArgument("make-random: cannot write weights as {} (use f32, f16, bf16, q8_0, "
                            "q4_0, q4_K or q6_K)", DTypeName(type));
   }
+  if (!(options.norm_jitter >= 0.0 && options.norm_jitter < 1.0)) {
+    return InvalidArgument("make-random: norm jitter {} must be in [0, 1)", options.norm_jitter);
+  }
+  ModelShape shape = shape_in;
+  const RandomFamily& family = *FindRandomFamily(shape.arch);
   Writer w;
-  w.SetKV("general.architecture", Value::Str("llama"));
+  MakeRandomSummary summary;
+  TARMAC_ASSIGN_OR_RETURN(const VocabSource vocab, ReadVocabulary(options.vocab_from));
+  if (!vocab.keys.empty() && vocab.tokens != shape.vocab) {
+    summary.notes.push_back(fmt::format("vocab: {} tokens from {} (the shape said {})",
+                                        vocab.tokens, options.vocab_from, shape.vocab));
+    shape.vocab = vocab.tokens;
+  }
+  w.SetKV("general.architecture", Value::Str(shape.arch));
   w.SetKV("general.name", Value::Str(fmt::format("tarmac random {}", shape.name)));
   w.SetKV("general.description",
           Value::Str(fmt::format("random weights (seed {}), shape {}; made by tarmac gguf "
                                  "make-random", options.seed, shape.ToString())));
   w.SetKV("general.file_type", Value::U32(*LlamaFileType(type)));
   if (Traits(type).block_size > 1) w.SetKV("general.quantization_version", Value::U32(2));
-  auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
-  w.SetKV("llama.context_length", u32(shape.context));
-  w.SetKV("llama.embedding_length", u32(shape.dim));
-  w.SetKV("llama.block_count", u32(shape.layers));
-  w.SetKV("llama.feed_forward_length", u32(shape.ffn));
-  w.SetKV("llama.rope.dimension_count", u32(shape.head_dim()));
-  w.SetKV("llama.rope.freq_base", Value::F32(static_cast<float>(shape.rope_base)));
-  w.SetKV("llama.attention.head_count", u32(shape.heads));
-  w.SetKV("llama.attention.head_count_kv", u32(shape.kv_heads));
-  w.SetKV("llama.attention.layer_norm_rms_epsilon", Value::F32(static_cast<float>(shape.rms_eps)));
-  w.SetKV("llama.vocab_size", u32(shape.vocab));
+  SetFamilyKeys(shape, family, &w);
+  SetVocabulary(shape, vocab, &w);
 
-  const ByteLevelVocab vocab = MakeByteLevelVocab(shape.vocab);
-  w.SetKV("tokenizer.ggml.model", Value::Str("gpt2"));
-  w.SetKV("tokenizer.ggml.pre", Value::Str("gpt-2"));
-  w.SetKV("tokenizer.ggml.tokens", Value::StrArray(vocab.tokens));
-  w.SetKV("tokenizer.ggml.token_type", Value::I32Array(vocab.token_types));
-  w.SetKV("tokenizer.ggml.merges", Value::StrArray(vocab.merges));
-  w.SetKV("tokenizer.ggml.bos_token_id", u32(vocab.eos_id));
-  w.SetKV("tokenizer.ggml.eos_token_id", u32(vocab.eos_id));
-  w.SetKV("tokenizer.ggml.add_bos_token", Value::Bool(false));
-
-  MakeRandomSummary summary;
-  const std::vector<TensorSpec> specs = TensorSpecs(shape);
+  const std::vector<TensorSpec> specs = TensorSpecs(shape, family);
   const size_t count = specs.size();
   for (size_t i = 0; i < count; ++i) {
     const TensorSpec& t = specs[i];
@@ -140,12 +273,17 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape, DType type,
     summary.parameters += t.dims[0] * rows;
     summary.tensor_bytes += static_cast<uint64_t>(RowBytes(to, t.dims[0]) * rows);
     const uint64_t stream_base = SplitMix64(options.seed) ^ HashName(t.name);
-    auto fill = [&t, to, rows, stream_base, pool, i, count, &options](std::span<uint8_t> dst) {
+    const double jitter = options.norm_jitter;
+    auto fill = [&t, to, rows, stream_base, jitter, pool, i, count,
+                 &options](std::span<uint8_t> dst) {
       const int64_t n = t.dims[0];
       Status st;
-      if (t.is_norm) {
+      if (t.fill == Fill::kNorm && jitter == 0.0) {
         std::vector<float> ones(n, 1.0f);
         st = QuantizeRowRef(to, ones.data(), dst.data(), n);
+      } else if (t.dims.size() == 1) {
+        const std::vector<float> v = FixedValues(t.fill, stream_base, jitter, n);
+        st = QuantizeRowRef(to, v.data(), dst.data(), n);
       } else {
         st = ConvertRows(
             to, rows, n,

@@ -5,14 +5,20 @@
 
 #include <fmt/format.h>
 
+#include "gguf/random_families.h"
+
 namespace tarmac::gguf {
 
 namespace {
 
 ModelShape Preset(std::string name, int64_t dim, int64_t layers, int64_t heads, int64_t kv_heads,
-                  int64_t ffn, int64_t vocab, int64_t context, double rope_base, bool tied) {
+                  int64_t ffn, int64_t vocab, int64_t context, double rope_base, bool tied,
+                  std::string arch = "llama", int64_t head_dim = 0, int64_t window = 0) {
   ModelShape s;
   s.name = std::move(name);
+  s.arch = std::move(arch);
+  s.head_dim_override = head_dim;
+  s.window = window;
   s.dim = dim, s.layers = layers, s.heads = heads, s.kv_heads = kv_heads, s.ffn = ffn;
   s.vocab = vocab, s.context = context, s.rope_base = rope_base, s.tied = tied;
   return s;
@@ -45,10 +51,14 @@ Result<double> ParseDouble(std::string_view key, std::string_view v) {
 }  // namespace
 
 int64_t ModelShape::ParameterCount() const {
-  const int64_t per_layer = 2 * dim                       // attn_norm, ffn_norm
-                            + 2 * dim * dim               // attn_q, attn_output
-                            + 2 * dim * kv_dim()          // attn_k, attn_v
-                            + 3 * dim * ffn;              // ffn_gate, ffn_up, ffn_down
+  const RandomFamily* f = FindRandomFamily(arch);
+  int64_t per_layer = 2 * dim                       // attn_norm, ffn_norm
+                      + 2 * dim * q_dim()           // attn_q, attn_output
+                      + 2 * dim * kv_dim()          // attn_k, attn_v
+                      + 3 * dim * ffn;              // ffn_gate, ffn_up, ffn_down
+  if (f != nullptr && f->qkv_bias) per_layer += q_dim() + 2 * kv_dim();
+  if (f != nullptr && f->qk_norm) per_layer += 2 * head_dim();
+  if (f != nullptr && f->post_norms) per_layer += 2 * dim;
   return vocab * dim * (tied ? 1 : 2) + dim + layers * per_layer;
 }
 
@@ -64,16 +74,47 @@ Status ModelShape::Validate() const {
                           {"heads", heads, 1024},        {"kv_heads", kv_heads, 1024},
                           {"ffn", ffn, 1 << 18},         {"vocab", vocab, 1 << 22},
                           {"ctx", context, 1 << 24}};
+  const RandomFamily* fam = FindRandomFamily(arch);
+  if (fam == nullptr) {
+    return InvalidArgument("arch '{}' is not one make-random writes ({})", arch,
+                           RandomFamilyNames());
+  }
   for (const Field& f : fields) {
     if (f.value < 1 || f.value > f.max) {
       return InvalidArgument("shape: {}={} out of range [1, {}]", f.name, f.value, f.max);
     }
   }
-  if (dim % heads != 0) return InvalidArgument("shape: heads={} does not divide dim={}", heads, dim);
+  if (head_dim_override < 0 || head_dim_override > 1024)
+    return InvalidArgument("shape: head_dim={} out of range [1, 1024]", head_dim_override);
+  if (head_dim_override == 0 && dim % heads != 0)
+    return InvalidArgument("shape: heads={} does not divide dim={}", heads, dim);
   if (head_dim() % 2 != 0) {
-    return InvalidArgument("shape: head_dim = dim/heads = {} must be even (RoPE rotates pairs)",
-                           head_dim());
+    return InvalidArgument("shape: head_dim = {} must be even (RoPE rotates pairs)", head_dim());
   }
+  if (rot < 0 || rot % 2 != 0 || rot > head_dim())
+    return InvalidArgument("shape: rot={} must be even and <= head_dim {}", rot, head_dim());
+  if (window < 0 || window > (1 << 24)) return InvalidArgument("shape: window={} out of range", window);
+  if (window > 0 && !fam->window_key)
+    return InvalidArgument("shape: window= is not part of a {} model", arch);
+  if ((swa_pattern >= 0 || rope_base_swa != 0) && !fam->window_pattern)
+    return InvalidArgument("shape: swa_pattern= and rope_base_swa= are gemma2/gemma3 keys, not {}",
+                           arch);
+  if (swa_pattern < -1 || swa_pattern > 1024)
+    return InvalidArgument("shape: swa_pattern={} out of range [0, 1024]", swa_pattern);
+  if (rope_base_swa < 0) return InvalidArgument("shape: rope_base_swa={} must be > 0", rope_base_swa);
+  if ((attn_softcap >= 0 && !fam->softcaps) ||
+      (final_softcap >= 0 && !fam->softcaps && !fam->final_softcap))
+    return InvalidArgument("shape: {} has no {} soft-capping", arch,
+                           attn_softcap >= 0 ? "attention" : "final-logit");
+  if (orig_ctx != 0 && (!fam->long_rope || orig_ctx < 1 || orig_ctx >= context))
+    return InvalidArgument("shape: orig_ctx={} needs a phi3 model and 1 <= orig_ctx < ctx={}",
+                           orig_ctx, context);
+  if (fam->tied_only && !tied) return InvalidArgument("shape: a {} model is always tied (tied=1)", arch);
+  if (fam->full_rotary && rope_dims() != head_dim())
+    return InvalidArgument("shape: {} rotates every head dim (rot={} != head_dim {})", arch, rot,
+                           head_dim());
+  if (fam->q_is_dim && (head_dim_override != 0 || q_dim() != dim))
+    return InvalidArgument("shape: a {} model has head_dim = dim/heads (no head_dim=)", arch);
   if (heads % kv_heads != 0) {
     return InvalidArgument("shape: kv_heads={} does not divide heads={}", kv_heads, heads);
   }
@@ -87,29 +128,52 @@ Status ModelShape::Validate() const {
 }
 
 std::string ModelShape::ToString() const {
-  return fmt::format("dim={},layers={},heads={},kv_heads={},ffn={},vocab={},ctx={},rope_base={:g},"
-                     "eps={:g},tied={}",
-                     dim, layers, heads, kv_heads, ffn, vocab, context, rope_base, rms_eps,
-                     tied ? 1 : 0);
+  std::string s =
+      fmt::format("dim={},layers={},heads={},kv_heads={},ffn={},vocab={},ctx={},rope_base={:g},"
+                  "eps={:g},tied={}",
+                  dim, layers, heads, kv_heads, ffn, vocab, context, rope_base, rms_eps,
+                  tied ? 1 : 0);
+  if (head_dim_override > 0) s += fmt::format(",head_dim={}", head_dim_override);
+  if (rot > 0) s += fmt::format(",rot={}", rot);
+  if (window > 0) s += fmt::format(",window={}", window);
+  if (swa_pattern >= 0) s += fmt::format(",swa_pattern={}", swa_pattern);
+  if (rope_base_swa > 0) s += fmt::format(",rope_base_swa={:g}", rope_base_swa);
+  if (attn_softcap >= 0) s += fmt::format(",attn_softcap={:g}", attn_softcap);
+  if (final_softcap >= 0) s += fmt::format(",final_softcap={:g}", final_softcap);
+  if (orig_ctx > 0) s += fmt::format(",orig_ctx={}", orig_ctx);
+  return s;
 }
 
 const std::vector<ModelShape>& ModelPresets() {
-  // name, dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, tied
+  // name, dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, tied[, arch, head_dim,
+  // window]
   static const std::vector<ModelShape> kPresets = {
       Preset("smollm-135m", 576, 30, 9, 3, 1536, 49152, 2048, 10000.0, true),
       Preset("llama-160m", 768, 12, 12, 12, 3072, 32000, 2048, 10000.0, false),
       Preset("tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0, false),
       Preset("llama-3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0, true),
+      Preset("qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0, true, "qwen3", 128),
+      Preset("gemma2-2b", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0, true, "gemma2", 256,
+             4096),
+      Preset("gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0, true, "gemma3", 256,
+             512),
+      Preset("phi3-mini", 3072, 32, 32, 32, 8192, 32064, 4096, 10000.0, false, "phi3"),
+      Preset("mistral-7b", 4096, 32, 32, 8, 14336, 32000, 32768, 10000.0, false, "llama", 0,
+             4096),
   };
   return kPresets;
 }
 
-Result<ModelShape> ParseShape(std::string_view spec) {
+Result<ModelShape> ParseShape(std::string_view spec, std::string_view arch) {
   spec = Trim(spec);
   if (spec.empty()) return InvalidArgument("shape: empty (give a preset name or dim=..,layers=..)");
   if (spec.find('=') == std::string_view::npos) {
     for (const ModelShape& p : ModelPresets()) {
-      if (p.name == spec) return p;
+      if (p.name != spec) continue;
+      ModelShape s = p;
+      if (!arch.empty()) s.arch = std::string(arch);
+      TARMAC_RETURN_IF_ERROR(s.Validate());
+      return s;
     }
     std::string names;
     for (const ModelShape& p : ModelPresets()) names += (names.empty() ? "" : ", ") + p.name;
@@ -118,6 +182,7 @@ Result<ModelShape> ParseShape(std::string_view spec) {
   }
   ModelShape s;
   s.name = "custom";
+  if (!arch.empty()) s.arch = std::string(arch);
   bool seen_kv = false;
   bool seen[6] = {};
   const char* required[6] = {"dim", "layers", "heads", "ffn", "vocab", "kv_heads"};
@@ -140,6 +205,11 @@ Result<ModelShape> ParseShape(std::string_view spec) {
     else if (key == "vocab") int_field = &s.vocab, idx = 4;
     else if (key == "kv_heads") int_field = &s.kv_heads, idx = 5, seen_kv = true;
     else if (key == "ctx") int_field = &s.context;
+    else if (key == "head_dim") int_field = &s.head_dim_override;
+    else if (key == "rot") int_field = &s.rot;
+    else if (key == "window") int_field = &s.window;
+    else if (key == "swa_pattern") int_field = &s.swa_pattern;
+    else if (key == "orig_ctx") int_field = &s.orig_ctx;
     if (int_field != nullptr) {
       TARMAC_ASSIGN_OR_RETURN(*int_field, ParseInt(key, val));
       if (idx >= 0) seen[idx] = true;
@@ -147,12 +217,20 @@ Result<ModelShape> ParseShape(std::string_view spec) {
       TARMAC_ASSIGN_OR_RETURN(s.rope_base, ParseDouble(key, val));
     } else if (key == "eps") {
       TARMAC_ASSIGN_OR_RETURN(s.rms_eps, ParseDouble(key, val));
+    } else if (key == "rope_base_swa") {
+      TARMAC_ASSIGN_OR_RETURN(s.rope_base_swa, ParseDouble(key, val));
+    } else if (key == "attn_softcap") {
+      TARMAC_ASSIGN_OR_RETURN(s.attn_softcap, ParseDouble(key, val));
+    } else if (key == "final_softcap") {
+      TARMAC_ASSIGN_OR_RETURN(s.final_softcap, ParseDouble(key, val));
     } else if (key == "tied") {
       if (val != "0" && val != "1") return InvalidArgument("shape: tied='{}' must be 0 or 1", val);
       s.tied = val == "1";
     } else {
       return InvalidArgument("shape: unknown key '{}' (known: dim, layers, heads, kv_heads, ffn, "
-                             "vocab, ctx, rope_base, eps, tied)", key);
+                             "vocab, ctx, rope_base, eps, tied, head_dim, rot, window, "
+                             "swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx)",
+                             key);
     }
   }
   if (!seen_kv) s.kv_heads = s.heads, seen[5] = true;

@@ -64,7 +64,7 @@ void ConvertI8Scaled(const int8_t* HWY_RESTRICT src, float scale, float* HWY_RES
 template <int G>
 void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
                    const PagedKvView& kv, const int32_t* block_table, float scale,
-                   float* HWY_RESTRICT out) {
+                   const AttentionVariant& variant, float* HWY_RESTRICT out) {
   const DF df;
   const hn::Rebind<hwy::float16_t, DF> dh;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
@@ -82,8 +82,14 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
   float* HWY_RESTRICT p = p_store.data();  // [G][bs]
   const auto vscale = hn::Set(df, scale);
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const bool capped = variant.softcap > 0.0f;
+  const auto vcap = hn::Set(df, variant.softcap);
+  const auto vinv_cap = hn::Set(df, capped ? 1.0f / variant.softcap : 0.0f);
+  const int64_t first_key = variant.FirstKey(pos);
   const int64_t n_blocks = pos / bs + 1;
-  for (int64_t b = 0; b < n_blocks; ++b) {
+  // The window's first block holds first_key, a key this token sees: every block processed
+  // has a live key, so the running max is finite from the first one on.
+  for (int64_t b = first_key / bs; b < n_blocks; ++b) {
     const int32_t block = block_table[b];
     const int64_t rows = std::min<int64_t>(bs, pos + 1 - b * bs);
     const auto* K = reinterpret_cast<const hwy::float16_t*>(kv.KRows(block, kv_head));
@@ -109,9 +115,13 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
           a[u][1] = hn::MulAdd(hn::Set(df, q[u * hd + d + 1]), k1, a[u][1]);
         }
       }
-      const auto live = hn::FirstN(df, static_cast<size_t>(rows - j0));
+      auto live = hn::FirstN(df, static_cast<size_t>(rows - j0));
+      const int64_t before = first_key - (b * bs + j0);  // leading lanes outside the window
+      if (before > 0) live = hn::AndNot(hn::FirstN(df, static_cast<size_t>(before)), live);
       for (int u = 0; u < G; ++u) {
-        const auto sc = hn::IfThenElse(live, hn::Mul(hn::Add(a[u][0], a[u][1]), vscale), neg_inf);
+        auto raw = hn::Mul(hn::Add(a[u][0], a[u][1]), vscale);
+        if (capped) raw = hn::Mul(hn::Tanh(df, hn::Mul(raw, vinv_cap)), vcap);
+        const auto sc = hn::IfThenElse(live, raw, neg_inf);
         hn::StoreU(sc, df, p + u * bs + j0);
         vmax[u] = hn::Max(vmax[u], sc);
       }
@@ -184,7 +194,8 @@ float SoftmaxChunk(float* HWY_RESTRICT p, int64_t n, float chunk_max, float* m, 
 // Query row r is token r / group, head h0 + r % group.
 void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t group,
                       int32_t h0, int32_t kv_head, const PagedKvView& kv,
-                      const int32_t* block_table, float scale, float* out, int64_t out_stride) {
+                      const int32_t* block_table, float scale, const AttentionVariant& variant,
+                      float* out, int64_t out_stride) {
   constexpr int64_t kC = 64;  // keys per chunk
   const int64_t hd = kv.head_dim, bs = kv.block_size;
   const int64_t R = static_cast<int64_t>(nq) * group, Rp = (R + 15) / 16 * 16;
@@ -226,7 +237,9 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
   const int64_t n_blocks = last_pos / bs + 1;
   const int64_t bpc = kC / bs;
   AmxConfigureTiles();  // once for every chunk's tile products
-  for (int64_t c0 = 0; c0 < n_blocks; c0 += bpc) {
+  // Chunks start at the block of the tile's first visible key: blocks before it are never
+  // read (they may have been freed).
+  for (int64_t c0 = variant.FirstKey(pos0) / bs; c0 < n_blocks; c0 += bpc) {
     const int64_t nbk = std::min(bpc, n_blocks - c0);
     const int64_t key0 = c0 * bs;
     const int32_t valid_keys = static_cast<int32_t>(std::min(nbk * bs, last_pos + 1 - key0));
@@ -234,7 +247,7 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
                vl);
     AmxScores(qh, ql, Rp / 16, static_cast<int32_t>(hd), kh, kl, s);
     AmxSoftmaxChunk(s, Rp, R, group, pos0, key0, scale, static_cast<int32_t>(hd), sc.m.data(),
-                    sc.l.data(), o, ph, pl);
+                    sc.l.data(), o, ph, pl, variant);
     AmxAccumulate(ph, pl, Rp / 16, static_cast<int32_t>(hd), vh, vl, o);
   }
   AmxReleaseTiles();
@@ -247,7 +260,7 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
 
 void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t n_heads,
                    int32_t kv_head, const PagedKvView& kv, const int32_t* block_table,
-                   float scale, float* out, int64_t out_stride) {
+                   float scale, float* out, int64_t out_stride, const AttentionVariant& variant) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t hd = kv.head_dim, bs = kv.block_size;
@@ -260,15 +273,15 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
     const float* qh = q + static_cast<int64_t>(h0) * hd;
     float* oh = out + static_cast<int64_t>(h0) * hd;
     switch (group) {
-      case 1: return DecodeTileF16<1>(qh, pos0, kv_head, kv, block_table, scale, oh);
-      case 2: return DecodeTileF16<2>(qh, pos0, kv_head, kv, block_table, scale, oh);
-      case 3: return DecodeTileF16<3>(qh, pos0, kv_head, kv, block_table, scale, oh);
-      default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, oh);
+      case 1: return DecodeTileF16<1>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      case 2: return DecodeTileF16<2>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      case 3: return DecodeTileF16<3>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
     }
   }
   if (AttentionAmxUsable(nq, group, kv)) {
     return AttentionTileAmx(q, q_stride, nq, pos0, group, h0, kv_head, kv, block_table, scale,
-                            out, out_stride);
+                            variant, out, out_stride);
   }
   // Keys are taken in chunks of whole blocks, up to kChunkKeys keys (blocks whose size is not
   // a multiple of the vector length: one block, padded): each query's online-softmax update
@@ -296,11 +309,16 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   float* HWY_RESTRICT p_all = s.p.data();  // [group][cw_pad]
   const auto vscale = hn::Set(df, scale);
   const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const bool capped = variant.softcap > 0.0f;
+  const auto vcap = hn::Set(df, variant.softcap);
+  const auto vinv_cap = hn::Set(df, capped ? 1.0f / variant.softcap : 0.0f);
   using VF = decltype(hn::Zero(df));
 
   const int64_t last_pos = pos0 + nq - 1;
   const int64_t n_blocks = last_pos / bs + 1;
-  for (int64_t c0 = 0; c0 < n_blocks; c0 += bpc) {
+  // Chunks start at the block of the tile's first visible key: blocks before it are never
+  // read (they may have been freed).
+  for (int64_t c0 = variant.FirstKey(pos0) / bs; c0 < n_blocks; c0 += bpc) {
     const int64_t nbk = std::min(bpc, n_blocks - c0);
     const int64_t key0 = c0 * bs;
     for (int64_t bi = 0; bi < nbk; ++bi) {
@@ -347,6 +365,9 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
     for (int32_t i = 0; i < nq; ++i) {
       const int64_t pos = pos0 + i;
       if (pos < key0) continue;  // this chunk is entirely in token i's future
+      // Columns [0, first) of the chunk are before token i's window.
+      const int64_t first = variant.FirstKey(pos) - key0;
+      if (first >= nbk * bs) continue;  // this chunk is entirely before token i's window
       // Keys [key0, key0 + rows) of the chunk; with padded blocks (bpc = 1) that is one block.
       const int64_t rows = std::min<int64_t>(nbk * bs, pos + 1 - key0);
       const int64_t n_vec = (rows + N - 1) / N;
@@ -376,9 +397,15 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           }
           for (int64_t v = 0; v < nv; ++v) {
             const int64_t j0 = (v0 + v) * N;
-            const auto live = hn::FirstN(df, static_cast<size_t>(std::min<int64_t>(N, rows - j0)));
+            auto live = hn::FirstN(df, static_cast<size_t>(std::min<int64_t>(N, rows - j0)));
+            if (first > j0) {
+              live = hn::AndNot(
+                  hn::FirstN(df, static_cast<size_t>(std::min<int64_t>(N, first - j0))), live);
+            }
             for (int32_t u = 0; u < gn; ++u) {
-              const auto sc = hn::IfThenElse(live, hn::Mul(a[u][v], vscale), neg_inf);
+              auto raw = hn::Mul(a[u][v], vscale);
+              if (capped) raw = hn::Mul(hn::Tanh(df, hn::Mul(raw, vinv_cap)), vcap);
+              const auto sc = hn::IfThenElse(live, raw, neg_inf);
               hn::StoreU(sc, df, p_all + (g0 + u) * cw_pad + j0);
             }
           }
@@ -468,11 +495,12 @@ HWY_EXPORT(AttentionTile);
 void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0,
                         int32_t n_heads, int32_t kv_head, const PagedKvView& kv,
                         const int32_t* block_table, float scale, float* out,
-                        int64_t out_stride) {
+                        int64_t out_stride, const AttentionVariant& variant) {
   TARMAC_DCHECK(nq >= 1 && pos0 >= 0 && kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0);
   TARMAC_DCHECK(kv_head >= 0 && kv_head < kv.n_kv_heads);
+  TARMAC_DCHECK(variant.window >= 0 && variant.softcap >= 0.0f);
   HWY_DYNAMIC_DISPATCH(AttentionTile)(q, q_stride, nq, pos0, n_heads, kv_head, kv, block_table,
-                                      scale, out, out_stride);
+                                      scale, out, out_stride, variant);
 }
 
 namespace {
@@ -492,25 +520,29 @@ double KvValue(const PagedKvView& kv, int kv_index, const int32_t* block_table, 
 }  // namespace
 
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
-                       const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
+                       const int32_t* block_table, int64_t n_ctx, float scale, float* out,
+                       const AttentionVariant& variant) {
   const int32_t hd = kv.head_dim;
   const int32_t group = n_heads / kv.n_kv_heads;
+  const int64_t first = variant.FirstKey(n_ctx - 1);
   std::vector<double> s(n_ctx);
   for (int32_t h = 0; h < n_heads; ++h) {
     const int32_t kvh = h / group;
     double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < n_ctx; ++j) {
+    for (int64_t j = first; j < n_ctx; ++j) {
       double d = 0;
       for (int32_t i = 0; i < hd; ++i)
         d += static_cast<double>(q[h * hd + i]) * KvValue(kv, 0, block_table, j, kvh, i);
       s[j] = scale * d;
+      if (variant.softcap > 0) s[j] = variant.softcap * std::tanh(s[j] / variant.softcap);
       mx = std::max(mx, s[j]);
     }
     double z = 0;
-    for (int64_t j = 0; j < n_ctx; ++j) z += (s[j] = std::exp(s[j] - mx));
+    for (int64_t j = first; j < n_ctx; ++j) z += (s[j] = std::exp(s[j] - mx));
     for (int32_t i = 0; i < hd; ++i) {
       double acc = 0;
-      for (int64_t j = 0; j < n_ctx; ++j) acc += s[j] / z * KvValue(kv, 1, block_table, j, kvh, i);
+      for (int64_t j = first; j < n_ctx; ++j)
+        acc += s[j] / z * KvValue(kv, 1, block_table, j, kvh, i);
       out[h * hd + i] = static_cast<float>(acc);
     }
   }

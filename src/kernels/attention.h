@@ -47,21 +47,41 @@ struct PagedKvView {
   }
 };
 
+// What a model's attention adds to plain causal softmax(scale · q·k) (model/arch.h picks it
+// per layer). The default is plain causal attention.
+struct AttentionVariant {
+  // > 0: sliding window: the token at position p sees only the keys at positions
+  // (p - window, p] (llama.cpp's standard SWA: masked when p - key >= window). 0: all of [0, p].
+  int32_t window = 0;
+  // > 0: each score s = scale · q·k becomes softcap · tanh(s / softcap) before the softmax
+  // (Gemma 2's attention logit soft-capping). 0: scores as they are.
+  float softcap = 0.0f;
+
+  // The first position a token at position `pos` sees.
+  int64_t FirstKey(int64_t pos) const {
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  }
+};
+
 // Query tile: nq consecutive tokens of one sequence at positions pos0 .. pos0 + nq - 1; token i
-// attends to positions [0, pos0 + i] (causal). For every token i and every query head h of KV
+// attends to positions [variant.FirstKey(pos0 + i), pos0 + i] (causal, windowed). For every token i and every query head h of KV
 // head `kv_head`'s group (h in [kv_head * G, (kv_head + 1) * G), G = n_heads / n_kv_heads):
 //   out_i[h] = softmax_j(scale · q_i[h] · K[j]) · V[j]
 // q: token i's heads at q + i * q_stride ([n_heads][head_dim] f32); out likewise with
-// out_stride (must not alias q). block_table covers positions [0, pos0 + nq).
-// Preconditions: nq >= 1, pos0 >= 0, n_heads a multiple of kv.n_kv_heads.
+// out_stride (must not alias q). block_table covers positions [0, pos0 + nq); the entries of
+// blocks wholly before variant.FirstKey(pos0) are never read (a caller may have freed them).
+// Preconditions: nq >= 1, pos0 >= 0, n_heads a multiple of kv.n_kv_heads, variant.window >= 0,
+// variant.softcap >= 0.
 void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0,
                         int32_t n_heads, int32_t kv_head, const PagedKvView& kv,
                         const int32_t* block_table, float scale, float* out,
-                        int64_t out_stride);
+                        int64_t out_stride, const AttentionVariant& variant = {});
 
-// Reference for one query token (all heads) attending to [0, n_ctx): materialises all scores,
-// exact softmax in double. q, out: [n_heads][head_dim]. Reads f16 or int8 K/V.
+// Reference for one query token (all heads) at position n_ctx - 1, attending to
+// [variant.FirstKey(n_ctx - 1), n_ctx): materialises all scores, exact softmax (and tanh)
+// in double. q, out: [n_heads][head_dim]. Reads f16 or int8 K/V.
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
-                       const int32_t* block_table, int64_t n_ctx, float scale, float* out);
+                       const int32_t* block_table, int64_t n_ctx, float scale, float* out,
+                       const AttentionVariant& variant = {});
 
 }  // namespace tarmac::kernels

@@ -214,23 +214,52 @@ TARMAC_AMX inline __m512 Reduce16(const __m512* v) {
   return _mm512_permutexvar_ps(idx, y);
 }
 
+// cap · tanh(x / cap), as tanh(|y|) = (1 - e) / (1 + e) with e = exp(-2|y|) <= 1 and the
+// sign of y restored: ExpNonPositive covers the whole range, and the absolute error stays
+// at f32 rounding of cap (what a score can be off by anyway).
+TARMAC_AMX inline __m512 SoftCap16(__m512 x, __m512 cap, __m512 inv_cap) {
+  const __m512 y = _mm512_mul_ps(x, inv_cap);
+  const __m512 sign = _mm512_and_ps(y, _mm512_set1_ps(-0.0f));
+  const __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), y);
+  const __m512 e = ExpNonPositive(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  return _mm512_mul_ps(_mm512_or_ps(t, sign), cap);
+}
+
+// Lanes [lo, hi) of a 16-lane piece (clamped to it).
+inline __mmask16 LaneRange(int64_t lo, int64_t hi) {
+  lo = std::clamp<int64_t>(lo, 0, 16);
+  hi = std::clamp<int64_t>(hi, 0, 16);
+  if (hi <= lo) return 0;
+  const uint32_t below_hi = hi == 16 ? 0xFFFFu : (1u << hi) - 1;
+  return static_cast<__mmask16>(below_hi & ~((1u << lo) - 1));
+}
+
 TARMAC_AMX void SoftmaxChunkImpl(float* s, int64_t rp, int64_t n_rows, int32_t group,
                                  int64_t pos0, int64_t key0, float scale, int32_t hd, float* m,
-                                 float* l, float* o, uint16_t* p_hi, uint16_t* p_lo) {
+                                 float* l, float* o, uint16_t* p_hi, uint16_t* p_lo,
+                                 const AttentionVariant& variant) {
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  const bool capped = variant.softcap > 0.0f;
+  const __m512 cap = _mm512_set1_ps(variant.softcap);
+  const __m512 inv_cap = _mm512_set1_ps(capped ? 1.0f / variant.softcap : 0.0f);
   __m512 acc[16];
   for (int64_t g = 0; g < rp; g += 16) {
     for (int i = 0; i < 16; ++i) {  // scale, mask the keys row r may not see, row maxima
       const int64_t r = g + i;
-      const int64_t live =
-          r < n_rows ? std::clamp<int64_t>(pos0 + r / group + 1 - key0, 0, kChunk) : 0;
+      // Row r sees the chunk's columns [first, live).
+      const int64_t pos = pos0 + r / group;
+      const int64_t live = r < n_rows ? std::clamp<int64_t>(pos + 1 - key0, 0, kChunk) : 0;
+      const int64_t first = std::clamp<int64_t>(variant.FirstKey(pos) - key0, 0, kChunk);
       float* row = s + r * kChunk;
       __m512 mx = neg_inf;
       for (int j = 0; j < 4; ++j) {
-        const int64_t n = std::clamp<int64_t>(live - 16 * j, 0, 16);
-        const __mmask16 k = n == 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-        const __m512 v = _mm512_mask_mul_ps(neg_inf, k, _mm512_loadu_ps(row + 16 * j), vscale);
+        const __mmask16 k = LaneRange(first - 16 * j, live - 16 * j);
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * j), vscale);
+        if (capped) v = SoftCap16(v, cap, inv_cap);
+        v = _mm512_mask_mov_ps(neg_inf, k, v);
         _mm512_storeu_ps(row + 16 * j, v);
         mx = _mm512_max_ps(mx, v);
       }
@@ -292,9 +321,11 @@ void AmxScores(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r_tiles, int3
 
 void AmxSoftmaxChunk(float* s, int64_t rp, int64_t n_rows, int32_t group, int64_t pos0,
                      int64_t key0, float scale, int32_t head_dim, float* m, float* l, float* o,
-                     uint16_t* p_hi, uint16_t* p_lo) {
+                     uint16_t* p_hi, uint16_t* p_lo, const AttentionVariant& variant) {
   TARMAC_DCHECK(rp % 16 == 0 && n_rows <= rp && head_dim % 16 == 0);
-  SoftmaxChunkImpl(s, rp, n_rows, group, pos0, key0, scale, head_dim, m, l, o, p_hi, p_lo);
+  TARMAC_DCHECK(variant.window >= 0 && variant.softcap >= 0.0f);
+  SoftmaxChunkImpl(s, rp, n_rows, group, pos0, key0, scale, head_dim, m, l, o, p_hi, p_lo,
+                   variant);
 }
 
 void AmxAccumulate(const uint16_t* p_hi, const uint16_t* p_lo, int64_t r_tiles,

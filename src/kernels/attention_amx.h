@@ -40,15 +40,16 @@ void AmxScores(const uint16_t* q_hi, const uint16_t* q_lo, int64_t r_tiles, int3
                const uint16_t* k_hi, const uint16_t* k_lo, float* s);
 
 // The online-softmax step of one chunk (keys key0 .. key0 + 63) for rows [0, rp): scales S by
-// `scale`, masks the keys row r may not see (row r is token r / group at position
-// pos0 + r / group; rows >= n_rows see none), raises the running maxima m [rp] (-inf before
+// `scale` (and soft-caps it, variant.softcap), masks the keys row r may not see (row r is
+// token r / group at position pos0 + r / group: keys after it, and before
+// variant.FirstKey(position); rows >= n_rows see none), raises the running maxima m [rp] (-inf before
 // the first chunk), scales the running sums l [rp] and the output rows O [rp][head_dim] by
 // exp(m_old - m_new), adds the chunk's sums of p = exp(s - m_new) to l and writes P split
 // ([rp][64] bf16 hi and lo) for AmxAccumulate. Overwrites S. Preconditions: rp a multiple of
 // 16, n_rows <= rp, head_dim a multiple of 16.
 void AmxSoftmaxChunk(float* s, int64_t rp, int64_t n_rows, int32_t group, int64_t pos0,
                      int64_t key0, float scale, int32_t head_dim, float* m, float* l, float* o,
-                     uint16_t* p_hi, uint16_t* p_lo);
+                     uint16_t* p_hi, uint16_t* p_lo, const AttentionVariant& variant = {});
 
 // O += P · V for the chunk (P split, [Rp][64]).
 void AmxAccumulate(const uint16_t* p_hi, const uint16_t* p_lo, int64_t r_tiles,

@@ -202,11 +202,23 @@ void SwiGluImpl(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 // 0.5·x·(1 + tanh(u)) == x·sigmoid(2u), u = sqrt(2/π)·x·(1 + 0.044715·x²).
+inline VF GeluTanh(DF d, VF v) {
+  const VF k2 = hn::Set(d, 2.0f * 0.7978845608028654f);
+  const VF inner = hn::MulAdd(hn::Mul(v, v), hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
+  return hn::Mul(v, Sigmoid(d, hn::Mul(hn::Mul(v, k2), inner)));
+}
+
 void GeluImpl(const float* x, float* out, int64_t n) {
-  MapUnary(x, out, n, [](DF d, VF v) {
-    const VF k2 = hn::Set(d, 2.0f * 0.7978845608028654f);
-    const VF inner = hn::MulAdd(hn::Mul(v, v), hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
-    return hn::Mul(v, Sigmoid(d, hn::Mul(hn::Mul(v, k2), inner)));
+  MapUnary(x, out, n, [](DF d, VF v) { return GeluTanh(d, v); });
+}
+
+void GeGluImpl(const float* gate, const float* up, float* out, int64_t n) {
+  MapBinary(gate, up, out, n, [](DF d, VF g, VF u) { return hn::Mul(GeluTanh(d, g), u); });
+}
+
+void SoftCapImpl(const float* x, float cap, float* out, int64_t n) {
+  MapUnary(x, out, n, [cap](DF d, VF v) {
+    return hn::Mul(hn::Tanh(d, hn::Mul(v, hn::Set(d, 1.0f / cap))), hn::Set(d, cap));
   });
 }
 
@@ -265,6 +277,8 @@ HWY_EXPORT(LogSumExpImpl);
 HWY_EXPORT(SiluImpl);
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(GeluImpl);
+HWY_EXPORT(GeGluImpl);
+HWY_EXPORT(SoftCapImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(MulImpl);
 HWY_EXPORT(ScaleImpl);
@@ -301,6 +315,14 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n) {
 void Gelu(const float* x, float* out, int64_t n) {
   TARMAC_DCHECK(n >= 0);
   HWY_DYNAMIC_DISPATCH(GeluImpl)(x, out, n);
+}
+void GeGlu(const float* gate, const float* up, float* out, int64_t n) {
+  TARMAC_DCHECK(n >= 0);
+  HWY_DYNAMIC_DISPATCH(GeGluImpl)(gate, up, out, n);
+}
+void SoftCap(const float* x, float cap, float* out, int64_t n) {
+  TARMAC_DCHECK(n >= 0 && cap > 0.0f);
+  HWY_DYNAMIC_DISPATCH(SoftCapImpl)(x, cap, out, n);
 }
 void Add(const float* a, const float* b, float* out, int64_t n) {
   TARMAC_DCHECK(n >= 0);

@@ -47,6 +47,13 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
 // 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), computed as x·sigmoid(2·inner): the same
 // function, without the cancellation of 1 + tanh for large negative x. x, out: [n] f32; out may alias x.
 void Gelu(const float* x, float* out, int64_t n);
+// out = gelu(gate) · up with Gelu's tanh approximation (the GeGLU feed-forward gate of Gemma).
+// gate, up, out: [n] f32; out may alias gate or up.
+void GeGlu(const float* gate, const float* up, float* out, int64_t n);
+
+// out = cap · tanh(x / cap): soft-capping of logits (Gemma 2's final logits). x, out: [n] f32;
+// out may alias x. Preconditions: cap > 0 (and finite).
+void SoftCap(const float* x, float cap, float* out, int64_t n);
 
 // ---------------------------------------------------------------- elementwise
 // a, b, x, y, out: [n] f32. out may alias any input.
@@ -87,8 +94,11 @@ void ConvertF32ToBF16(const float* in, uint16_t* out, int64_t n);
 // kNorm (LLAMA_ROPE_TYPE_NORM, arch `llama`): the pair is (x[2i], x[2i+1]).
 // kNeox (LLAMA_ROPE_TYPE_NEOX, `qwen2`, ...): the pair is (x[i], x[i + n_rot/2]).
 // Dims n_rot..head_dim-1 of each head are left unchanged (partial rotary).
-// freq_factors: [n_rot/2] divisors of each pair's frequency (llama-3 `rope_freqs.weight`), or
-// nullptr for all 1.
+// freq_factors: [n_rot/2] divisors of each pair's frequency (llama-3 `rope_freqs.weight`,
+// Phi-3's LongRoPE `rope_factors_long/short`), or nullptr for all 1.
+// mscale: multiplies the rotated dims (cos and sin), 1 but for rope scaling with an attention
+// factor (Phi-3 LongRoPE's `rope.scaling.attn_factor`, as ggml's rope applies it); the
+// unrotated dims are left as they are.
 // Precision: angles and their cos/sin are computed in double and rounded once to f32, so
 // they stay accurate at any position (a float pos·theta is already ~0.01 rad off at 128k).
 enum class RopeType { kNorm, kNeox };
@@ -98,9 +108,9 @@ enum class RopeType { kNorm, kNeox };
 // x: [n_heads][head_dim] f32, rotated in place. Preconditions: n_heads >= 0, n_rot even,
 // 0 <= n_rot <= head_dim, pos >= 0, freq_base > 0.
 void RopeNorm(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-              float freq_base, float freq_scale, const float* freq_factors);
+              float freq_base, float freq_scale, const float* freq_factors, float mscale = 1.0f);
 void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-              float freq_base, float freq_scale, const float* freq_factors);
+              float freq_base, float freq_scale, const float* freq_factors, float mscale = 1.0f);
 
 // cos/sin of every (position, pair) for one model, built once (the model's rope parameters are
 // fixed), then applied with SIMD per token. Memory: max_positions · n_rot · 4 bytes, e.g.
@@ -110,9 +120,9 @@ class RopeCache {
  public:
   RopeCache() = default;
   // freq_factors: [n_rot/2] or nullptr; read only here, not kept. Preconditions: max_positions >=
-  // 1, plus those of RopeNorm.
+  // 1, mscale > 0, plus those of RopeNorm.
   RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base, float freq_scale,
-            const float* freq_factors);
+            const float* freq_factors, float mscale = 1.0f);
 
   // Same result as RopeNorm/RopeNeox(x, ..., pos, <the cache's parameters>) up to f32
   // rounding of the rotation. x: [n_heads][head_dim] f32 in place.

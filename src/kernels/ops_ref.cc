@@ -70,6 +70,18 @@ void Gelu(const float* x, float* out, int64_t n) {
   }
 }
 
+void GeGlu(const float* gate, const float* up, float* out, int64_t n) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = gate[i];
+    out[i] = static_cast<float>(v * SigmoidD(2.0 * k * (v + 0.044715 * v * v * v)) * up[i]);
+  }
+}
+
+void SoftCap(const float* x, float cap, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(cap * std::tanh(double{x[i]} / cap));
+}
+
 void Add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

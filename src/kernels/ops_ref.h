@@ -15,6 +15,8 @@ double LogSumExp(const float* x, int64_t n);
 void Silu(const float* x, float* out, int64_t n);
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
 void Gelu(const float* x, float* out, int64_t n);
+void GeGlu(const float* gate, const float* up, float* out, int64_t n);
+void SoftCap(const float* x, float cap, float* out, int64_t n);
 void Add(const float* a, const float* b, float* out, int64_t n);
 void Mul(const float* a, const float* b, float* out, int64_t n);
 void Scale(const float* x, float s, float* out, int64_t n);

@@ -139,12 +139,13 @@ double RopeAngle(int64_t i, int64_t n_rot, int64_t pos, float freq_base, float f
 // first(i) / second(i): element offsets of pair i within a head.
 template <class PairIndex>
 void RopeScalar(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-                float freq_base, float freq_scale, const float* freq_factors, PairIndex pair) {
+                float freq_base, float freq_scale, const float* freq_factors, float mscale,
+                PairIndex pair) {
   CheckRopeArgs(n_heads, head_dim, n_rot, freq_base);
   TARMAC_CHECK(pos >= 0);
   for (int64_t i = 0; i < n_rot / 2; ++i) {
     const double theta = RopeAngle(i, n_rot, pos, freq_base, freq_scale, freq_factors);
-    const double c = std::cos(theta), s = std::sin(theta);
+    const double c = mscale * std::cos(theta), s = mscale * std::sin(theta);
     const auto [ia, ib] = pair(i);
     for (int64_t h = 0; h < n_heads; ++h) {
       float* p = x + h * head_dim;
@@ -158,31 +159,31 @@ void RopeScalar(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int6
 }  // namespace
 
 void RopeNorm(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-              float freq_base, float freq_scale, const float* freq_factors) {
-  RopeScalar(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, freq_factors,
+              float freq_base, float freq_scale, const float* freq_factors, float mscale) {
+  RopeScalar(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, freq_factors, mscale,
              [](int64_t i) { return std::pair<int64_t, int64_t>(2 * i, 2 * i + 1); });
 }
 
 void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-              float freq_base, float freq_scale, const float* freq_factors) {
+              float freq_base, float freq_scale, const float* freq_factors, float mscale) {
   const int64_t half = n_rot / 2;
-  RopeScalar(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, freq_factors,
+  RopeScalar(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, freq_factors, mscale,
              [half](int64_t i) { return std::pair<int64_t, int64_t>(i, i + half); });
 }
 
 RopeCache::RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base,
-                     float freq_scale, const float* freq_factors)
+                     float freq_scale, const float* freq_factors, float mscale)
     : type_(type), n_rot_(n_rot), max_positions_(max_positions) {
   CheckRopeArgs(0, n_rot, n_rot, freq_base);
-  TARMAC_CHECK(max_positions >= 1);
+  TARMAC_CHECK(max_positions >= 1 && mscale > 0.0f);
   const int64_t pairs = n_rot / 2;
   table_.resize(static_cast<size_t>(max_positions * n_rot));
   for (int64_t pos = 0; pos < max_positions; ++pos) {
     float* t = table_.data() + pos * n_rot;
     for (int64_t i = 0; i < pairs; ++i) {
       const double theta = RopeAngle(i, n_rot, pos, freq_base, freq_scale, freq_factors);
-      const float cf = static_cast<float>(std::cos(theta));
-      const float sf = static_cast<float>(std::sin(theta));
+      const float cf = static_cast<float>(mscale * std::cos(theta));
+      const float sf = static_cast<float>(mscale * std::sin(theta));
       if (type == RopeType::kNorm) {
         t[2 * i] = cf;
         t[2 * i + 1] = sf;

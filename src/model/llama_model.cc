@@ -33,7 +33,8 @@ int64_t RopePositions(const ModelConfig& c) { return std::max<int64_t>(c.n_ctx_t
 
 }  // namespace
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bool use_mmap, const ProgressFn& progress) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bool use_mmap, int32_t context,
+                                                     const ProgressFn& progress) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->progress_ = progress;
   if (use_mmap) {
@@ -49,81 +50,30 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, bo
                             gguf::File::Parse({m->owned_bytes_.data(), m->owned_bytes_.size()}));
   }
   TARMAC_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(m->file_));
-  Status init = m->Init();
+  Status init = m->Init(context);
   m->progress_ = nullptr;
   TARMAC_RETURN_IF_ERROR(init);
   return m;
 }
 
-Status LlamaModel::Init() {
+Status LlamaModel::Init(int32_t context) {
   const ModelConfig& c = config_;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols,
-                    MatrixView* out) -> Status {
-    const gguf::TensorInfo* t = file_.FindTensor(name);
-    if (t == nullptr) return InvalidArgument("tensor {} is missing", name);
-    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
-      return InvalidArgument("tensor {} must be [{}, {}] (ne0, ne1)", name, cols, rows);
-    if (!kernels::IsMatVecType(t->type))
-      return Unimplemented("tensor {} has dtype {}, which tarmac cannot compute with", name,
-                           DTypeName(t->type));
-    *out = MatrixView::Dense(t->type, t->data, rows, cols);
-    weight_bytes_ += static_cast<int64_t>(t->nbytes);
-    return Status::Ok();
-  };
-  auto vector = [&](const std::string& name, int64_t n, bool required,
-                    const float** out) -> Status {
-    const gguf::TensorInfo* t = file_.FindTensor(name);
-    if (t == nullptr) {
-      if (required) return InvalidArgument("tensor {} is missing", name);
-      *out = nullptr;
-      return Status::Ok();
-    }
-    if (t->dims.size() != 1 || t->dims[0] != n)
-      return InvalidArgument("tensor {} must be [{}]", name, n);
-    weight_bytes_ += static_cast<int64_t>(t->nbytes);
-    if (t->type == DType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
-      *out = reinterpret_cast<const float*>(t->data);
-      return Status::Ok();
-    }
-    if (t->type != DType::kF32 && t->type != DType::kF16 && t->type != DType::kBF16)
-      return Unimplemented("1-D tensor {} has dtype {} (f32, f16, bf16 expected)", name,
-                           DTypeName(t->type));
-    auto& buf = owned_f32_.emplace_back(n);
-    kernels::DequantizeRow(t->type, t->data, buf.data(), n);
-    *out = buf.data();
-    return Status::Ok();
-  };
-
-  TARMAC_RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.n_embd, &tok_embd_));
-  if (file_.FindTensor("output.weight") != nullptr) {
-    TARMAC_RETURN_IF_ERROR(matrix("output.weight", c.n_vocab, c.n_embd, &output_));
-  } else {
-    output_ = tok_embd_;  // tied embeddings
+  if (context < 0) return InvalidArgument("context {} must be >= 0", context);
+  TARMAC_RETURN_IF_ERROR(LoadWeights(file_, c, &w_));
+  weight_bytes_ = w_.bytes;
+  const kernels::RopeType type = c.desc->rope;
+  // Frequency divisors: llama-3's, or LongRoPE's long factors when the served context exceeds
+  // the one the short factors were trained for (llama.cpp's rule).
+  const float* factors = w_.rope_freqs;
+  if (w_.rope_long != nullptr) {
+    factors = (context > 0 ? context : c.n_ctx_train) > c.n_ctx_orig ? w_.rope_long : w_.rope_short;
   }
-  TARMAC_RETURN_IF_ERROR(vector("output_norm.weight", c.n_embd, true, &output_norm_));
-  layers_.resize(c.n_layer);
-  for (int32_t i = 0; i < c.n_layer; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights& L = layers_[i];
-    TARMAC_RETURN_IF_ERROR(vector(p + "attn_norm.weight", c.n_embd, true, &L.attn_norm));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &L.wq));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &L.wk));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &L.wv));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), &L.wo));
-    TARMAC_RETURN_IF_ERROR(vector(p + "attn_q.bias", c.q_dim(), c.qkv_bias, &L.bq));
-    TARMAC_RETURN_IF_ERROR(vector(p + "attn_k.bias", c.kv_dim(), c.qkv_bias, &L.bk));
-    TARMAC_RETURN_IF_ERROR(vector(p + "attn_v.bias", c.kv_dim(), c.qkv_bias, &L.bv));
-    TARMAC_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", c.n_embd, true, &L.ffn_norm));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &L.w_gate));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &L.w_up));
-    TARMAC_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &L.w_down));
+  rope_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
+                             factors, c.rope_attn_factor);
+  if (c.separate_swa_rope()) {
+    rope_swa_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base_swa,
+                                   c.rope_freq_scale_swa, factors, c.rope_attn_factor);
   }
-  // Llama-3 style rope scaling stores per-pair frequency divisors.
-  const float* freq_factors = nullptr;
-  TARMAC_RETURN_IF_ERROR(vector("rope_freqs.weight", c.n_rot / 2, false, &freq_factors));
-  rope_ = kernels::RopeCache(c.neox_rope ? kernels::RopeType::kNeox : kernels::RopeType::kNorm,
-                             c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
-                             freq_factors);
   PackForAmx();
   PackForDecode();
   return Status::Ok();
@@ -145,16 +95,12 @@ void ReleasePages(const void* p, size_t bytes) {
 LlamaModel::ArenaPlan LlamaModel::PlanArena(
     const std::function<int64_t(const MatrixView&, int64_t)>& bytes_of) {
   ArenaPlan plan;
-  auto consider = [&](MatrixView* w) {
+  for (MatrixView* w : w_.Projections()) {
     const int64_t bytes = bytes_of(*w, plan.total);
-    if (bytes < 0) return;
+    if (bytes < 0) continue;
     plan.slices.emplace_back(w, plan.total);
     plan.total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
-  };
-  for (LayerWeights& L : layers_) {
-    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) consider(w);
   }
-  consider(&output_);
   return plan;
 }
 
@@ -193,12 +139,12 @@ void LlamaModel::PackForDecode() {
         kernels::QuantInterleaved::Pack(*w, &pool, decode_arena_.data() + offset));
     w->packed = decode_packed_.back().get();
     decode_packed_bytes_ += kernels::QuantInterleaved::PackedBytes(*w);
-    const bool tied = w->data == tok_embd_.data;
-    if (tied) tok_embd_.packed = w->packed;  // token lookup reads rows from the copy
+    const bool tied = w->data == w_.tok_embd.data;
+    if (tied) w_.tok_embd.packed = w->packed;  // token lookup reads rows from the copy
     if (owned) {
       ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
       w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
-      if (tied) tok_embd_.data = nullptr;
+      if (tied) w_.tok_embd.data = nullptr;
     }
   }
   if (progress_) progress_("preparing weights (int8 decode)", packed, packed);
@@ -270,6 +216,36 @@ void LlamaModel::ProjectShared(std::initializer_list<const MatrixView*> ws,
   for (const MatrixView* w : ws) Project(*w, x, n_tokens, *y++, pool);
 }
 
+namespace {
+
+// Per-token elementwise work: split over the pool for larger batches, where it would
+// otherwise leave the other threads idle between matmuls. Up to 4 chunks per thread, none
+// under 16 tokens: a norm of 4 rows is well under a microsecond, so 4-token chunks lose
+// more to contended claims than they gain (bench/NOTES.md).
+template <class Fn>
+void ForTokens(int32_t n, ThreadPool* pool, Fn&& fn) {
+  if (pool == nullptr || pool->num_threads() == 1 || n < 16) {
+    for (int32_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  const int64_t threads = pool->num_threads();
+  const int64_t per_thread = std::clamp<int64_t>(n / (16 * threads), 1, 4);
+  pool->ParallelFor(n, (n + per_thread * threads - 1) / (per_thread * threads),
+                    [&](int64_t b, int64_t e, int) {
+                      for (int64_t t = b; t < e; ++t) fn(static_cast<int32_t>(t));
+                    });
+}
+
+// RMSNorm of each of n_heads rows of head_dim floats, in place (Q/K norms).
+void NormHeads(float* x, const float* weight, int32_t n_heads, int32_t head_dim, float eps) {
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* row = x + static_cast<int64_t>(h) * head_dim;
+    kernels::RmsNorm(row, weight, head_dim, eps, row);
+  }
+}
+
+}  // namespace
+
 void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,
                          std::vector<float>* logits) {
   const ModelConfig& c = config_;
@@ -280,21 +256,37 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
   TARMAC_CHECK(cache->shape().head_dim == c.head_dim && cache->shape().n_kv_heads == c.n_head_kv &&
                cache->shape().n_layers == c.n_layer);
   EnsureScratch(std::max(n, 1));
-  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), FF = c.n_ff;
+  Embed(batch);
+  PlanQueryTiles(batch);
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    AttentionBlock(il, batch, cache, pool);
+    FeedForwardBlock(il, n, pool);
+  }
+  Output(batch, pool, logits);
+}
 
-  for (int32_t t = 0; t < n; ++t) {
+void LlamaModel::Embed(const ForwardBatch& batch) {
+  const ModelConfig& c = config_;
+  const int64_t E = c.n_embd;
+  // Gemma scales the embeddings by sqrt(n_embd), in f32 as llama.cpp does.
+  const float scale = c.desc->scale_embedding ? std::sqrt(static_cast<float>(E)) : 1.0f;
+  for (int32_t t = 0; t < batch.n_tokens(); ++t) {
     TARMAC_CHECK(batch.tokens[t] >= 0 && batch.tokens[t] < c.n_vocab);
     TARMAC_CHECK(batch.positions[t] >= 0 && batch.positions[t] < rope_.max_positions());
-    if (tok_embd_.packed != nullptr) {  // tied embedding moved into the decode layout
-      static_cast<const kernels::QuantInterleaved*>(tok_embd_.packed)
+    if (w_.tok_embd.packed != nullptr) {  // tied embedding moved into the decode layout
+      static_cast<const kernels::QuantInterleaved*>(w_.tok_embd.packed)
           ->DequantizeRow(batch.tokens[t], &x_[t * E]);
     } else {
-      kernels::DequantizeRow(tok_embd_.type, tok_embd_.row(batch.tokens[t]), &x_[t * E], E);
+      kernels::DequantizeRow(w_.tok_embd.type, w_.tok_embd.row(batch.tokens[t]), &x_[t * E], E);
     }
+    if (scale != 1.0f) kernels::Scale(&x_[t * E], scale, &x_[t * E], E);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  // Query tiles: runs of consecutive positions of one sequence (a prefill chunk), at most
-  // kQueryTile tokens, so K/V blocks are converted once per tile rather than once per token.
+}
+
+// Query tiles: runs of consecutive positions of one sequence (a prefill chunk), at most
+// kQueryTile tokens, so K/V blocks are converted once per tile rather than once per token.
+void LlamaModel::PlanQueryTiles(const ForwardBatch& batch) {
+  const int32_t n = batch.n_tokens();
   tiles_.clear();
   for (int32_t t = 0; t < n;) {
     int32_t e = t + 1;
@@ -304,79 +296,99 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
     tiles_.push_back({t, e - t});
     t = e;
   }
+}
 
-  // Per-token elementwise work: split over the pool for larger batches, where it would
-  // otherwise leave the other threads idle between matmuls. Up to 4 chunks per thread, none
-  // under 16 tokens: a norm of 4 rows is well under a microsecond, so 4-token chunks lose
-  // more to contended claims than they gain (bench/NOTES.md).
-  auto for_tokens = [&](auto&& fn) {
-    if (pool == nullptr || pool->num_threads() == 1 || n < 16) {
-      for (int32_t t = 0; t < n; ++t) fn(t);
-      return;
+void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* cache,
+                                ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = w_.layers[il];
+  const int32_t n = batch.n_tokens();
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim();
+  const kernels::AttentionVariant variant{c.layer_window[il], c.attn_softcap};
+  const kernels::RopeCache& rope =
+      variant.window > 0 && c.separate_swa_rope() ? rope_swa_ : rope_;
+  ForTokens(n, pool, [&](int32_t t) {
+    kernels::RmsNorm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
+  });
+  ProjectShared({&L.wq, &L.wk, &L.wv}, {q_.data(), k_.data(), v_.data()}, xn_.data(), n, pool);
+  ForTokens(n, pool, [&](int32_t t) {
+    if (L.bq != nullptr) kernels::Add(&q_[t * QD], L.bq, &q_[t * QD], QD);
+    if (L.bk != nullptr) kernels::Add(&k_[t * KD], L.bk, &k_[t * KD], KD);
+    if (L.bv != nullptr) kernels::Add(&v_[t * KD], L.bv, &v_[t * KD], KD);
+    if (L.q_norm != nullptr) NormHeads(&q_[t * QD], L.q_norm, c.n_head, c.head_dim, c.rms_eps);
+    if (L.k_norm != nullptr) NormHeads(&k_[t * KD], L.k_norm, c.n_head_kv, c.head_dim, c.rms_eps);
+    rope.Apply(&q_[t * QD], c.n_head, c.head_dim, batch.positions[t]);
+    rope.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.positions[t]);
+  });
+  // Serial: int8 K/V rescales a block's values when a token raises its scale.
+  for (int32_t t = 0; t < n; ++t) cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
+  const kernels::PagedKvView view = cache->View(il);
+  // Work items: (query tile, KV head); each writes a disjoint slice of attn_.
+  const int32_t n_kv = c.n_head_kv;
+  const int64_t n_items = static_cast<int64_t>(tiles_.size()) * n_kv;
+  auto attend = [&](int64_t b, int64_t e, int) {
+    for (int64_t item = b; item < e; ++item) {
+      const QueryTile& qt = tiles_[item / n_kv];
+      const int32_t g = static_cast<int32_t>(item % n_kv);
+      const auto& table = batch.block_tables[batch.seq[qt.first]];
+      kernels::PagedAttentionTile(&q_[qt.first * QD], QD, qt.count, batch.positions[qt.first],
+                                  c.n_head, g, view, table.data(), c.attn_scale,
+                                  &attn_[qt.first * QD], QD, variant);
     }
-    const int64_t threads = pool->num_threads();
-    const int64_t per_thread = std::clamp<int64_t>(n / (16 * threads), 1, 4);
-    pool->ParallelFor(n, (n + per_thread * threads - 1) / (per_thread * threads),
-                      [&](int64_t b, int64_t e, int) {
-                        for (int64_t t = b; t < e; ++t) fn(static_cast<int32_t>(t));
-                      });
   };
-  for (int32_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& L = layers_[il];
-    for_tokens([&](int32_t t) {
-      kernels::RmsNorm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
-    });
-    ProjectShared({&L.wq, &L.wk, &L.wv}, {q_.data(), k_.data(), v_.data()}, xn_.data(), n,
-                  pool);
-    for_tokens([&](int32_t t) {
-      if (L.bq != nullptr) kernels::Add(&q_[t * QD], L.bq, &q_[t * QD], QD);
-      if (L.bk != nullptr) kernels::Add(&k_[t * KD], L.bk, &k_[t * KD], KD);
-      if (L.bv != nullptr) kernels::Add(&v_[t * KD], L.bv, &v_[t * KD], KD);
-      rope_.Apply(&q_[t * QD], c.n_head, c.head_dim, batch.positions[t]);
-      rope_.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.positions[t]);
-    });
-    // Serial: int8 K/V rescales a block's values when a token raises its scale.
-    for (int32_t t = 0; t < n; ++t) cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
-    const kernels::PagedKvView view = cache->View(il);
-    // Work items: (query tile, KV head); each writes a disjoint slice of attn_.
-    const int32_t n_kv = c.n_head_kv;
-    const int64_t n_items = static_cast<int64_t>(tiles_.size()) * n_kv;
-    auto attend = [&](int64_t b, int64_t e, int) {
-      for (int64_t item = b; item < e; ++item) {
-        const QueryTile& qt = tiles_[item / n_kv];
-        const int32_t g = static_cast<int32_t>(item % n_kv);
-        const auto& table = batch.block_tables[batch.seq[qt.first]];
-        kernels::PagedAttentionTile(&q_[qt.first * QD], QD, qt.count, batch.positions[qt.first],
-                                    c.n_head, g, view, table.data(), scale, &attn_[qt.first * QD],
-                                    QD);
-      }
-    };
-    if (pool != nullptr) {
-      pool->ParallelFor(n_items, 1, attend);
-    } else {
-      attend(0, n_items, 0);
-    }
-    Project(L.wo, attn_.data(), n, xn_.data(), pool);
-    for_tokens([&](int32_t t) {
-      kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
-      kernels::RmsNorm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
-    });
-    ProjectShared({&L.w_gate, &L.w_up}, {gate_.data(), up_.data()}, xn_.data(), n, pool);
-    for_tokens([&](int32_t t) {
-      kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
-    });
-    Project(L.w_down, gate_.data(), n, xn_.data(), pool);
-    for_tokens([&](int32_t t) { kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E); });
+  if (pool != nullptr) {
+    pool->ParallelFor(n_items, 1, attend);
+  } else {
+    attend(0, n_items, 0);
   }
+  Project(L.wo, attn_.data(), n, xn_.data(), pool);
+  // The residual add, and the FFN's input norm with it (one pass over the rows).
+  ForTokens(n, pool, [&](int32_t t) {
+    if (L.post_attn_norm != nullptr)
+      kernels::RmsNorm(&xn_[t * E], L.post_attn_norm, E, c.rms_eps, &xn_[t * E]);
+    kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+    kernels::RmsNorm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
+  });
+}
 
+void LlamaModel::FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = w_.layers[il];
+  const int64_t E = c.n_embd, FF = c.n_ff;
+  // Input: the normed rows in xn_ (AttentionBlock's last step).
+  ProjectShared({&L.w_gate, &L.w_up}, {gate_.data(), up_.data()}, xn_.data(), n, pool);
+  const bool geglu = c.desc->activation == FfnActivation::kGeGlu;
+  ForTokens(n, pool, [&](int32_t t) {
+    if (geglu) {
+      kernels::GeGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
+    } else {
+      kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
+    }
+  });
+  Project(L.w_down, gate_.data(), n, xn_.data(), pool);
+  ForTokens(n, pool, [&](int32_t t) {
+    if (L.post_ffn_norm != nullptr)
+      kernels::RmsNorm(&xn_[t * E], L.post_ffn_norm, E, c.rms_eps, &xn_[t * E]);
+    kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
+  });
+}
+
+void LlamaModel::Output(const ForwardBatch& batch, ThreadPool* pool, std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  const int64_t E = c.n_embd;
   const int32_t n_out = static_cast<int32_t>(batch.logits_for.size());
   for (int32_t i = 0; i < n_out; ++i) {
     const int32_t t = batch.logits_for[i];
-    TARMAC_CHECK(t >= 0 && t < n);
-    kernels::RmsNorm(&x_[t * E], output_norm_, E, c.rms_eps, &logits_in_[i * E]);
+    TARMAC_CHECK(t >= 0 && t < batch.n_tokens());
+    kernels::RmsNorm(&x_[t * E], w_.output_norm, E, c.rms_eps, &logits_in_[i * E]);
   }
   logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
-  if (n_out > 0) Project(output_, logits_in_.data(), n_out, logits->data(), pool);
+  if (n_out == 0) return;
+  Project(w_.output, logits_in_.data(), n_out, logits->data(), pool);
+  if (c.final_softcap > 0.0f) {
+    float* l = logits->data();
+    kernels::SoftCap(l, c.final_softcap, l, static_cast<int64_t>(n_out) * c.n_vocab);
+  }
 }
 
 void LlamaModel::Warmup(ThreadPool* pool, KvDtype kv_dtype) {

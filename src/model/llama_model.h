@@ -1,9 +1,14 @@
-// LlamaModel: weights and forward pass of a llama-family decoder (llama, qwen2) on the CPU.
+// LlamaModel: weights and forward pass of a decoder-only transformer on the CPU, for every
+// family model/arch.h describes (llama, qwen2, qwen3, gemma2, gemma3, phi3): one forward pass
+// whose optional steps (Q/K norms, post-norms, the activation, windows, soft-capping,
+// embedding scale) are switched by the family's description, never by its name.
 //
 // Owns: the GGUF file, mapped (weights used in place) or, with use_mmap false, read into
-// huge-page memory; f32 copies of the 1-D tensors not usable in place; the kernel layouts made
+// huge-page memory; the weights' views and f32 copies of the 1-D tensors not usable in place
+// (ModelWeights); the kernel layouts made
 // at load (AmxPackedMatrix copies on AMX, QuantInterleaved copies of Q4_0/Q8_0 matrices on
-// AVX-512 VNNI, whose GGUF bytes are then released unless the file is mapped); the rope cache;
+// AVX-512 VNNI, whose GGUF bytes are then released unless the file is mapped); the rope caches
+// (global layers', and windowed layers' when their rope differs);
 // and scratch activations sized by the largest batch seen (grown, never shrunk: no allocation
 // per token once warm). Does not own the KV cache (the engine owns blocks; Forward writes the
 // batch's K/V into it).
@@ -28,20 +33,11 @@
 #include "model/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "model/model_weights.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/view.h"
 
 namespace tarmac::model {
-
-struct LayerWeights {
-  const float* attn_norm = nullptr;  // [n_embd]
-  MatrixView wq, wk, wv, wo;         // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
-  const float* bq = nullptr;         // [q_dim] (qwen2) or nullptr
-  const float* bk = nullptr;         // [kv_dim]
-  const float* bv = nullptr;         // [kv_dim]
-  const float* ffn_norm = nullptr;   // [n_embd]
-  MatrixView w_gate, w_up, w_down;   // [n_ff x n_embd] x2, [n_embd x n_ff]
-};
 
 class LlamaModel {
  public:
@@ -51,11 +47,13 @@ class LlamaModel {
   // they are copied into anonymous memory backed by transparent huge pages: 4 KiB pages stop
   // the hardware prefetchers at every page boundary and cost a TLB miss each, which shows in
   // bandwidth-bound decode of models larger than the caches.
+  // context: the longest sequence the caller will run (0: the trained context); LongRoPE
+  // (Phi-3) picks its long or short factors by it, as llama.cpp does by its context size.
   // progress (optional): called during the load, on the caller's thread, with a stage
   // ("reading": bytes of the file, without mmap; "preparing weights (AMX)", "preparing weights
   // (int8 decode)": matrices re-laid out), the work done and its total.
   using ProgressFn = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
-  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true,
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::string& path, bool use_mmap = true, int32_t context = 0,
                                                   const ProgressFn& progress = {});
 
   const ModelConfig& config() const { return config_; }
@@ -63,7 +61,9 @@ class LlamaModel {
 
   // Runs the batch; writes K/V of every token into `cache` at its slot, and the logits of the
   // tokens in batch.logits_for to logits ([logits_for.size()][n_vocab], resized).
-  // Preconditions: slots and block tables valid for cache; positions < rope capacity.
+  // Preconditions: slots and block tables valid for cache; positions < rope capacity. With
+  // config().KvRetentionWindow() = W > 0, a block table's entries for blocks wholly before
+  // (the sequence's first position in the batch) - W + 1 are never read (may be freed).
   void Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* pool,
                std::vector<float>* logits);
 
@@ -86,7 +86,7 @@ class LlamaModel {
 
  private:
   LlamaModel() = default;
-  Status Init();
+  Status Init(int32_t context);
   void EnsureScratch(int32_t n_tokens);
   void PackForAmx();
   void PackForDecode();
@@ -105,16 +105,19 @@ class LlamaModel {
   // kernels allow it.
   void ProjectShared(std::initializer_list<const MatrixView*> ws, std::initializer_list<float*> ys,
                      const float* x, int32_t n_tokens, ThreadPool* pool) const;
+  // The steps of Forward, in order; each works on the scratch rows of the batch's n tokens.
+  void Embed(const ForwardBatch& batch);
+  void PlanQueryTiles(const ForwardBatch& batch);
+  void AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* cache, ThreadPool* pool);
+  void FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool);
+  void Output(const ForwardBatch& batch, ThreadPool* pool, std::vector<float>* logits);
 
   AlignedBuffer owned_bytes_;  // file contents when not mapped (must outlive file_)
   gguf::File file_;
   ModelConfig config_;
-  MatrixView tok_embd_;          // [n_vocab x n_embd]
-  MatrixView output_;            // [n_vocab x n_embd] (tok_embd_ when tied)
-  const float* output_norm_ = nullptr;
-  std::vector<LayerWeights> layers_;
-  std::vector<std::vector<float>> owned_f32_;  // 1-D tensors stored as f16/bf16 or unaligned
-  kernels::RopeCache rope_;
+  ModelWeights w_;
+  kernels::RopeCache rope_;       // global layers
+  kernels::RopeCache rope_swa_;   // windowed layers, when config_.separate_swa_rope()
   int64_t weight_bytes_ = 0;
   AlignedBuffer amx_arena_;  // every AmxPackedMatrix's bytes (huge pages)
   std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here

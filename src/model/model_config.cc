@@ -1,5 +1,8 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace tarmac::model {
 namespace {
 
@@ -14,58 +17,159 @@ Result<int32_t> GetI32Or(const gguf::File& f, const std::string& key, int32_t fa
   return GetI32(f, key);
 }
 
+// Like GetI32Or, but 0 is a valid value.
+Result<int32_t> GetCountOr(const gguf::File& f, const std::string& key, int32_t fallback) {
+  if (f.Find(key) == nullptr) return fallback;
+  TARMAC_ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
+  if (v > (1u << 30)) return InvalidArgument("{} = {} is out of range", key, v);
+  return static_cast<int32_t>(v);
+}
+
+Result<float> GetPositiveFloatOr(const gguf::File& f, const std::string& key, double fallback) {
+  TARMAC_ASSIGN_OR_RETURN(double v, f.GetFloatOr(key, fallback));
+  if (!(v > 0) || !std::isfinite(v)) return InvalidArgument("{} = {} must be > 0", key, v);
+  return static_cast<float>(v);
+}
+
+// The shape: sizes, heads, rope dimensions and eps, the same keys for every family.
+Status LoadShape(const gguf::File& f, const std::string& a, ModelConfig* c) {
+  TARMAC_ASSIGN_OR_RETURN(c->n_ctx_train, GetI32(f, a + "context_length"));
+  TARMAC_ASSIGN_OR_RETURN(c->n_embd, GetI32(f, a + "embedding_length"));
+  TARMAC_ASSIGN_OR_RETURN(c->n_layer, GetI32(f, a + "block_count"));
+  TARMAC_ASSIGN_OR_RETURN(c->n_ff, GetI32(f, a + "feed_forward_length"));
+  TARMAC_ASSIGN_OR_RETURN(c->n_head, GetI32(f, a + "attention.head_count"));
+  TARMAC_ASSIGN_OR_RETURN(c->n_head_kv, GetI32Or(f, a + "attention.head_count_kv", c->n_head));
+  if (c->n_embd % c->n_head != 0 && f.Find(a + "attention.key_length") == nullptr)
+    return InvalidArgument("{}embedding_length {} is not a multiple of head_count {}", a,
+                           c->n_embd, c->n_head);
+  TARMAC_ASSIGN_OR_RETURN(c->head_dim,
+                          GetI32Or(f, a + "attention.key_length", c->n_embd / c->n_head));
+  TARMAC_ASSIGN_OR_RETURN(int32_t v_len, GetI32Or(f, a + "attention.value_length", c->head_dim));
+  if (v_len != c->head_dim)
+    return Unimplemented("{}attention.value_length {} != key_length {}", a, v_len, c->head_dim);
+  if (c->n_head % c->n_head_kv != 0)
+    return InvalidArgument("{}attention.head_count {} is not a multiple of head_count_kv {}", a,
+                           c->n_head, c->n_head_kv);
+  TARMAC_ASSIGN_OR_RETURN(c->n_rot, GetI32Or(f, a + "rope.dimension_count", c->head_dim));
+  if (c->n_rot > c->head_dim || c->n_rot % 2 != 0)
+    return InvalidArgument("{}rope.dimension_count {} must be even and <= head dim {}", a,
+                           c->n_rot, c->head_dim);
+  if (c->desc->full_rotary && c->n_rot != c->head_dim)
+    return InvalidArgument("{}rope.dimension_count {} must equal the head dim {} for {}", a,
+                           c->n_rot, c->head_dim, c->arch_name);
+  TARMAC_ASSIGN_OR_RETURN(double eps, f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(eps > 0 && eps < 1))
+    return InvalidArgument("{}attention.layer_norm_rms_epsilon {} is out of range", a, eps);
+  c->rms_eps = static_cast<float>(eps);
+  return Status::Ok();
+}
+
+// Rope base and scaling of the global layers, LongRoPE's context and factor.
+Status LoadRope(const gguf::File& f, const std::string& a, ModelConfig* c) {
+  TARMAC_ASSIGN_OR_RETURN(c->rope_freq_base, GetPositiveFloatOr(f, a + "rope.freq_base", 10000.0));
+  if (f.Find(a + "rope.scaling.type") != nullptr) {
+    TARMAC_ASSIGN_OR_RETURN(std::string type, f.GetString(a + "rope.scaling.type"));
+    if (type == "linear") {
+      TARMAC_ASSIGN_OR_RETURN(double factor, f.GetFloat(a + "rope.scaling.factor"));
+      if (!(factor > 0)) return InvalidArgument("{}rope.scaling.factor must be > 0", a);
+      c->rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (type != "none") {
+      return Unimplemented("{}rope.scaling.type '{}' is not supported (none, linear)", a, type);
+    }
+  }
+  if (c->desc->long_rope) {
+    TARMAC_ASSIGN_OR_RETURN(c->n_ctx_orig,
+                            GetI32Or(f, a + "rope.scaling.original_context_length", c->n_ctx_train));
+    TARMAC_ASSIGN_OR_RETURN(c->rope_attn_factor,
+                            GetPositiveFloatOr(f, a + "rope.scaling.attn_factor", 1.0));
+  }
+  return Status::Ok();
+}
+
+// Query scale and soft-capping.
+Status LoadAttentionScales(const gguf::File& f, const std::string& a, ModelConfig* c) {
+  const ArchDescription& d = *c->desc;
+  const bool embd_head = d.embd_head_scale_blocks > 0 && c->n_layer == d.embd_head_scale_blocks;
+  c->attn_scale = 1.0f / std::sqrt(static_cast<float>(embd_head ? c->n_embd / c->n_head
+                                                                  : c->head_dim));
+  if (d.attn_softcap) {
+    TARMAC_ASSIGN_OR_RETURN(double cap, f.GetFloatOr(a + "attn_logit_softcapping",
+                                                     d.attn_softcap_default));
+    if (!(cap >= 0) || !std::isfinite(cap))
+      return InvalidArgument("{}attn_logit_softcapping = {} must be >= 0", a, cap);
+    c->attn_softcap = static_cast<float>(cap);
+  }
+  if (d.final_softcap) {
+    TARMAC_ASSIGN_OR_RETURN(double cap, f.GetFloatOr(a + "final_logit_softcapping",
+                                                     d.final_softcap_default));
+    if (!(cap >= 0) || !std::isfinite(cap))
+      return InvalidArgument("{}final_logit_softcapping = {} must be >= 0", a, cap);
+    c->final_softcap = static_cast<float>(cap);
+  }
+  return Status::Ok();
+}
+
+// Which layers are windowed, their window and rope base.
+Status LoadWindows(const gguf::File& f, const std::string& a, ModelConfig* c) {
+  const ArchDescription& d = *c->desc;
+  c->layer_window.assign(static_cast<size_t>(c->n_layer), 0);
+  c->rope_freq_base_swa = c->rope_freq_base;
+  c->rope_freq_scale_swa = c->rope_freq_scale;
+  if (d.window_rule == WindowRule::kNone) return Status::Ok();
+  const std::string window_key = a + "attention.sliding_window";
+  TARMAC_ASSIGN_OR_RETURN(int32_t window, GetCountOr(f, window_key, d.window_default));
+  if (window == 0) return Status::Ok();
+  int32_t pattern = 0;  // 0: every layer windowed
+  if (d.window_rule == WindowRule::kPattern) {
+    const std::string key = a + "attention.sliding_window_pattern";
+    const gguf::Value* v = f.Find(key);
+    if (v != nullptr && v->is_array())
+      return Unimplemented("{} as a per-layer array is not supported for {} (an integer period "
+                           "is)", key, c->arch_name);
+    TARMAC_ASSIGN_OR_RETURN(pattern, GetCountOr(f, key, d.pattern_default));
+  }
+  for (int32_t il = 0; il < c->n_layer; ++il) {
+    if (pattern == 0 || il % pattern < pattern - 1) c->layer_window[il] = window;
+  }
+  if (d.window_rule != WindowRule::kPattern) return Status::Ok();
+  if (d.swa_rope_unscaled) c->rope_freq_scale_swa = 1.0f;
+  const double base_default =
+      d.swa_rope_base_default > 0 ? d.swa_rope_base_default : c->rope_freq_base;
+  TARMAC_ASSIGN_OR_RETURN(c->rope_freq_base_swa,
+                          GetPositiveFloatOr(f, a + "rope.freq_base_swa", base_default));
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool ModelConfig::any_window() const {
+  return std::any_of(layer_window.begin(), layer_window.end(), [](int32_t w) { return w > 0; });
+}
+
+int32_t ModelConfig::KvRetentionWindow() const {
+  if (layer_window.empty()) return 0;
+  if (std::any_of(layer_window.begin(), layer_window.end(), [](int32_t w) { return w == 0; }))
+    return 0;
+  return *std::max_element(layer_window.begin(), layer_window.end());
+}
 
 Result<ModelConfig> LoadModelConfig(const gguf::File& f) {
   ModelConfig c;
   TARMAC_ASSIGN_OR_RETURN(c.arch_name, f.GetString("general.architecture"));
-  if (c.arch_name == "llama") {
-    c.arch = Arch::kLlama;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::kQwen2;
-    c.neox_rope = true;
-    c.qkv_bias = true;
-  } else {
-    return Unimplemented("general.architecture '{}' is not supported (llama, qwen2)", c.arch_name);
+  c.desc = FindArch(c.arch_name);
+  if (c.desc == nullptr) {
+    return Unimplemented("general.architecture '{}' is not supported ({})", c.arch_name,
+                         SupportedArchNames());
   }
   if (f.Find("general.name") != nullptr) {
     auto n = f.GetString("general.name");
     if (n.ok()) c.name = *n;
   }
   const std::string a = c.arch_name + ".";
-  TARMAC_ASSIGN_OR_RETURN(c.n_ctx_train, GetI32(f, a + "context_length"));
-  TARMAC_ASSIGN_OR_RETURN(c.n_embd, GetI32(f, a + "embedding_length"));
-  TARMAC_ASSIGN_OR_RETURN(c.n_layer, GetI32(f, a + "block_count"));
-  TARMAC_ASSIGN_OR_RETURN(c.n_ff, GetI32(f, a + "feed_forward_length"));
-  TARMAC_ASSIGN_OR_RETURN(c.n_head, GetI32(f, a + "attention.head_count"));
-  TARMAC_ASSIGN_OR_RETURN(c.n_head_kv, GetI32Or(f, a + "attention.head_count_kv", c.n_head));
-  if (c.n_embd % c.n_head != 0 && f.Find(a + "attention.key_length") == nullptr)
-    return InvalidArgument("{}embedding_length {} is not a multiple of head_count {}", a, c.n_embd, c.n_head);
-  TARMAC_ASSIGN_OR_RETURN(c.head_dim, GetI32Or(f, a + "attention.key_length", c.n_embd / c.n_head));
-  TARMAC_ASSIGN_OR_RETURN(int32_t v_len, GetI32Or(f, a + "attention.value_length", c.head_dim));
-  if (v_len != c.head_dim)
-    return Unimplemented("{}attention.value_length {} != key_length {}", a, v_len, c.head_dim);
-  if (c.n_head % c.n_head_kv != 0)
-    return InvalidArgument("{}attention.head_count {} is not a multiple of head_count_kv {}", a, c.n_head, c.n_head_kv);
-  TARMAC_ASSIGN_OR_RETURN(c.n_rot, GetI32Or(f, a + "rope.dimension_count", c.head_dim));
-  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
-    return InvalidArgument("{}rope.dimension_count {} must be even and <= head dim {}", a, c.n_rot, c.head_dim);
-  TARMAC_ASSIGN_OR_RETURN(double base, f.GetFloatOr(a + "rope.freq_base", 10000.0));
-  TARMAC_ASSIGN_OR_RETURN(double eps, f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  if (!(base > 0)) return InvalidArgument("{}rope.freq_base must be > 0, got {}", a, base);
-  if (!(eps > 0 && eps < 1)) return InvalidArgument("{}attention.layer_norm_rms_epsilon {} is out of range", a, eps);
-  c.rope_freq_base = static_cast<float>(base);
-  c.rms_eps = static_cast<float>(eps);
-  if (f.Find(a + "rope.scaling.type") != nullptr) {
-    TARMAC_ASSIGN_OR_RETURN(std::string type, f.GetString(a + "rope.scaling.type"));
-    if (type == "linear") {
-      TARMAC_ASSIGN_OR_RETURN(double factor, f.GetFloat(a + "rope.scaling.factor"));
-      if (!(factor > 0)) return InvalidArgument("{}rope.scaling.factor must be > 0", a);
-      c.rope_freq_scale = static_cast<float>(1.0 / factor);
-    } else if (type != "none") {
-      return Unimplemented("{}rope.scaling.type '{}' is not supported (none, linear)", a, type);
-    }
-  }
+  TARMAC_RETURN_IF_ERROR(LoadShape(f, a, &c));
+  TARMAC_RETURN_IF_ERROR(LoadRope(f, a, &c));
+  TARMAC_RETURN_IF_ERROR(LoadAttentionScales(f, a, &c));
+  TARMAC_RETURN_IF_ERROR(LoadWindows(f, a, &c));
   const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");
   if (emb == nullptr) return InvalidArgument("tensor token_embd.weight is missing");
   if (emb->dims.size() != 2 || emb->dims[0] != c.n_embd)

@@ -61,6 +61,7 @@ struct Scheduler::Req {
   prefix::PrefixMatch lock;       // cached path this request keeps locked
   bool locked = false;
   int32_t cached_blocks = 0;      // leading blocks already inserted into the tree
+  int32_t freed_blocks = 0;       // leading entries of `blocks` released (kFreedBlock)
   int32_t lookahead = 0;          // draft slots wanted this step (SetLookahead)
   bool admitted_once = false;
   int32_t first_hit_tokens = 0;   // prefix-cache hit at the first admission
@@ -204,10 +205,13 @@ void Scheduler::ReleaseAll(Req* r) {
     r->lock = {};
     r->locked = false;
   }
-  for (int32_t b : r->blocks) pool_->Release(b);
+  for (int32_t b : r->blocks) {
+    if (b != kFreedBlock) pool_->Release(b);
+  }
   r->blocks.clear();
   r->computed = 0;
   r->cached_blocks = 0;
+  r->freed_blocks = 0;
 }
 
 // Reuses the longest cached prefix (whole blocks, never the last token).
@@ -360,7 +364,8 @@ SchedulerOutput Scheduler::Schedule() {
 }
 
 void Scheduler::CacheFullBlocks(Req* r) {
-  if (tree_ == nullptr) return;
+  // A table with freed entries no longer spells its prefix from the root.
+  if (tree_ == nullptr || r->freed_blocks > 0) return;
   const int32_t full = r->computed / config_.block_size;
   if (full <= r->cached_blocks) return;
   const std::span<const int32_t> toks(r->tokens);
@@ -426,6 +431,30 @@ void Scheduler::TrimToComputed(int64_t id) {
     pool_->Release(r->blocks.back());
     r->blocks.pop_back();
   }
+}
+
+int32_t Scheduler::ReleaseOutsideWindow(int64_t id, int32_t window) {
+  TARMAC_CHECK(window >= 1);
+  auto it = reqs_.find(id);
+  if (it == reqs_.end() || it->second->state != RequestState::kRunning) return 0;
+  Req* r = it->second.get();
+  // Block i holds positions [i * bs, (i + 1) * bs): unread once (i + 1) * bs <= first needed.
+  const int64_t first_needed = static_cast<int64_t>(r->computed) - window + 1;
+  const int32_t unread = static_cast<int32_t>(std::max<int64_t>(first_needed, 0) / config_.block_size);
+  if (unread <= r->freed_blocks) return 0;
+  if (r->locked) {  // the cached path stays in the tree, evictable
+    tree_->Unlock(r->lock);
+    r->lock = {};
+    r->locked = false;
+  }
+  int32_t released = 0;
+  for (int32_t i = r->freed_blocks; i < unread; ++i) {
+    pool_->Release(r->blocks[i]);
+    r->blocks[i] = kFreedBlock;
+    ++released;
+  }
+  r->freed_blocks = unread;
+  return released;
 }
 
 std::vector<int64_t> Scheduler::DecodeReady() const {
@@ -500,9 +529,18 @@ Status Scheduler::CheckIntegrity() const {
     if (r->cached_blocks * config_.block_size > r->computed)
       return Internal("request {} cached {} blocks but computed {} tokens", r->id,
                       r->cached_blocks, r->computed);
-    std::unordered_set<int32_t> mine(r->blocks.begin(), r->blocks.end());
-    if (mine.size() != r->blocks.size()) return Internal("request {} lists a block twice", r->id);
-    for (int32_t b : r->blocks) ++holders[b];
+    if (r->freed_blocks * config_.block_size > r->computed)
+      return Internal("request {} freed {} blocks but computed {} tokens", r->id,
+                      r->freed_blocks, r->computed);
+    std::unordered_set<int32_t> mine;
+    for (size_t i = 0; i < r->blocks.size(); ++i) {
+      const int32_t b = r->blocks[i];
+      if ((b == kFreedBlock) != (static_cast<int32_t>(i) < r->freed_blocks))
+        return Internal("request {}: block-table entry {} is {}", r->id, i, b);
+      if (b == kFreedBlock) continue;
+      if (!mine.insert(b).second) return Internal("request {} lists a block twice", r->id);
+      ++holders[b];
+    }
   }
   for (int32_t b = 0; b < pool_->num_blocks(); ++b) {
     if (pool_->refcount(b) != holders[b]) {

@@ -167,6 +167,14 @@ class Scheduler {
   void AcceptDraftToken(int64_t id, int32_t token);
   // Returns blocks beyond what the computed tokens occupy (slots of rejected drafts).
   void TrimToComputed(int64_t id);
+  // Sliding-window models (every layer sees only the last `window` positions): returns the
+  // running request's blocks that hold only positions before computed - window + 1, which
+  // no later query reads. Their block-table entries become kFreedBlock (the model never reads
+  // them; Forward's precondition). A prefix the request had cached stays in the tree, no
+  // longer locked (evictable); the request caches nothing more. Returns the number of blocks
+  // released; 0 for an unknown or not running request. Preconditions: window >= 1.
+  int32_t ReleaseOutsideWindow(int64_t id, int32_t window);
+  static constexpr int32_t kFreedBlock = -1;
   // Running requests whose known tokens are all computed but the last (ready to decode).
   std::vector<int64_t> DecodeReady() const;
   // Removes a request in any state (finished or cancelled), returning all its blocks.

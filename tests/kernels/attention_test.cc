@@ -70,6 +70,101 @@ TEST(AttentionTest, TilesMatchReference) {
   }
 }
 
+// Sliding windows and soft-capped scores, on every path (decode fast path, the general tiles,
+// AMX tiles where the CPU has them) against the reference with the same variant. The blocks
+// wholly before the tile's first visible key point at a block of NaN: reading one (instead
+// of skipping it) fails. Windows: 1 (a token sees itself only), shorter than a block, across
+// blocks and chunks, longer than the context (no effect). Bounds as in the tests above; with
+// AMX the split-bf16 products add up to ~2^-14 of the scores (softcap only shrinks them).
+void CheckVariants(bool amx) {
+  const AmxSwitch sw(amx);
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  struct Shape { int n_heads, n_kv, head_dim, block_size; };
+  int checked = 0;
+  for (Shape sh : {Shape{6, 2, 64, 16}, Shape{8, 8, 32, 16}, Shape{4, 1, 128, 32},
+                   Shape{3, 3, 20, 8}, Shape{8, 2, 64, 16}, Shape{4, 4, 64, 16}}) {
+    const int n_blocks = 20;  // block n_blocks - 1 holds NaN
+    const int64_t per_block = static_cast<int64_t>(sh.n_kv) * sh.block_size * sh.head_dim;
+    std::vector<uint16_t> k(per_block * n_blocks), v(per_block * n_blocks);
+    for (auto& x : k) x = F32ToF16(nd(rng));
+    for (auto& x : v) x = F32ToF16(nd(rng) * 3.0f);
+    for (int64_t e = per_block * (n_blocks - 1); e < per_block * n_blocks; ++e) k[e] = v[e] = 0x7E00;
+    PagedKvView view{k.data(), v.data(), sh.n_kv, sh.block_size, sh.head_dim};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
+    const int64_t hd_all = static_cast<int64_t>(sh.n_heads) * sh.head_dim;
+    const int64_t capacity = static_cast<int64_t>(n_blocks - 1) * sh.block_size;
+    for (AttentionVariant var : {AttentionVariant{1, 0.0f}, AttentionVariant{5, 0.0f},
+                                 AttentionVariant{37, 0.0f}, AttentionVariant{100, 0.0f},
+                                 AttentionVariant{0, 4.0f}, AttentionVariant{0, 50.0f},
+                                 AttentionVariant{23, 2.0f}, AttentionVariant{4096, 30.0f}}) {
+      for (int64_t pos0 : {0, 3, 16, 70, 129, 200}) {
+        for (int32_t nq : {1, 2, 16, 40}) {
+          if (pos0 + nq > capacity) continue;
+          std::vector<int32_t> table;
+          for (int64_t b = 0; b < n_blocks - 1; ++b)
+            table.push_back(static_cast<int32_t>((b * 7 + 3) % (n_blocks - 1)));
+          for (int64_t b = 0; b < var.FirstKey(pos0) / sh.block_size; ++b) table[b] = n_blocks - 1;
+          std::vector<float> q(nq * hd_all), got(nq * hd_all, -7.0f), want(hd_all);
+          for (auto& x : q) x = nd(rng) * 2.0f;
+          for (int32_t kvh = 0; kvh < sh.n_kv; ++kvh)
+            PagedAttentionTile(q.data(), hd_all, nq, pos0, sh.n_heads, kvh, view, table.data(),
+                               scale, got.data(), hd_all, var);
+          const double tol = amx ? 3e-3 : 1.2e-4;  // max|V| ~ 12
+          for (int32_t i = 0; i < nq; ++i) {
+            PagedAttentionRef(q.data() + i * hd_all, sh.n_heads, view, table.data(),
+                              pos0 + i + 1, scale, want.data(), var);
+            for (int64_t e = 0; e < hd_all; ++e)
+              ASSERT_NEAR(got[i * hd_all + e], want[e], tol)
+                  << "heads " << sh.n_heads << "/" << sh.n_kv << " hd " << sh.head_dim
+                  << " window " << var.window << " softcap " << var.softcap << " pos0 " << pos0
+                  << " nq " << nq << " token " << i << " elem " << e;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 200);
+}
+
+TEST(AttentionTest, WindowAndSoftCapMatchReference) { CheckVariants(/*amx=*/false); }
+
+TEST(AttentionTest, AmxWindowAndSoftCapMatchReference) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  CheckVariants(/*amx=*/true);
+}
+
+// The reference itself: a window as wide as the context changes nothing, a window of 1 returns
+// the token's own V, and soft-capping with a huge cap is the plain softmax.
+TEST(AttentionTest, ReferenceVariantsKnownValues) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int n_heads = 2, n_kv = 1, hd = 8, bs = 4, nb = 4;
+  std::vector<uint16_t> k(nb * n_kv * bs * hd), v(k.size());
+  for (auto& x : k) x = F32ToF16(nd(rng));
+  for (auto& x : v) x = F32ToF16(nd(rng));
+  const std::vector<int32_t> table = {2, 0, 3, 1};
+  PagedKvView view{k.data(), v.data(), n_kv, bs, hd};
+  std::vector<float> q(n_heads * hd), plain(q.size()), got(q.size());
+  for (auto& x : q) x = nd(rng);
+  const int64_t n_ctx = 11;
+  PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, plain.data());
+  PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, got.data(),
+                    AttentionVariant{static_cast<int32_t>(n_ctx), 0.0f});
+  EXPECT_EQ(got, plain);
+  PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, got.data(),
+                    AttentionVariant{0, 1e6f});
+  for (size_t e = 0; e < q.size(); ++e) EXPECT_NEAR(got[e], plain[e], 1e-6);
+  PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, got.data(),
+                    AttentionVariant{1, 0.0f});
+  const int64_t pos = n_ctx - 1;
+  for (int h = 0; h < n_heads; ++h)
+    for (int d = 0; d < hd; ++d)
+      EXPECT_EQ(got[h * hd + d],
+                F16ToF32(v[view.RowOffset(table[pos / bs], 0) + (pos % bs) * hd + d]));
+}
+
 // A tile of n tokens gives the same result as n single-token calls (the decode path).
 TEST(AttentionTest, TileEqualsSingleTokens) {
   const AmxSwitch no_amx(false);
@@ -116,17 +211,21 @@ TEST(AttentionTest, Int8TilesMatchReference) {
   view.block_size = bs;
   view.head_dim = hd;
   const int stride = n_heads * hd;
-  for (int pos0 : {0, 17, 70}) {
-    const int nq = 9;
-    std::vector<float> q(nq * stride), got(q.size()), want(stride);
-    for (auto& x : q) x = nd(rng);
-    for (int g = 0; g < n_kv; ++g)
-      PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f,
-                         got.data(), stride);
-    for (int i = 0; i < nq; ++i) {
-      PagedAttentionRef(q.data() + i * stride, n_heads, view, table.data(), pos0 + i + 1, 0.125f,
-                        want.data());
-      for (int e = 0; e < stride; ++e) ASSERT_NEAR(got[i * stride + e], want[e], 1e-5 * 7) << e;
+  // Plain, and a window with soft-capping (the int8 blocks go through the general path).
+  for (AttentionVariant var : {AttentionVariant{}, AttentionVariant{13, 3.0f}}) {
+    for (int pos0 : {0, 17, 70}) {
+      const int nq = 9;
+      std::vector<float> q(nq * stride), got(q.size()), want(stride);
+      for (auto& x : q) x = nd(rng);
+      for (int g = 0; g < n_kv; ++g)
+        PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f,
+                           got.data(), stride, var);
+      for (int i = 0; i < nq; ++i) {
+        PagedAttentionRef(q.data() + i * stride, n_heads, view, table.data(), pos0 + i + 1,
+                          0.125f, want.data(), var);
+        for (int e = 0; e < stride; ++e)
+          ASSERT_NEAR(got[i * stride + e], want[e], 1e-5 * 7) << "window " << var.window << " " << e;
+      }
     }
   }
 }
@@ -269,6 +368,49 @@ TEST(AttentionTest, AmxSoftmaxChunkMatchesScalar) {
       for (int d = 0; d < kHd; ++d)
         ASSERT_NEAR(o[r * kHd + d], o_ref[r * kHd + d], 1e-6 * std::fabs(o_ref[r * kHd + d]) + 1e-30)
             << "row " << r << " dim " << d;
+    }
+  }
+}
+
+// AmxSoftmaxChunk's window mask and soft-capping against a scalar computation of one chunk:
+// rows see only keys in (pos - window, pos], scores are capped before the max.
+TEST(AttentionTest, AmxSoftmaxChunkWindowSoftCap) {
+  if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
+  constexpr int kRp = 32, kRows = 30, kGroup = 2, kHd = 16, kC = 64;
+  const int64_t pos0 = 70, key0 = 64;
+  const float scale = 0.5f;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (AttentionVariant var : {AttentionVariant{9, 0.0f}, AttentionVariant{0, 3.0f},
+                               AttentionVariant{20, 5.0f}, AttentionVariant{1, 0.0f}}) {
+    std::vector<float> m(kRp, -INFINITY), l(kRp, 0.0f), o(kRp * kHd, 0.0f), s(kRp * kC);
+    for (auto& x : s) x = nd(rng);
+    const std::vector<float> s0 = s;
+    std::vector<uint16_t> ph(kRp * kC), pl(kRp * kC);
+    AmxSoftmaxChunk(s.data(), kRp, kRows, kGroup, pos0, key0, scale, kHd, m.data(), l.data(),
+                    o.data(), ph.data(), pl.data(), var);
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t pos = pos0 + r / kGroup;
+      std::vector<double> sc(kC, -INFINITY);
+      double mx = -INFINITY;
+      for (int j = 0; j < kC; ++j) {
+        const int64_t key = key0 + j;
+        if (key > pos || key < var.FirstKey(pos)) continue;
+        double x = double{s0[r * kC + j]} * scale;
+        if (var.softcap > 0) x = var.softcap * std::tanh(x / var.softcap);
+        sc[j] = x;
+        mx = std::max(mx, x);
+      }
+      double sum = 0;
+      for (int j = 0; j < kC; ++j) {
+        const double p = std::isinf(sc[j]) ? 0.0 : std::exp(sc[j] - mx);
+        sum += p;
+        const double got = BF16ToF32(ph[r * kC + j]) + double{BF16ToF32(pl[r * kC + j])};
+        ASSERT_NEAR(got, p, 1e-5 * p + 1e-30)
+            << "window " << var.window << " softcap " << var.softcap << " row " << r << " key " << j;
+      }
+      EXPECT_NEAR(m[r], mx, 1e-5 * std::fabs(mx)) << "row " << r;
+      EXPECT_NEAR(l[r], sum, 1e-5 * sum) << "row " << r;
     }
   }
 }

@@ -12,6 +12,8 @@
 //   Gelu: 3e-5·|ref| + 1e-37: in the far negative tail gelu ≈ x·exp(2u) with |2u| up to ~88,
 //     and the f32 rounding of u (cubic term) is amplified by |2u| (measured ≤ ~1e-5 there;
 //     ~2e-7 for |x| < 5).
+//   GeGlu: Gelu's bound (one more exact-to-rounding multiply).
+//   SoftCap: 4e-6·|ref| + 1e-37 (Highway Tanh is a few ULP; the scaling by 1/cap and cap).
 //   DotF32, SumF32: 1e-6·Σ|terms| (f32 accumulation across 4 vector accumulators).
 //   RopeCache vs RopeNorm/RopeNeox: 1e-6·max|x| (cos/sin rounded to f32, f32 FMA rotation).
 // Each tolerance test prints the largest error it saw so regressions in accuracy are visible.
@@ -197,7 +199,7 @@ TEST_P(OpsTest, SoftmaxEdgeCases) {
 // ------------------------------------------------------------------ activations
 
 TEST_P(OpsTest, ActivationsMatchReference) {
-  ErrorStats silu{"Silu"}, swiglu{"SwiGlu"}, gelu{"Gelu"};
+  ErrorStats silu{"Silu"}, swiglu{"SwiGlu"}, gelu{"Gelu"}, geglu{"GeGlu"}, softcap{"SoftCap"};
   for (float mag : {1e-39f, 1.0f, 20.0f, 100.0f, 1e30f}) {  // ±100: exp(100) overflows f32
     for (int64_t n : kSizes) {
       const auto x = Random(n, mag, 5 + n);
@@ -218,6 +220,21 @@ TEST_P(OpsTest, ActivationsMatchReference) {
       inplace = x;
       Gelu(inplace.data(), inplace.data(), n);
       ASSERT_EQ(inplace, got);
+      ref::GeGlu(x.data(), up.data(), want.data(), n);
+      GeGlu(x.data(), up.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i) geglu.Check(got[i], want[i], 3e-5, 1e-37, "geglu", n, i);
+      inplace = x;
+      GeGlu(inplace.data(), up.data(), inplace.data(), n);
+      ASSERT_EQ(inplace, got);
+      for (float cap : {0.5f, 30.0f, 50.0f}) {
+        ref::SoftCap(x.data(), cap, want.data(), n);
+        SoftCap(x.data(), cap, got.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          softcap.Check(got[i], want[i], 4e-6, 1e-37, "softcap", n, i);
+        inplace = x;
+        SoftCap(inplace.data(), cap, inplace.data(), n);
+        ASSERT_EQ(inplace, got);
+      }
     }
   }
   // Subnormal inputs: silu(x) ≈ x/2.
@@ -373,7 +390,8 @@ TEST_P(OpsTest, FloatToHalfBitExact) {
 
 // ------------------------------------------------------------------ RoPE
 
-using RopeFn = void (*)(float*, int64_t, int64_t, int64_t, int64_t, float, float, const float*);
+using RopeFn = void (*)(float*, int64_t, int64_t, int64_t, int64_t, float, float, const float*,
+                        float);
 
 TEST_P(OpsTest, RopeCacheMatchesUncached) {
   ErrorStats st{"RopeCache"};
@@ -390,20 +408,22 @@ TEST_P(OpsTest, RopeCacheMatchesUncached) {
       for (int64_t extra : {0, 6}) {  // partial rotary: head_dim > n_rot
         const int64_t head_dim = n_rot + extra;
         for (const float* ff : {static_cast<const float*>(nullptr), factors}) {
+         for (float mscale : {1.0f, 1.19f}) {  // LongRoPE's attention factor scales cos/sin
           const int64_t max_pos = 4100;
-          const RopeCache cache(type, n_rot, max_pos, 10000.0f, 0.5f, ff);
+          const RopeCache cache(type, n_rot, max_pos, 10000.0f, 0.5f, ff, mscale);
           for (int64_t pos : {int64_t{0}, int64_t{1}, int64_t{17}, max_pos - 1}) {
             const auto x = Random(n_heads * head_dim, 2.0f, 12 + pos);
             auto want = x, got = x;
-            fn(want.data(), n_heads, head_dim, n_rot, pos, 10000.0f, 0.5f, ff);
+            fn(want.data(), n_heads, head_dim, n_rot, pos, 10000.0f, 0.5f, ff, mscale);
             cache.Apply(got.data(), n_heads, head_dim, pos);
             for (int64_t i = 0; i < n_heads * head_dim; ++i) {
               st.Check(got[i], want[i], 0.0, 2e-6, "rope", n_rot, i);
               if (i % head_dim >= n_rot) {
-                ASSERT_EQ(got[i], x[i]);  // past n_rot: untouched
+                ASSERT_EQ(got[i], x[i]);  // past n_rot: untouched (mscale too)
               }
             }
           }
+         }
         }
       }
     }
@@ -420,14 +440,14 @@ TEST_P(OpsTest, RopeLongContextPositions) {
     for (int64_t pos : {max_pos - 1, int64_t{100003}}) {
       const auto x = Random(2 * n_rot, 1.0f, 13);
       auto want = x, got = x;
-      fn(want.data(), 2, n_rot, n_rot, pos, 500000.0f, 1.0f, nullptr);
+      fn(want.data(), 2, n_rot, n_rot, pos, 500000.0f, 1.0f, nullptr, 1.0f);
       cache.Apply(got.data(), 2, n_rot, pos);
       for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6);
     }
     // Pair 0 rotates by exactly pos radians: (1, 0) -> (cos pos, sin pos).
     std::vector<float> v(n_rot, 0.0f);
     v[0] = 1.0f;
-    fn(v.data(), 1, n_rot, n_rot, max_pos - 1, 500000.0f, 1.0f, nullptr);
+    fn(v.data(), 1, n_rot, n_rot, max_pos - 1, 500000.0f, 1.0f, nullptr, 1.0f);
     const int64_t second = type == RopeType::kNorm ? 1 : n_rot / 2;
     EXPECT_NEAR(v[0], std::cos(static_cast<double>(max_pos - 1)), 1e-7);
     EXPECT_NEAR(v[second], std::sin(static_cast<double>(max_pos - 1)), 1e-7);
@@ -439,21 +459,21 @@ TEST_P(OpsTest, RopeKnownValues) {
     // Position 0 is the identity (cos 1, sin 0: exact).
     const auto x = Random(4 * 32, 5.0f, 14);
     auto y = x;
-    fn(y.data(), 4, 32, 24, 0, 10000.0f, 1.0f, nullptr);
+    fn(y.data(), 4, 32, 24, 0, 10000.0f, 1.0f, nullptr, 1.0f);
     ASSERT_EQ(y, x);
     // Rotating by a then by b equals rotating by a + b.
     for (auto [a, b] : {std::pair<int64_t, int64_t>{3, 5}, {1000, 2345}, {70000, 60000}}) {
       auto two = x, one = x;
-      fn(two.data(), 4, 32, 24, a, 10000.0f, 0.25f, nullptr);
-      fn(two.data(), 4, 32, 24, b, 10000.0f, 0.25f, nullptr);
-      fn(one.data(), 4, 32, 24, a + b, 10000.0f, 0.25f, nullptr);
+      fn(two.data(), 4, 32, 24, a, 10000.0f, 0.25f, nullptr, 1.0f);
+      fn(two.data(), 4, 32, 24, b, 10000.0f, 0.25f, nullptr, 1.0f);
+      fn(one.data(), 4, 32, 24, a + b, 10000.0f, 0.25f, nullptr, 1.0f);
       for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(two[i], one[i], 5e-6) << a << "+" << b;
     }
     // Frequency factor f at pair 0 equals freq_scale 1/f for that pair.
     float ff[1] = {4.0f};
     std::vector<float> p = {1.0f, 0.0f}, q = {1.0f, 0.0f};
-    fn(p.data(), 1, 2, 2, 9, 10000.0f, 1.0f, ff);
-    fn(q.data(), 1, 2, 2, 9, 10000.0f, 0.25f, nullptr);
+    fn(p.data(), 1, 2, 2, 9, 10000.0f, 1.0f, ff, 1.0f);
+    fn(q.data(), 1, 2, 2, 9, 10000.0f, 0.25f, nullptr, 1.0f);
     EXPECT_EQ(p, q);
     EXPECT_NEAR(p[0], std::cos(2.25), 1e-7);
     EXPECT_NEAR(p[1], std::sin(2.25), 1e-7);

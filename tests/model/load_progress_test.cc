@@ -20,7 +20,7 @@ struct Call {
 
 TEST(LoadProgressTest, ReadingReachesTheFileSizeInOrder) {
   std::vector<Call> calls;
-  auto m = LlamaModel::Load(tarmac::testing::kWp11m, /*use_mmap=*/false,
+  auto m = LlamaModel::Load(tarmac::testing::kWp11m, /*use_mmap=*/false, /*context=*/0,
                             [&](const std::string& s, int64_t done, int64_t total) { calls.push_back({s, done, total}); });
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const int64_t size = static_cast<int64_t>(std::filesystem::file_size(tarmac::testing::kWp11m));
@@ -42,7 +42,7 @@ TEST(LoadProgressTest, ReadingReachesTheFileSizeInOrder) {
 
 TEST(LoadProgressTest, MmapReadsNothingAndNoCallbackIsFine) {
   std::vector<Call> calls;
-  auto m = LlamaModel::Load(tarmac::testing::kWp11m, /*use_mmap=*/true,
+  auto m = LlamaModel::Load(tarmac::testing::kWp11m, /*use_mmap=*/true, /*context=*/0,
                             [&](const std::string& s, int64_t done, int64_t total) { calls.push_back({s, done, total}); });
   ASSERT_TRUE(m.ok());
   for (const Call& c : calls) EXPECT_NE(c.stage, "reading");

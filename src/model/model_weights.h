@@ -1,0 +1,54 @@
+// ModelWeights: views of a decoder's tensors in a GGUF file, found and checked under the
+// family's ArchDescription: every tensor the description calls for present with its shape
+// and a dtype the kernels compute with (errors name the tensor and why it is needed); fused
+// tensors (attn_qkv, Phi-3's gate+up ffn_up) are split into per-projection row views of the
+// same bytes.
+//
+// Owns f32 copies of the 1-D tensors not usable in place (f16/bf16 or unaligned); the matrix
+// views point into the file's bytes, which must outlive this. LlamaModel may later give a
+// view a packed copy (MatrixView::packed) or release its bytes. Not thread-safe to mutate.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "tensor/view.h"
+
+namespace tarmac::model {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;       // [n_embd]
+  MatrixView wq, wk, wv, wo;              // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  const float* bq = nullptr;              // [q_dim] or nullptr
+  const float* bk = nullptr;              // [kv_dim]
+  const float* bv = nullptr;              // [kv_dim]
+  const float* q_norm = nullptr;          // [head_dim] (desc.qk_norm) or nullptr
+  const float* k_norm = nullptr;          // [head_dim]
+  const float* post_attn_norm = nullptr;  // [n_embd] (desc.post_attn_norm) or nullptr
+  const float* ffn_norm = nullptr;        // [n_embd]
+  MatrixView w_gate, w_up, w_down;        // [n_ff x n_embd] x2, [n_embd x n_ff]
+  const float* post_ffn_norm = nullptr;   // [n_embd] (desc.post_ffn_norm) or nullptr
+};
+
+struct ModelWeights {
+  MatrixView tok_embd;                  // [n_vocab x n_embd]
+  MatrixView output;                    // [n_vocab x n_embd] (tok_embd when tied)
+  const float* output_norm = nullptr;   // [n_embd]
+  std::vector<LayerWeights> layers;
+  const float* rope_freqs = nullptr;    // [n_rot/2] llama-3 frequency divisors, or nullptr
+  const float* rope_long = nullptr;     // [n_rot/2] LongRoPE factors (desc.long_rope), or nullptr
+  const float* rope_short = nullptr;
+  int64_t bytes = 0;                    // bytes of every tensor used (what a decode step reads)
+  std::vector<std::vector<float>> owned_f32;  // storage of converted 1-D tensors
+
+  // Every projection matrix, each layer's then the output (the ones a kernel may re-lay out).
+  std::vector<MatrixView*> Projections();
+};
+
+// Finds every tensor of `c`'s family in `file`. Preconditions: c from LoadModelConfig(file).
+Status LoadWeights(const gguf::File& file, const ModelConfig& c, ModelWeights* out);
+
+}  // namespace tarmac::model

@@ -1,0 +1,306 @@
+// The architecture descriptions as LoadModelConfig and LoadWeights read them: which layers
+// are windowed and with which rope, soft-cap defaults and overrides, the query scale rule,
+// fused tensors, and the load errors (unsupported architecture, a missing tensor, keys that
+// do not fit), on small files make-random writes (edited where a test needs a broken one).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "base/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "gguf/make_random.h"
+#include "gguf/model_presets.h"
+#include "model/arch.h"
+#include "model/llama_model.h"
+#include "model/model_config.h"
+
+namespace tarmac::model {
+namespace {
+
+class ArchConfigTest : public ::testing::Test {
+ protected:
+  // A random model of `arch` with `shape` extras ("" or ",window=8,..."), f32.
+  std::string Make(const std::string& arch, const std::string& extra, int layers = 4) {
+    const std::string spec = "dim=64,layers=" + std::to_string(layers) +
+                             ",heads=4,kv_heads=2,ffn=96,vocab=300" + extra;
+    auto shape = gguf::ParseShape(spec, arch);
+    EXPECT_TRUE(shape.ok()) << shape.status().ToString();
+    const std::string path =
+        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_" + std::to_string(n_++) + ".gguf";
+    auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, {}, &pool_);
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    return path;
+  }
+
+  // A copy of `path` without tensor `drop` and the keys `drop_keys`, with the keys of `set`
+  // replaced or added.
+  std::string Edit(const std::string& path, const std::string& drop,
+                   std::vector<gguf::KeyValue> set = {},
+                   const std::vector<std::string>& drop_keys = {}) {
+    auto f = gguf::File::Open(path);
+    EXPECT_TRUE(f.ok());
+    gguf::Writer w;
+    for (const auto& kv : f->metadata()) {
+      if (std::find(drop_keys.begin(), drop_keys.end(), kv.key) == drop_keys.end())
+        w.SetKV(kv.key, kv.value);
+    }
+    for (auto& kv : set) w.SetKV(kv.key, kv.value);
+    for (const auto& t : f->tensors()) {
+      if (t.name != drop) EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, t.bytes()).ok());
+    }
+    const std::string out =
+        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_" + std::to_string(n_++) + ".gguf";
+    EXPECT_TRUE(w.Write(out).ok());
+    return out;
+  }
+
+  ModelConfig Config(const std::string& path) {
+    auto f = gguf::File::Open(path);
+    EXPECT_TRUE(f.ok());
+    auto c = LoadModelConfig(*f);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return *c;
+  }
+
+  Status LoadError(const std::string& path) {
+    auto m = LlamaModel::Load(path);
+    return m.ok() ? Status::Ok() : m.status();
+  }
+
+  ThreadPool pool_{2};
+  int n_ = 0;
+};
+
+TEST_F(ArchConfigTest, EveryFamilyIsDescribed) {
+  for (const char* name : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}) {
+    const ArchDescription* d = FindArch(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->name, name);
+  }
+  EXPECT_EQ(FindArch("mamba"), nullptr);
+  EXPECT_EQ(SupportedArchNames(), "llama, qwen2, qwen3, gemma2, gemma3, phi3");
+}
+
+TEST_F(ArchConfigTest, UnsupportedArchitectureNamesTheSupportedOnes) {
+  const std::string p =
+      Edit(Make("llama", ""), "", {{"general.architecture", gguf::Value::Str("mamba")}});
+  const Status st = LoadError(p);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("'mamba' is not supported (llama, qwen2, qwen3, gemma2, gemma3, phi3)"),
+            std::string::npos) << st.message();
+}
+
+TEST_F(ArchConfigTest, MissingTensorIsNamed) {
+  struct Case { std::string arch, extra, tensor; };
+  for (const Case& c : {Case{"gemma2", ",tied=1", "blk.2.post_ffw_norm.weight"},
+                        Case{"gemma3", "", "blk.0.attn_k_norm.weight"},
+                        Case{"qwen3", "", "blk.3.attn_q_norm.weight"},
+                        Case{"qwen2", "", "blk.1.attn_v.bias"},
+                        Case{"phi3", "", "blk.0.attn_qkv.weight"},
+                        Case{"llama", "", "blk.1.ffn_gate.weight"}}) {
+    const Status st = LoadError(Edit(Make(c.arch, c.extra), c.tensor));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.tensor;
+    // phi3 without attn_qkv looks for the separate projections, and names the first.
+    const std::string want = c.arch == "phi3" ? "blk.0.attn_q.weight" : c.tensor;
+    EXPECT_NE(st.message().find("tensor " + want + " is missing (a " + c.arch + " model needs it)"),
+              std::string::npos) << st.message();
+  }
+}
+
+TEST_F(ArchConfigTest, Gemma2AlternatesWindowsWithDefaults) {
+  const std::string keyed = Make("gemma2", ",tied=1,head_dim=32,window=16,attn_softcap=10,"
+                                 "final_softcap=5");
+  const ModelConfig c = Config(keyed);
+  EXPECT_EQ(c.layer_window, (std::vector<int32_t>{16, 0, 16, 0}));  // period 2: odd ones global
+  EXPECT_FLOAT_EQ(c.attn_softcap, 10.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 5.0f);
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, c.rope_freq_base);
+  EXPECT_FALSE(c.separate_swa_rope());
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / std::sqrt(32.0f));
+  // Gemma 2's windowed layers share the global rope, linear scaling included.
+  const ModelConfig scaled = Config(Edit(keyed, "", {{"gemma2.rope.scaling.type", gguf::Value::Str("linear")},
+                                                     {"gemma2.rope.scaling.factor", gguf::Value::F32(2.0f)}}));
+  EXPECT_FLOAT_EQ(scaled.rope_freq_scale_swa, 0.5f);
+  EXPECT_FALSE(scaled.separate_swa_rope());
+  EXPECT_EQ(c.KvRetentionWindow(), 0);  // global layers keep everything
+  // Keys absent: llama.cpp's defaults (window 4096, caps 50 / 30).
+  const ModelConfig d = Config(Edit(keyed, "", {},
+                                    {"gemma2.attention.sliding_window",
+                                     "gemma2.attn_logit_softcapping",
+                                     "gemma2.final_logit_softcapping"}));
+  EXPECT_EQ(d.layer_window, (std::vector<int32_t>{4096, 0, 4096, 0}));
+  EXPECT_FLOAT_EQ(d.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(d.final_softcap, 30.0f);
+}
+
+TEST_F(ArchConfigTest, Gemma3WindowsOnlyWhenNamedAndItsLocalRope) {
+  const ModelConfig none = Config(Make("gemma3", ""));
+  EXPECT_FALSE(none.any_window());
+  EXPECT_FLOAT_EQ(none.final_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(none.attn_softcap, 0.0f);
+  const ModelConfig c = Config(Make("gemma3", ",window=8,rope_base=1000000", 7));
+  EXPECT_EQ(c.layer_window, (std::vector<int32_t>{8, 8, 8, 8, 8, 0, 8}));  // period 6
+  EXPECT_FLOAT_EQ(c.rope_freq_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 10000.0f);
+  EXPECT_TRUE(c.separate_swa_rope());
+  // Gemma 3's linear rope scaling is the global layers' only.
+  const ModelConfig scaled = Config(Edit(Make("gemma3", ",window=8"), "",
+                                         {{"gemma3.rope.scaling.type", gguf::Value::Str("linear")},
+                                          {"gemma3.rope.scaling.factor", gguf::Value::F32(8.0f)}}));
+  EXPECT_FLOAT_EQ(scaled.rope_freq_scale, 0.125f);
+  EXPECT_FLOAT_EQ(scaled.rope_freq_scale_swa, 1.0f);
+  const ModelConfig all = Config(Make("gemma3", ",window=8,swa_pattern=0,rope_base_swa=500"));
+  EXPECT_EQ(all.layer_window, (std::vector<int32_t>{8, 8, 8, 8}));
+  EXPECT_EQ(all.KvRetentionWindow(), 8);
+  EXPECT_FLOAT_EQ(all.rope_freq_base_swa, 500.0f);
+  const ModelConfig three = Config(Make("gemma3", ",window=8,swa_pattern=3"));
+  EXPECT_EQ(three.layer_window, (std::vector<int32_t>{8, 8, 0, 8}));
+}
+
+TEST_F(ArchConfigTest, LlamaWindowCoversEveryLayerPhi3IgnoresIt) {
+  const ModelConfig c = Config(Make("llama", ",window=12"));
+  EXPECT_EQ(c.layer_window, (std::vector<int32_t>{12, 12, 12, 12}));
+  EXPECT_EQ(c.KvRetentionWindow(), 12);
+  EXPECT_EQ(Config(Make("llama", "")).KvRetentionWindow(), 0);
+  const std::string phi = Edit(Make("phi3", ""), "",
+                               {{"phi3.attention.sliding_window", gguf::Value::U32(16)}});
+  EXPECT_FALSE(Config(phi).any_window());
+}
+
+TEST_F(ArchConfigTest, GemmaQueryScaleFollowsLlamaCppShapeRule) {
+  // 46 blocks is Gemma 2 27B's shape: queries scaled by 1/sqrt(n_embd / n_head) = 1/4 here.
+  const std::string p = Edit(Make("gemma2", ",tied=1,head_dim=32"), "",
+                             {{"gemma2.block_count", gguf::Value::U32(46)}});
+  auto f = gguf::File::Open(p);
+  auto c = LoadModelConfig(*f);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FLOAT_EQ(c->attn_scale, 0.25f);
+}
+
+TEST_F(ArchConfigTest, Phi3LongRopeKeysAndFactors) {
+  const std::string p = Make("phi3", ",ctx=1024,orig_ctx=128");
+  const ModelConfig c = Config(p);
+  EXPECT_EQ(c.n_ctx_orig, 128);
+  EXPECT_NEAR(c.rope_attn_factor, std::sqrt(1.0 + std::log(8.0) / std::log(128.0)), 1e-6);
+  auto m = LlamaModel::Load(p);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // One factor tensor without the other is an error naming both.
+  const Status st = LoadError(Edit(p, "rope_factors_short.weight"));
+  EXPECT_NE(st.message().find("rope_factors_long.weight and rope_factors_short.weight"),
+            std::string::npos) << st.message();
+}
+
+TEST_F(ArchConfigTest, BadKeysAreNamed) {
+  const Status q3 = LoadError(Edit(Make("qwen3", ""), "",
+                                   {{"qwen3.rope.dimension_count", gguf::Value::U32(8)}}));
+  EXPECT_NE(q3.message().find("qwen3.rope.dimension_count 8 must equal the head dim 16"),
+            std::string::npos) << q3.message();
+  const Status pat = LoadError(Edit(
+      Make("gemma3", ",window=8"), "",
+      {{"gemma3.attention.sliding_window_pattern",
+        gguf::Value::Array(gguf::ValueType::kBool, {gguf::Value::Bool(true)})}}));
+  EXPECT_EQ(pat.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(pat.message().find("gemma3.attention.sliding_window_pattern"), std::string::npos);
+  const Status cap = LoadError(Edit(Make("gemma2", ",tied=1"), "",
+                                    {{"gemma2.attn_logit_softcapping", gguf::Value::F32(-1)}}));
+  EXPECT_NE(cap.message().find("gemma2.attn_logit_softcapping = -1 must be >= 0"),
+            std::string::npos) << cap.message();
+}
+
+// Logits of positions 0..n-1 of one sequence, in one prefill.
+std::vector<float> Prefill(const std::string& path, int32_t n, ThreadPool* pool) {
+  auto m = LlamaModel::Load(path);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  const ModelConfig& c = (*m)->config();
+  KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, 16, (n + 15) / 16});
+  ForwardBatch batch;
+  batch.block_tables.push_back({});
+  for (int32_t b = 0; b < (n + 15) / 16; ++b) batch.block_tables[0].push_back(b);
+  for (int32_t i = 0; i < n; ++i) {
+    batch.tokens.push_back((i * 37 + 5) % c.n_vocab);
+    batch.positions.push_back(i);
+    batch.seq.push_back(0);
+    batch.slots.push_back(i);
+    batch.logits_for.push_back(i);
+  }
+  std::vector<float> logits;
+  (*m)->Forward(batch, &cache, pool, &logits);
+  return logits;
+}
+
+// Mistral-style llama: with a window of 12 the first 12 positions are those of the same
+// weights without a window (bit for bit: the windowed layers keep the global rope, its
+// linear scaling included), the later ones are not.
+TEST_F(ArchConfigTest, LlamaWindowMasksOnlyPastTheWindow) {
+  const std::string plain =
+      Edit(Make("llama", ""), "", {{"llama.rope.scaling.type", gguf::Value::Str("linear")},
+                                   {"llama.rope.scaling.factor", gguf::Value::F32(4.0f)}});
+  const std::string windowed =
+      Edit(plain, "", {{"llama.attention.sliding_window", gguf::Value::U32(12)}});
+  EXPECT_FALSE(Config(windowed).separate_swa_rope());
+  const std::vector<float> a = Prefill(plain, 40, &pool_), b = Prefill(windowed, 40, &pool_);
+  const size_t V = 300;
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 12 * V, b.begin()));
+  for (int32_t p = 12; p < 40; ++p) {
+    EXPECT_FALSE(std::equal(a.begin() + p * V, a.begin() + (p + 1) * V, b.begin() + p * V))
+        << "position " << p;
+  }
+}
+
+// A fused attn_qkv gives the same logits as the separate projections it stacks.
+TEST_F(ArchConfigTest, FusedQkvEqualsSeparate) {
+  const std::string sep = Make("qwen3", "");
+  auto f = gguf::File::Open(sep);
+  ASSERT_TRUE(f.ok());
+  gguf::Writer w;
+  for (const auto& kv : f->metadata()) w.SetKV(kv.key, kv.value);
+  std::vector<std::vector<uint8_t>> fused;
+  for (const auto& t : f->tensors()) {
+    const std::string& n = t.name;
+    if (n.find("attn_k.weight") != std::string::npos || n.find("attn_v.weight") != std::string::npos)
+      continue;
+    if (n.find("attn_q.weight") != std::string::npos) {
+      const std::string p = n.substr(0, n.size() - std::string("attn_q.weight").size());
+      std::vector<uint8_t> bytes(t.bytes().begin(), t.bytes().end());
+      int64_t rows = t.dims[1];
+      for (const char* part : {"attn_k.weight", "attn_v.weight"}) {
+        const gguf::TensorInfo* o = f->FindTensor(p + part);
+        bytes.insert(bytes.end(), o->bytes().begin(), o->bytes().end());
+        rows += o->dims[1];
+      }
+      fused.push_back(std::move(bytes));
+      ASSERT_TRUE(w.AddTensor(p + "attn_qkv.weight", {t.dims[0], rows}, t.type, fused.back()).ok());
+      continue;
+    }
+    ASSERT_TRUE(w.AddTensor(n, t.dims, t.type, t.bytes()).ok());
+  }
+  const std::string fp =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_fused.gguf";
+  ASSERT_TRUE(w.Write(fp).ok());
+  std::vector<float> a, b;
+  for (const std::string& p : {sep, fp}) {
+    auto m = LlamaModel::Load(p);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const ModelConfig& c = (*m)->config();
+    KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, 16, 2});
+    ForwardBatch batch;
+    batch.block_tables = {{0, 1}};
+    for (int32_t i = 0; i < 20; ++i) {
+      batch.tokens.push_back((i * 37) % c.n_vocab);
+      batch.positions.push_back(i);
+      batch.seq.push_back(0);
+      batch.slots.push_back(i);
+      batch.logits_for.push_back(i);
+    }
+    (*m)->Forward(batch, &cache, &pool_, p == sep ? &a : &b);
+  }
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace tarmac::model
