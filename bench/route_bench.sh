@@ -9,6 +9,8 @@
 #     for), alternated REPS times, decode tokens/s at batch 1 and 16, medians;
 #  4. bench_router: routing decision latency per policy (Google Benchmark, p99 per decision).
 #   bash bench/route_bench.sh [PROMPTS] [ONLINE] [REPS]   TARMAC_BIN: the binary (build/bin/tarmac)
+# Not under `chrt -f`: the online phase's busy threads would then never yield the large model's
+# CPU (same real-time priority), and it would crawl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROMPTS=${1:-500}
