@@ -205,8 +205,12 @@ TEST_F(RouteServerTest, ConfigSlosAreTheTiersAndTheReportShowsTheRoutes) {
   ASSERT_EQ(routes["plain"]["buckets"].size(), 1u);
   EXPECT_NE(routes["plain"]["buckets"][0]["key"].get<std::string>().find("gold"), std::string::npos);
   for (const Json& m : j["models"]) {
-    if (m["model"] == "small") EXPECT_EQ(m["route"]["served"], 3) << m["route"].dump();
-    if (m["model"] == "large") EXPECT_EQ(m["route"]["escalated"], 2) << m["route"].dump();
+    if (m["model"] == "small") {
+      EXPECT_EQ(m["route"]["served"], 3) << m["route"].dump();
+    }
+    if (m["model"] == "large") {
+      EXPECT_EQ(m["route"]["escalated"], 2) << m["route"].dump();
+    }
   }
   // The tiers from the file and from --slo: one source only.
   ServerProcess both({"--config", cfg, "--slo", "gold=1:1"}, Path("log2.txt"), false);
