@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/thread_pool.h"
+#include "common/arch_golden.h"
 #include "gguf/make_random.h"
 #include "gguf/model_presets.h"
 #include "model/llama_model.h"
@@ -43,22 +44,6 @@ std::vector<double> LogSoftmax(const float* l, int32_t n) {
   return out;
 }
 
-// The golden's model, written again by make-random into the test's temporary directory.
-std::string RegenerateModel(const nlohmann::json& spec, const std::string& name) {
-  auto shape = gguf::ParseShape(spec["shape"].get<std::string>(), spec["arch"].get<std::string>());
-  EXPECT_TRUE(shape.ok()) << shape.status().ToString();
-  EXPECT_EQ(spec["type"], "f32");
-  gguf::MakeRandomOptions opts;
-  opts.seed = spec["seed"].get<uint64_t>();
-  opts.norm_jitter = spec["norm_jitter"].get<double>();
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_golden_" + name + ".gguf";
-  ThreadPool pool(2);
-  auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, opts, &pool);
-  EXPECT_TRUE(res.ok()) << res.status().ToString();
-  return path;
-}
-
 class ArchGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ArchGoldenTest, MatchesLlamaCpp) {
@@ -66,7 +51,8 @@ TEST_P(ArchGoldenTest, MatchesLlamaCpp) {
   std::ifstream in(kRepo + "/tests/data/arch/" + name + ".golden.json");
   ASSERT_TRUE(in.good()) << "golden file for " << name << " missing";
   const auto golden = nlohmann::json::parse(in);
-  const std::string path = RegenerateModel(golden["make_random"], name);
+  EXPECT_EQ(golden["make_random"]["type"], "f32");
+  const std::string path = testing::RegenerateArchGolden(golden["make_random"], name, "arch_golden");
   const int32_t context = golden["context"].get<int32_t>();
   auto model = LlamaModel::Load(path, /*use_mmap=*/true, context);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -125,13 +111,7 @@ TEST_P(ArchGoldenTest, MatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ArchGoldenTest,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma2", "gemma2-caps",
-                                           "gemma3", "gemma3-swa", "phi3", "phi3-partial"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         ::testing::ValuesIn(testing::kArchGoldens), testing::ArchGoldenParamName);
 
 }  // namespace
 }  // namespace tarmac::model

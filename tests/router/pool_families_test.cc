@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/thread_pool.h"
+#include "common/arch_golden.h"
 #include "gguf/make_random.h"
 #include "gguf/model_presets.h"
 #include "metrics/registry.h"
@@ -28,26 +29,6 @@ namespace {
 
 const std::string kRepo = TARMAC_SOURCE_DIR;
 constexpr double kNearTie = 0.02;  // nats, as tests/model/arch_golden_test.cc
-
-nlohmann::json ReadGolden(const std::string& name) {
-  std::ifstream in(kRepo + "/tests/data/arch/" + name + ".golden.json");
-  EXPECT_TRUE(in.good()) << "golden file for " << name << " missing";
-  return nlohmann::json::parse(in);
-}
-
-std::string Regenerate(const nlohmann::json& spec, const std::string& name) {
-  auto shape = gguf::ParseShape(spec["shape"].get<std::string>(), spec["arch"].get<std::string>());
-  EXPECT_TRUE(shape.ok()) << shape.status().ToString();
-  gguf::MakeRandomOptions opts;
-  opts.seed = spec["seed"].get<uint64_t>();
-  opts.norm_jitter = spec["norm_jitter"].get<double>();
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-pool_families_" + name + ".gguf";
-  ThreadPool pool(2);
-  auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, opts, &pool);
-  EXPECT_TRUE(res.ok()) << res.status().ToString();
-  return path;
-}
 
 int32_t ArgMax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -105,8 +86,8 @@ class PoolFamiliesTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PoolFamiliesTest, ServesGreedyTokensOfLlamaCpp) {
   const std::string name = GetParam();
-  const nlohmann::json golden = ReadGolden(name);
-  const std::string path = Regenerate(golden["make_random"], name);
+  const nlohmann::json golden = testing::ReadArchGolden(name);
+  const std::string path = testing::RegenerateArchGolden(golden["make_random"], name, "pool_families");
   const int32_t context = golden["context"].get<int32_t>();
   auto model = model::LlamaModel::Load(path, /*use_mmap=*/true, context);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -176,13 +157,7 @@ TEST_P(PoolFamiliesTest, ServesGreedyTokensOfLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PoolFamiliesTest,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma2", "gemma2-caps",
-                                           "gemma3", "gemma3-swa", "phi3", "phi3-partial"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         ::testing::ValuesIn(testing::kArchGoldens), testing::ArchGoldenParamName);
 
 }  // namespace
 }  // namespace tarmac::router

@@ -1,0 +1,54 @@
+// The per-family goldens of tests/data/arch (llama.cpp's output on random-weight models that
+// `gguf make-random` rebuilds from the golden's own spec), shared by the tests that check a
+// family against them (tests/model/arch_golden_test.cc, tests/router/pool_families_test.cc).
+#pragma once
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/thread_pool.h"
+#include "gguf/make_random.h"
+#include "gguf/model_presets.h"
+
+namespace tarmac::testing {
+
+// Every golden in tests/data/arch, by file stem.
+inline const std::vector<std::string> kArchGoldens = {"llama",  "qwen2",      "qwen3", "gemma2",      "gemma2-caps",
+                                                      "gemma3", "gemma3-swa", "phi3",  "phi3-partial"};
+
+// A gtest parameter name for a golden ("gemma2-caps" -> "gemma2_caps").
+inline std::string ArchGoldenParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+}
+
+inline nlohmann::json ReadArchGolden(const std::string& name) {
+  std::ifstream in(TARMAC_SOURCE_DIR "/tests/data/arch/" + name + ".golden.json");
+  EXPECT_TRUE(in.good()) << "golden file for " << name << " missing";
+  return nlohmann::json::parse(in);
+}
+
+// The golden's model (its "make_random" spec), written again as f32 into the test's temporary
+// directory under a name of this process (`tag` tells the tests apart).
+inline std::string RegenerateArchGolden(const nlohmann::json& spec, const std::string& name, const std::string& tag) {
+  auto shape = gguf::ParseShape(spec["shape"].get<std::string>(), spec["arch"].get<std::string>());
+  EXPECT_TRUE(shape.ok()) << shape.status().ToString();
+  gguf::MakeRandomOptions opts;
+  opts.seed = spec["seed"].get<uint64_t>();
+  opts.norm_jitter = spec["norm_jitter"].get<double>();
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + tag + "_" + name + ".gguf";
+  ThreadPool pool(2);
+  auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, opts, &pool);
+  EXPECT_TRUE(res.ok()) << res.status().ToString();
+  return path;
+}
+
+}  // namespace tarmac::testing
