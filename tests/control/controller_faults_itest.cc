@@ -380,6 +380,7 @@ struct CoreResult {
   // A lowest-tier request sent the first time /v1/slo (polled during the load) showed the
   // lowest tiers shed; status 0: never seen shedding.
   Outcome probe;
+  double premium_p99_ttft_end_ms = -1;  // over the control window at the end of the load
 };
 
 CoreResult StolenCore(ControllerFaultsTest* t, const std::string& log, bool on) {
@@ -416,6 +417,13 @@ CoreResult StolenCore(ControllerFaultsTest* t, const std::string& log, bool on) 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  // The top tier's p99 TTFT over the last control window of the load.
+  while (Clock::now() < until) {
+    const Json s = Slo(srv.port());
+    for (const Json& tier : Model(s)["control_window_tiers"])
+      if (tier["tier"] == "premium") r.premium_p99_ttft_end_ms = Num(tier["p99_ttft_ms"]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   r.batch = batch.Join();
   r.premium = premium.Join();
   r.slo = Slo(srv.port());
@@ -428,10 +436,10 @@ void PrintCore(const CoreResult& r, const char* mode) {
     if (b["labels"]["sla"] == "premium") p = &b;
   ASSERT_NE(p, nullptr);
   std::printf("[fault] stolen-core controller=%s premium_requests=%zu batch_requests=%zu batch_429=%d "
-              "premium_ttft_p50_ms=%.1f premium_ttft_p99_ms=%.1f premium_attainment=%.3f\n",
+              "premium_ttft_p50_ms=%.1f premium_ttft_p99_ms=%.1f premium_attainment=%.3f premium_ttft_p99_end_ms=%.1f\n",
               mode, r.premium.size(), r.batch.size(), Count(r.batch, [](const Outcome& o) { return o.status == 429; }),
               Num((*p)["total"]["ttft_ms"]["p50"]), Num((*p)["total"]["ttft_ms"]["p99"]),
-              Num((*p)["total"]["slo_attainment"]));
+              Num((*p)["total"]["slo_attainment"]), r.premium_p99_ttft_end_ms);
 }
 
 TEST_F(ControllerFaultsTest, StolenCoreControllerOnShedsTheLowestTier) {
