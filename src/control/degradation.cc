@@ -159,7 +159,11 @@ void DegradationMachine::UpdateLevels(const std::array<Judged, kCauses>& j, doub
 std::map<Measure, std::string> DegradationMachine::Measures(bool can_route_smaller) const {
   std::map<Measure, std::string> m;
   const std::string& prot = causes_[kProtected].reason;
-  if (At(kProtected, Level::kPressured)) m[Measure::kDeprioritizeLowestTier] = prot;
+  if (At(kProtected, Level::kPressured)) {
+    m[Measure::kDeprioritizeLowestTier] = prot;
+    // Shorter prefill chunks: the protected tier's requests wait behind a shorter step.
+    m[Measure::kCapBatchedTokens] = prot;
+  }
   if (At(kProtected, Level::kDegraded)) {
     m[Measure::kCapMaxTokens] = prot;
     m[Measure::kSpeculationOff] = prot;
@@ -227,10 +231,11 @@ const ControlPlan& DegradationMachine::Update(const ModelSignals& s, std::vector
   std::map<Measure, std::string> next = Measures(s.can_route_smaller);
   for (const auto& [m, reason] : next) {
     if (plan_.measures.count(m) != 0) continue;
-    const Cause c = reason == "kv_high" ? kKv : (m == Measure::kCapBatchedTokens || (m == Measure::kSpeculationOff &&
-                                                                                    !At(kProtected, Level::kDegraded)))
-                                                    ? kTpot
-                                                    : kProtected;
+    // The cause whose numbers explain the measure, for the log.
+    Cause c = kProtected;
+    if (reason == "kv_high") c = kKv;
+    else if (m == Measure::kCapBatchedTokens && At(kTpot, Level::kPressured)) c = kTpot;
+    else if (m == Measure::kSpeculationOff && !At(kProtected, Level::kDegraded)) c = kTpot;
     if (out) out->push_back({MeasureName(m), reason, j[c].detail});
   }
   for (const auto& [m, reason] : plan_.measures)

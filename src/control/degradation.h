@@ -19,7 +19,9 @@
 // the window's p99 lags a measure by up to a window, and without this the state would climb
 // to shedding before the first measure could show. The measures of each cause's level:
 //   protected tier: pressured -> the lowest tiers' requests are admitted in the low priority
-//                   class (scheduled after, preempted before the others); degraded -> the
+//                   class (scheduled after, preempted before the others) and the step's
+//                   batched tokens capped (a short request waits behind a shorter prefill
+//                   chunk); degraded -> the
 //                   lowest tiers' max_tokens capped, speculation off, the lowest tiers to a
 //                   smaller model where a route allows it (ModelSignals::can_route_smaller);
 //                   shedding -> 429 + Retry-After for the lowest tiers;

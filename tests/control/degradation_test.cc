@@ -124,7 +124,8 @@ TEST(DegradationTest, RisesOneLevelPerUpTicksAndFallsOnePerDownTicks) {
   EXPECT_EQ(tick(300), Level::kShedding);
   EXPECT_TRUE(m.plan().Has(Measure::kShedLowestTier));
   EXPECT_EQ(m.plan().measures.at(Measure::kShedLowestTier), "ttft_slo");
-  EXPECT_FALSE(m.plan().Has(Measure::kCapBatchedTokens));  // a TTFT cause: shorter chunks would not help
+  // The protected tier's TTFT: its requests wait behind shorter prefill chunks.
+  EXPECT_EQ(m.plan().measures.at(Measure::kCapBatchedTokens), "ttft_slo");
   tick(300);
   EXPECT_EQ(tick(300), Level::kShedding);  // the top
   // Between the thresholds (90 ms: under the target, above 0.8 of it): stays.
