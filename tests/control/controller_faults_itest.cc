@@ -54,15 +54,47 @@ struct Outcome {
   double seconds = 0;
 };
 
+// When the load ends: a base duration, extended while a controller-on run waits for what it
+// checks (RunUntil) on a slow or busy machine. Thread-safe.
+class Deadline {
+ public:
+  explicit Deadline(double seconds) : start_(Clock::now()) { Set(seconds); }
+  void Set(double seconds_from_start) {
+    until_ms_.store(static_cast<int64_t>(seconds_from_start * 1000));
+  }
+  double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  double Seconds() const { return until_ms_.load() / 1000.0; }
+  bool Passed() const { return Elapsed() >= Seconds(); }
+
+ private:
+  const Clock::time_point start_;
+  std::atomic<int64_t> until_ms_{0};
+};
+
+// Calls `seen` every 200 ms until the deadline passes. The first time it holds, the load goes
+// on for at least `after_s` more (the measures' effect); while it has not, the deadline moves
+// out, up to `max_s` in all. Returns whether it was seen.
+bool RunUntil(Deadline& d, const std::function<bool()>& seen, double after_s = 4, double max_s = 45) {
+  bool was = false;
+  while (!d.Passed()) {
+    if (seen() && !was) {
+      was = true;
+      d.Set(std::max(d.Seconds(), d.Elapsed() + after_s));
+    }
+    if (!was && d.Seconds() - d.Elapsed() < 1 && d.Seconds() < max_s) d.Set(std::min(max_s, d.Seconds() + 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return was;
+}
+
 // Closed-loop clients, each posting bodies until the deadline (and finishing what is in
 // flight). A 429 is retried after its Retry-After, as a well-behaved client does.
 class Load {
  public:
-  Load(int port, int clients, std::function<Json(int)> body, double seconds) {
-    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  Load(int port, int clients, std::function<Json(int)> body, const Deadline& d) {
     for (int c = 0; c < clients; ++c) {
-      threads_.emplace_back([this, port, body, until, c] {
-        for (int i = c; Clock::now() < until; i += 1000) {
+      threads_.emplace_back([this, port, body, &d, c] {
+        for (int i = c; !d.Passed(); i += 1000) {
           const auto t0 = Clock::now();
           HttpResponse r = Post(port, "/v1/completions", body(i).dump());
           Outcome o{r.status, !r.Header("Retry-After").empty(),
@@ -192,7 +224,17 @@ RunResult2 SpecFlood(ControllerFaultsTest* t, const std::string& log, bool on) {
                   {"task", creative ? "creative" : "qa"}, {"sla", creative ? "standard" : "premium"}};
     };
   };
-  Load creative(srv.port(), 6, body(true), LoadSeconds(14)), qa(srv.port(), 2, body(false), LoadSeconds(14));
+  Deadline d(LoadSeconds(14));
+  Load creative(srv.port(), 6, body(true), d), qa(srv.port(), 2, body(false), d);
+  if (on) {
+    // Until the creative bucket's drafts are capped.
+    RunUntil(d, [&] {
+      const Json s = Slo(srv.port());
+      const Json* cb = Bucket(s, {{"task", "creative"}});
+      return cb != nullptr && Model(s)["controller"].is_object() &&
+             Model(s)["controller"]["knobs"]["bucket_max_k"].contains((*cb)["key"].get<std::string>());
+    });
+  }
   r.rest = creative.Join();
   r.top = qa.Join();
   r.slo = Slo(srv.port());
@@ -282,19 +324,24 @@ DraftFloodResult DraftFlood(ControllerFaultsTest* t, const std::string& log, boo
                   {"task", creative ? "creative" : "qa"}, {"sla", creative ? "standard" : "premium"}};
     };
   };
-  const double seconds = LoadSeconds(16);
-  const auto t0 = Clock::now();
-  Load creative(srv.port(), 8, body(true), seconds), qa(srv.port(), 2, body(false), seconds);
-  while (Clock::now() < t0 + std::chrono::milliseconds(static_cast<int>(seconds * 1000))) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  Deadline d(LoadSeconds(16));
+  Load creative(srv.port(), 8, body(true), d), qa(srv.port(), 2, body(false), d);
+  // Samples the timeline; with the controller on, until the creative drafts are capped (and a
+  // control window after).
+  RunUntil(d, [&] {
     const Json s = Slo(srv.port());
     TpotSample x;
-    x.t_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    x.t_s = d.Elapsed();
     for (const Json& tier : Model(s)["control_window_tiers"])
       if (tier["tier"] == "premium") x.p99_ms = Num(tier["p99_tpot_ms"]);
-    if (Model(s)["controller"].is_object()) x.state = Model(s)["controller"]["state"].get<std::string>();
+    const Json& c = Model(s)["controller"];
+    if (c.is_object()) x.state = c["state"].get<std::string>();
     r.timeline.push_back(x);
-  }
+    const Json* cb = Bucket(s, {{"task", "creative"}});
+    return !on || (cb != nullptr && c.is_object() &&
+                   (!c["knobs"]["speculation"].get<bool>() ||
+                    c["knobs"]["bucket_max_k"].contains((*cb)["key"].get<std::string>())));
+  }, /*after_s=*/4);
   r.rest = creative.Join();
   r.top = qa.Join();
   r.slo = Slo(srv.port());
@@ -396,34 +443,30 @@ CoreResult StolenCore(ControllerFaultsTest* t, const std::string& log, bool on) 
   std::string doc;
   for (int i = 0; i < 24; ++i) doc += "The regiment marched along the road towards the village in the snow. ";
   BusyThread busy;
+  Deadline d(LoadSeconds(14));
   Load batch(srv.port(), 8, [&](int i) {
     return Json{{"model", kModel}, {"prompt", std::to_string(i) + " " + doc}, {"max_tokens", 32}, {"temperature", 0.8},
                 {"seed", i}, {"ignore_eos", true}, {"task", "summarize"}, {"sla", "batch"}};
-  }, LoadSeconds(14));
+  }, d);
   Load premium(srv.port(), 2, [&](int i) {
     return Json{{"model", kModel}, {"prompt", "Prince Andrew said " + std::to_string(i)}, {"max_tokens", 16},
                 {"temperature", 0}, {"ignore_eos", true}, {"task", "qa"}, {"sla", "premium"}};
-  }, LoadSeconds(14));
+  }, d);
   // The closed-loop batch clients may all be inside long requests while the tier is shed (under
-  // a heavy load few of them end), so shedding is also checked with a probe request.
-  const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int>(LoadSeconds(14) * 1000));
-  while (on && Clock::now() < until) {
-    const Json s = Slo(srv.port());
-    if (!s.is_discarded() && Model(s)["controller"].is_object() && Model(s)["controller"]["lowest_tiers"]["shed"] == true) {
-      HttpResponse p = Post(srv.port(), "/v1/completions",
-                            Json{{"model", kModel}, {"prompt", "probe"}, {"max_tokens", 4}, {"sla", "batch"}}.dump());
-      r.probe = {p.status, !p.Header("Retry-After").empty(), 0};
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  // The top tier's p99 TTFT over the last control window of the load.
-  while (Clock::now() < until) {
+  // a heavy load few of them end), so shedding is also checked with a probe request, sent the
+  // first time /v1/slo shows the tier shed. The top tier's p99 TTFT over the control window is
+  // read until the end of the load.
+  RunUntil(d, [&] {
     const Json s = Slo(srv.port());
     for (const Json& tier : Model(s)["control_window_tiers"])
       if (tier["tier"] == "premium") r.premium_p99_ttft_end_ms = Num(tier["p99_ttft_ms"]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+    if (!on || r.probe.status != 0) return true;
+    if (!(Model(s)["controller"].is_object() && Model(s)["controller"]["lowest_tiers"]["shed"] == true)) return false;
+    HttpResponse p = Post(srv.port(), "/v1/completions",
+                          Json{{"model", kModel}, {"prompt", "probe"}, {"max_tokens", 4}, {"sla", "batch"}}.dump());
+    r.probe = {p.status, !p.Header("Retry-After").empty(), 0};
+    return true;
+  }, /*after_s=*/4);
   r.batch = batch.Join();
   r.premium = premium.Join();
   r.slo = Slo(srv.port());
@@ -475,14 +518,15 @@ CoreResult SqueezedKv(ControllerFaultsTest* t, const std::string& log, bool on) 
   }
   std::string doc;
   for (int i = 0; i < 14; ++i) doc += "The regiment marched along the road towards the village. ";
+  Deadline d(LoadSeconds(12));
   Load batch(srv.port(), 6, [&](int i) {
     return Json{{"model", kModel}, {"prompt", std::to_string(i) + " " + doc}, {"max_tokens", 48}, {"temperature", 0.8},
                 {"seed", i}, {"ignore_eos", true}, {"task", "summarize"}, {"sla", "batch"}, {"priority", 1}};
-  }, LoadSeconds(12));
+  }, d);
   Load premium(srv.port(), 4, [&](int i) {
     return Json{{"model", kModel}, {"prompt", "Natasha asked " + std::to_string(i) + " " + doc.substr(0, 200)},
                 {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}, {"task", "qa"}, {"sla", "premium"}};
-  }, LoadSeconds(12));
+  }, d);
   r.batch = batch.Join();
   r.premium = premium.Join();
   r.slo = Slo(srv.port());
