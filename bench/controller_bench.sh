@@ -3,7 +3,9 @@
 # tests/control/controller_faults_itest.cc, run longer than the tests (TARMAC_FAULT_SECONDS of
 # load, default 30) with the controller on and off alternating, REPS times each: a
 # temperature-1.5 flood beside greedy Q&A with n-gram speculation (Q&A TPOT, acceptance, drafts
-# the creative bucket spent), a busy thread stealing one of the two cores (the top tier's TTFT
+# the creative bucket spent), the same flood with the wp-1m draft at k = 8 (the Q&A tier's p99
+# TPOT over the control window before the controller's first action and at the end, against
+# its 6 ms target), a busy thread stealing one of the two cores (the top tier's TTFT
 # and SLO attainment, lowest-tier 429s), KV squeezed to 40 blocks (preemptions, latencies).
 # Prints every run's figures and the medians per scenario and mode. The figures are the
 # server's own (GET /v1/slo, since start), as the tests print them.
@@ -18,7 +20,8 @@ T=$BUILD/bin/control_controller_faults_itest
 export TARMAC_FAULT_SECONDS=${TARMAC_FAULT_SECONDS:-30}
 OUT=$(mktemp)
 for r in $(seq "$REPS"); do
-  for f in 'LowAcceptanceFloodControllerOn*' 'LowAcceptanceFloodControllerOff' 'StolenCoreControllerOn*' \
+  for f in 'LowAcceptanceFloodControllerOn*' 'LowAcceptanceFloodControllerOff' 'DraftFloodControllerOn*' \
+           'DraftFloodControllerOff' 'StolenCoreControllerOn*' \
            'StolenCoreControllerOff' 'SqueezedKvControllerOn*' 'SqueezedKvControllerOff'; do
     "$T" --gtest_filter="ControllerFaultsTest.$f" | tee -a "$OUT" | grep -E '^\[fault\]|FAILED' || true
   done

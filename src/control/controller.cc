@@ -97,8 +97,16 @@ ModelSignals Controller::Signals(Model& m, double now_s) {
                                                       now_s - config_.sparse_lookback_windows * config_.window_s);
       if (recent.samples >= config_.min_samples) lat = recent;
     }
-    s.tiers.push_back({t.name, targets.Rank(t.name) < targets.LowestRank(), t.ttft_ms / 1e3, t.tpot_ms / 1e3,
-                       lat.samples, lat.tpot_samples, lat.p99_ttft_s, lat.p99_tpot_s});
+    TierSignal sig{t.name, targets.Rank(t.name) < targets.LowestRank(), t.ttft_ms / 1e3, t.tpot_ms / 1e3,
+                   lat.samples, lat.tpot_samples, lat.p99_ttft_s, lat.p99_tpot_s};
+    // The evidence for a further rise: what ended after the last change (and in the window).
+    const TierLatency after = tracker_->RecentTier(m.name, t.name, SloTracker::kRecent,
+                                                   std::max(m.machine.level_since_s(), now_s - config_.window_s));
+    sig.samples_after = after.samples;
+    sig.tpot_samples_after = after.tpot_samples;
+    sig.p99_ttft_after_s = after.p99_ttft_s;
+    sig.p99_tpot_after_s = after.p99_tpot_s;
+    s.tiers.push_back(std::move(sig));
   }
   s.kv_usage = m.engine->Stats().kv_usage();
   // Draft acceptance over the window: the engine's cumulative counts minus the oldest

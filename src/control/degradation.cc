@@ -49,6 +49,8 @@ Status ControllerConfig::Validate() const {
   if (down_ticks < 1) return InvalidField("controller_down_ticks", "down ticks must be >= 1, got {}", down_ticks);
   if (!positive(recover_ratio) || recover_ratio > 1)
     return InvalidField("controller_recover_ratio", "the recover ratio must be in (0, 1], got {}", recover_ratio);
+  if (!(severe_ratio > 1))
+    return InvalidField("controller_severe_ratio", "the severe ratio must be > 1, got {}", severe_ratio);
   if (!fraction(kv_high) || kv_high == 0)
     return InvalidField("--kv-high-watermark", "--kv-high-watermark must be in (0, 1], got {}", kv_high);
   if (!fraction(kv_low) || kv_low >= kv_high)
@@ -79,11 +81,19 @@ std::array<DegradationMachine::Judged, DegradationMachine::kCauses> DegradationM
   j[kKv].reason = "kv_high";
   double worst_protected = 0;
   // One latency target of one tier: over above it, not clear at recover_ratio of it or above.
-  auto judge = [&](Judged* cause, const TierSignal& t, const char* what, double p99, double target, int64_t n) {
+  // Over on the requests that ended after the last level change (samples_after < 0: the
+  // window's figures stand for them).
+  auto over_after = [&](double p99_after, double target, int64_t n_after, bool over_window) {
+    if (n_after < 0) return over_window;
+    return n_after >= config_.min_samples && std::isfinite(p99_after) && p99_after > target;
+  };
+  auto judge = [&](Judged* cause, const TierSignal& t, const char* what, double p99, double target, int64_t n,
+                   bool after) {
     if (n < config_.min_samples || !std::isfinite(p99)) return 0.0;  // no estimate
     const double ratio = p99 / target;
     if (ratio > 1) {
       cause->over = true;
+      cause->over_after = cause->over_after || after || ratio > config_.severe_ratio;
       cause->detail = fmt::format("tier {} p99 {} {:.1f} ms > {:.1f} ms ({} requests)", t.tier, what, p99 * 1e3,
                                   target * 1e3, n);
     }
@@ -91,10 +101,14 @@ std::array<DegradationMachine::Judged, DegradationMachine::kCauses> DegradationM
     return ratio;
   };
   for (const TierSignal& t : s.tiers) {
-    const double rt = judge(&j[kTtft], t, "TTFT", t.p99_ttft_s, t.ttft_target_s, t.samples);
-    const double rp = judge(&j[kTpot], t, "TPOT", t.p99_tpot_s, t.tpot_target_s, t.tpot_samples);
+    const bool ttft_after = over_after(t.p99_ttft_after_s, t.ttft_target_s, t.samples_after, t.p99_ttft_s > t.ttft_target_s);
+    const bool tpot_after =
+        over_after(t.p99_tpot_after_s, t.tpot_target_s, t.tpot_samples_after, t.p99_tpot_s > t.tpot_target_s);
+    const double rt = judge(&j[kTtft], t, "TTFT", t.p99_ttft_s, t.ttft_target_s, t.samples, ttft_after);
+    const double rp = judge(&j[kTpot], t, "TPOT", t.p99_tpot_s, t.tpot_target_s, t.tpot_samples, tpot_after);
     if (!t.is_protected) continue;
     Judged& p = j[kProtected];
+    if ((rt > 1 && ttft_after) || (rp > 1 && tpot_after) || std::max(rt, rp) > config_.severe_ratio) p.over_after = true;
     if (rt >= config_.recover_ratio || rp >= config_.recover_ratio) p.clear = false;
     if (std::max(rt, rp) > 1 && std::max(rt, rp) > worst_protected) {
       worst_protected = std::max(rt, rp);
@@ -103,7 +117,7 @@ std::array<DegradationMachine::Judged, DegradationMachine::kCauses> DegradationM
       p.detail = rt >= rp ? j[kTtft].detail : j[kTpot].detail;
     }
   }
-  j[kKv].over = s.kv_usage >= config_.kv_high;
+  j[kKv].over = j[kKv].over_after = s.kv_usage >= config_.kv_high;  // read now: no lag
   j[kKv].clear = s.kv_usage < config_.kv_low;
   if (j[kKv].over) j[kKv].detail = fmt::format("KV usage {:.0f}% >= {:.0f}%", s.kv_usage * 100, config_.kv_high * 100);
   return j;
@@ -117,7 +131,11 @@ void DegradationMachine::UpdateLevels(const std::array<Judged, kCauses>& j, doub
     cl.over = j[c].over ? cl.over + 1 : 0;
     cl.clear = j[c].clear ? cl.clear + 1 : 0;
     if (j[c].over) cl.reason = j[c].reason;
-    if (cl.over >= config_.up_ticks && cl.level != Level::kShedding) {
+    // Above normal a further rise waits for evidence from after the last change, or for a
+    // whole window after it (a tier too sparse to give that evidence).
+    const bool evidence = j[c].over_after || now_s - level_since_s_ >= config_.window_s;
+    const bool rise = cl.over >= config_.up_ticks && (cl.level == Level::kNormal || evidence);
+    if (rise && cl.level != Level::kShedding) {
       cl.level = static_cast<Level>(static_cast<int>(cl.level) + 1);
       cl.over = 0;
       if (cl.level > plan_.level && (rose < 0 || cl.level > causes_[static_cast<size_t>(rose)].level)) rose = c;
@@ -141,7 +159,11 @@ void DegradationMachine::UpdateLevels(const std::array<Judged, kCauses>& j, doub
 std::map<Measure, std::string> DegradationMachine::Measures(bool can_route_smaller) const {
   std::map<Measure, std::string> m;
   const std::string& prot = causes_[kProtected].reason;
-  if (At(kProtected, Level::kPressured)) m[Measure::kDeprioritizeLowestTier] = prot;
+  if (At(kProtected, Level::kPressured)) {
+    m[Measure::kDeprioritizeLowestTier] = prot;
+    // Shorter prefill chunks: the protected tier's requests wait behind a shorter step.
+    m[Measure::kCapBatchedTokens] = prot;
+  }
   if (At(kProtected, Level::kDegraded)) {
     m[Measure::kCapMaxTokens] = prot;
     m[Measure::kSpeculationOff] = prot;
@@ -209,10 +231,11 @@ const ControlPlan& DegradationMachine::Update(const ModelSignals& s, std::vector
   std::map<Measure, std::string> next = Measures(s.can_route_smaller);
   for (const auto& [m, reason] : next) {
     if (plan_.measures.count(m) != 0) continue;
-    const Cause c = reason == "kv_high" ? kKv : (m == Measure::kCapBatchedTokens || (m == Measure::kSpeculationOff &&
-                                                                                    !At(kProtected, Level::kDegraded)))
-                                                    ? kTpot
-                                                    : kProtected;
+    // The cause whose numbers explain the measure, for the log.
+    Cause c = kProtected;
+    if (reason == "kv_high") c = kKv;
+    else if (m == Measure::kCapBatchedTokens && At(kTpot, Level::kPressured)) c = kTpot;
+    else if (m == Measure::kSpeculationOff && !At(kProtected, Level::kDegraded)) c = kTpot;
     if (out) out->push_back({MeasureName(m), reason, j[c].detail});
   }
   for (const auto& [m, reason] : plan_.measures)

@@ -12,9 +12,16 @@
 // at or above kv_high and below kv_low. A tick in between is neither (the gap between the
 // thresholds is the hysteresis). A cause's level rises one step after up_ticks consecutive
 // over ticks and falls one step after down_ticks consecutive clear ticks, so measures are
-// released one level at a time, not all at once. The measures of each cause's level:
+// released one level at a time, not all at once. Above normal, a latency cause rises again
+// only if the requests that ended after the last level change (at least min_samples of them)
+// are over too, or a whole window after the change (a tier too sparse for that evidence), or
+// the window's p99 is more than severe_ratio times its target (an overload that cannot wait):
+// the window's p99 lags a measure by up to a window, and without this the state would climb
+// to shedding before the first measure could show. The measures of each cause's level:
 //   protected tier: pressured -> the lowest tiers' requests are admitted in the low priority
-//                   class (scheduled after, preempted before the others); degraded -> the
+//                   class (scheduled after, preempted before the others) and the step's
+//                   batched tokens capped (a short request waits behind a shorter prefill
+//                   chunk); degraded -> the
 //                   lowest tiers' max_tokens capped, speculation off, the lowest tiers to a
 //                   smaller model where a route allows it (ModelSignals::can_route_smaller);
 //                   shedding -> 429 + Retry-After for the lowest tiers;
@@ -62,6 +69,7 @@ struct ControllerConfig {
   int32_t up_ticks = 2;          // consecutive over ticks before rising a level
   int32_t down_ticks = 6;        // consecutive clear ticks before falling a level
   double recover_ratio = 0.8;    // p99 / target below this is clear
+  double severe_ratio = 2;       // p99 / target above this rises without waiting for evidence
   double kv_high = 0.90;         // KV usage (request blocks / total) at or above: over
   double kv_low = 0.70;          // below: clear
   double spec_off_acceptance = 0.3;    // window acceptance below this: the bucket's k = 0
@@ -82,6 +90,11 @@ struct TierSignal {
   double ttft_target_s = 0, tpot_target_s = 0;
   int64_t samples = 0, tpot_samples = 0;   // in the control window
   double p99_ttft_s = 0, p99_tpot_s = 0;   // NaN: no samples
+  // The same over the requests of the window that ended after the model's last level change
+  // (DegradationMachine::level_since_s): the evidence a further rise needs. samples_after < 0:
+  // not measured, the window's figures stand for it.
+  int64_t samples_after = -1, tpot_samples_after = -1;
+  double p99_ttft_after_s = 0, p99_tpot_after_s = 0;
 };
 
 struct BucketSpecSignal {
@@ -154,6 +167,7 @@ class DegradationMachine {
   // One tick's judgement of a cause.
   struct Judged {
     bool over = false, clear = true;
+    bool over_after = false;  // also over on the requests that ended after the last change
     std::string reason;  // "ttft_slo", "tpot_slo", "kv_high"
     std::string detail;  // the numbers behind the worst over
   };

@@ -254,6 +254,7 @@ SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tr
   if (tracker) {
     r.targets = tracker->targets();
     r.window_s = tracker->report_window_s();
+    r.control_window_s = tracker->control_window_s();
     r.uptime_s = now_s - tracker->start_s();
   }
   r.controller_enabled = controller != nullptr;
@@ -292,6 +293,8 @@ SloReport BuildSloReport(const metrics::Registry& registry, const SloTracker* tr
     m.verify_seconds = Value(f["tarmac:spec_decode_verify_seconds_total"], ml);
     const std::map<metrics::BucketId, BucketSlo> tracked =
         tracker ? tracker->Buckets(name, now_s) : std::map<metrics::BucketId, BucketSlo>{};
+    if (tracker)
+      for (const TierSlo& t : r.targets.tiers()) m.tiers.emplace_back(t.name, tracker->Tier(name, t.name, now_s));
     for (metrics::BucketId b : BucketsOf(name, f, table, tracked)) {
       if (tracked_only && tracked.count(b) == 0) continue;
       m.buckets.push_back(Bucket(name, b, f, table, r.targets, tracked, routed, r.window_s, r.uptime_s));
@@ -348,6 +351,14 @@ nlohmann::ordered_json ToJson(const SloReport& r) {
              {"fallbacks", b.spec_fallbacks}, {"fallback_rate", Num(Ratio(b.spec_fallbacks, b.spec_decisions))}}},
            {"routed", RouteCountsJson(b.routed)}});
     }
+    Json tiers = Json::array();
+    for (const auto& [tier, lat] : m.tiers) {
+      const TierSlo* t = r.targets.Find(tier);
+      tiers.push_back({{"tier", tier}, {"samples", lat.samples}, {"tpot_samples", lat.tpot_samples},
+                       {"p99_ttft_ms", Num(lat.p99_ttft_s * 1e3)}, {"p99_tpot_ms", Num(lat.p99_tpot_s * 1e3)},
+                       {"ttft_target_ms", t ? Json(t->ttft_ms) : Json(nullptr)},
+                       {"tpot_target_ms", t ? Json(t->tpot_ms) : Json(nullptr)}});
+    }
     models.push_back(
         {{"model", m.name},
          {"kv_cache_usage", m.kv_usage},
@@ -366,6 +377,7 @@ nlohmann::ordered_json ToJson(const SloReport& r) {
             j["share"] = Num(m.route_share);
             return j;
           }()},
+         {"control_window_tiers", tiers},
          {"controller", m.controller ? ControllerJson(*m.controller, r.now_s, r.uptime_s, r.bucket_keys) : Json(nullptr)},
          {"buckets", buckets}});
   }
@@ -382,7 +394,7 @@ nlohmann::ordered_json ToJson(const SloReport& r) {
     j["buckets"] = std::move(bs);
     routes.push_back(std::move(j));
   }
-  return {{"object", "slo_report"}, {"window_s", r.window_s}, {"uptime_s", r.uptime_s},
+  return {{"object", "slo_report"}, {"window_s", r.window_s}, {"control_window_s", r.control_window_s}, {"uptime_s", r.uptime_s},
           {"tiers", tiers},         {"controller", ctl},      {"models", models},
           {"routes", routes}};
 }

@@ -62,6 +62,9 @@ struct ModelReport {
   double draft_seconds = 0, verify_seconds = 0;
   double route_share = 0;  // this model's share of the window's requests (all models)
   RouteCounts routed;      // its buckets' routed counts summed
+  // Per tier with targets (in the targets' order): p99 TTFT / TPOT over the control window,
+  // what the controller (when on) judges; empty without a tracker.
+  std::vector<std::pair<std::string, TierLatency>> tiers;
   std::optional<ControllerView> controller;
   std::vector<BucketReport> buckets;
 };
@@ -80,6 +83,7 @@ struct RouteReport {
 
 struct SloReport {
   double now_s = 0, window_s = 60, uptime_s = 0;
+  double control_window_s = 10;  // of the models' control_window_tiers
   SloTargets targets;
   bool controller_enabled = false;
   ControllerConfig controller_config;

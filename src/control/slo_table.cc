@@ -85,6 +85,18 @@ void ModelHeader(const Json& m, std::string* out) {
                       Num(At(sp, "verify_seconds"), "{:.2f}"));
 }
 
+// The tiers' p99s over the control window against their targets (what the controller judges).
+void ControlWindowTiers(const Json& m, double window_s, std::string* out) {
+  const Json& tiers = At(m, "control_window_tiers");
+  if (!tiers.is_array() || tiers.empty()) return;
+  *out += fmt::format("  tiers over the last {} s (p99 / target, requests):", Num(Json(window_s), "{:g}"));
+  for (const Json& t : tiers)
+    *out += fmt::format(" {} TTFT {}/{} ms TPOT {}/{} ms ({});", Str(At(t, "tier")), Num(At(t, "p99_ttft_ms"), "{:.1f}"),
+                        Num(At(t, "ttft_target_ms"), "{:g}"), Num(At(t, "p99_tpot_ms"), "{:.2f}"),
+                        Num(At(t, "tpot_target_ms"), "{:g}"), Num(At(t, "samples"), "{:.0f}"));
+  out->back() = '\n';
+}
+
 // One line per route and per bucket of it: requests, escalation and fallback rates, models.
 void Routes(const Json& routes, std::string* out) {
   auto line = [](const Json& r) {
@@ -110,6 +122,8 @@ std::string RenderSloTable(const nlohmann::json& report, SloSpans spans) {
   out += fmt::format("SLO targets (p99 TTFT:TPOT):{}\n", tiers.empty() ? " none" : tiers);
   for (const Json& m : At(report, "models")) {
     ModelHeader(m, &out);
+    const Json& cw = At(report, "control_window_s");
+    ControlWindowTiers(m, cw.is_number() ? cw.get<double>() : 0, &out);
     if (At(m, "controller").is_object() || At(At(report, "controller"), "enabled").is_boolean()) Controller(At(m, "controller"), &out);
     if (spans != SloSpans::kSinceStart) {
       out += fmt::format("  last {} s:\n", Num(At(report, "window_s"), "{:.0f}"));

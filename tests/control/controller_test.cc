@@ -78,8 +78,12 @@ TEST(ControllerTest, ATierOverItsSloShedsTheLowestTierThenRecovers) {
   Env e(c);
   const engine::EngineKnobs before = e.engine->knobs();
   double now = 100;
-  for (int i = 0; i < 20; ++i) e.tracker->Observe("wp", M(e.premium, 400), FinishReason::kLength, now);
-  for (int t = 0; t < 3; ++t) e.controller->Tick(now += 0.5);
+  // Slow requests keep ending: each rise has evidence from after the previous one.
+  for (int t = 0; t < 3; ++t) {
+    now += 0.5;
+    for (int i = 0; i < 20; ++i) e.tracker->Observe("wp", M(e.premium, 400), FinishReason::kLength, now - 0.1);
+    e.controller->Tick(now);
+  }
   ControllerView v = e.controller->View("wp");
   ASSERT_EQ(v.level, Level::kShedding);
   const AdmitDecision shed = e.controller->Admit("wp", "standard");
@@ -122,8 +126,11 @@ TEST(ControllerTest, TellsTheRouteDegrader) {
   RecordingDegrader d;
   e.controller->SetRouteDegrader(&d);
   double now = 10;
-  for (int i = 0; i < 20; ++i) e.tracker->Observe("wp", M(e.premium, 400), FinishReason::kLength, now);
-  for (int t = 0; t < 2; ++t) e.controller->Tick(now += 0.5);
+  for (int t = 0; t < 2; ++t) {
+    now += 0.5;
+    for (int i = 0; i < 20; ++i) e.tracker->Observe("wp", M(e.premium, 400), FinishReason::kLength, now - 0.1);
+    e.controller->Tick(now);
+  }
   ASSERT_EQ(d.calls.size(), 1u);
   EXPECT_EQ(d.calls[0], std::make_pair(std::string("wp"), true));
   // Still within the sparse lookback: the old requests are still the estimate.

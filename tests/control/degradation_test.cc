@@ -59,6 +59,50 @@ TEST(DegradationTest, NoEstimatesNoMeasures) {
   EXPECT_TRUE(t.empty());
 }
 
+// Above normal, a further rise needs the requests that ended after the last change to be over
+// too: the window's p99 still shows what came before the measure.
+TEST(DegradationTest, ARiseAboveNormalWaitsForEvidenceFromAfterTheLastChange) {
+  DegradationMachine m(Cfg());
+  double now = 0;
+  auto tick = [&](double ttft_ms, int64_t n_after, double ttft_after_ms) {
+    ModelSignals s = Signals(now++, ttft_ms, 10);
+    s.tiers[0].samples_after = s.tiers[0].tpot_samples_after = n_after;
+    s.tiers[0].p99_ttft_after_s = ttft_after_ms / 1e3;
+    s.tiers[0].p99_tpot_after_s = 0.01;
+    const Level l = m.Update(s, nullptr).level;
+    EXPECT_TRUE(m.CheckIntegrity().ok()) << m.CheckIntegrity().message();
+    return l;
+  };
+  // From normal the window's figures decide (nothing after the change yet: it is the first).
+  // 130 ms: over the 100 ms target, not severely.
+  EXPECT_EQ(tick(130, 0, kNaN), Level::kNormal);
+  EXPECT_EQ(tick(130, 0, kNaN), Level::kPressured);
+  // The window is over, but fewer than min_samples ended since: hold.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tick(130, 4, 300), Level::kPressured);
+  // Enough ended since, and they are under the target: the measure works, hold.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tick(130, 8, 60), Level::kPressured);
+  // Enough ended since and they are over: rise.
+  EXPECT_EQ(tick(130, 8, 300), Level::kDegraded);
+  const double changed = now - 1;
+  while (now < changed + Cfg().window_s) EXPECT_EQ(tick(130, 0, kNaN), Level::kDegraded);
+  // A whole window after the change without evidence (a sparse tier): the window decides.
+  EXPECT_EQ(tick(130, 0, kNaN), Level::kShedding);
+}
+
+// Far over (more than severe_ratio times the target) a rise does not wait for evidence.
+TEST(DegradationTest, ASevereOverloadRisesWithoutWaiting) {
+  DegradationMachine m(Cfg());
+  double now = 0;
+  std::vector<Level> levels;
+  for (int i = 0; i < 6; ++i) {
+    ModelSignals s = Signals(now++, 250, 10);  // 2.5x the 100 ms target
+    s.tiers[0].samples_after = s.tiers[0].tpot_samples_after = 0;
+    levels.push_back(m.Update(s, nullptr).level);
+  }
+  EXPECT_EQ(levels, (std::vector<Level>{Level::kNormal, Level::kPressured, Level::kPressured, Level::kDegraded,
+                                        Level::kDegraded, Level::kShedding}));
+}
+
 TEST(DegradationTest, RisesOneLevelPerUpTicksAndFallsOnePerDownTicks) {
   DegradationMachine m(Cfg());
   std::vector<Transition> t;
@@ -80,7 +124,8 @@ TEST(DegradationTest, RisesOneLevelPerUpTicksAndFallsOnePerDownTicks) {
   EXPECT_EQ(tick(300), Level::kShedding);
   EXPECT_TRUE(m.plan().Has(Measure::kShedLowestTier));
   EXPECT_EQ(m.plan().measures.at(Measure::kShedLowestTier), "ttft_slo");
-  EXPECT_FALSE(m.plan().Has(Measure::kCapBatchedTokens));  // a TTFT cause: shorter chunks would not help
+  // The protected tier's TTFT: its requests wait behind shorter prefill chunks.
+  EXPECT_EQ(m.plan().measures.at(Measure::kCapBatchedTokens), "ttft_slo");
   tick(300);
   EXPECT_EQ(tick(300), Level::kShedding);  // the top
   // Between the thresholds (90 ms: under the target, above 0.8 of it): stays.
@@ -257,6 +302,9 @@ TEST(DegradationTest, ConfigErrorsNameTheFlag) {
   c = ControllerConfig{};
   c.min_samples = 0;
   EXPECT_EQ(c.Validate().field(), "--controller-min-samples");
+  c = ControllerConfig{};
+  c.severe_ratio = 1;
+  EXPECT_EQ(c.Validate().field(), "controller_severe_ratio");
   EXPECT_TRUE(ControllerConfig{}.Validate().ok());
 }
 

@@ -80,9 +80,22 @@ TEST(SloReportTest, BuiltFromTheEnginesSeriesAndTheTracker) {
   EXPECT_EQ(br.spec_fallbacks, 1);
   EXPECT_DOUBLE_EQ(m.route_share, 1.0);
   EXPECT_GT(br.window.output_tokens_per_s, 0);
+  // The tier's p99s over the control window (nearest rank: the slowest of 10), as the
+  // controller judges them, with or without one.
+  ASSERT_EQ(m.tiers.size(), 1u);
+  EXPECT_EQ(m.tiers[0].first, "premium");
+  EXPECT_EQ(m.tiers[0].second.samples, 10);
+  EXPECT_NEAR(m.tiers[0].second.p99_ttft_s, 0.3, 1e-9);
+  EXPECT_NEAR(m.tiers[0].second.p99_tpot_s, 0.01, 1e-9);
 
   const nlohmann::json j = nlohmann::json::parse(ToJson(r2).dump());
   EXPECT_EQ(j["object"], "slo_report");
+  EXPECT_EQ(j["control_window_s"], 10);
+  const nlohmann::json& jt = j["models"][0]["control_window_tiers"][0];
+  EXPECT_EQ(jt["tier"], "premium");
+  EXPECT_NEAR(jt["p99_ttft_ms"].get<double>(), 300, 1e-6);
+  EXPECT_EQ(jt["ttft_target_ms"], 100);
+  EXPECT_EQ(jt["tpot_target_ms"], 20);
   EXPECT_EQ(j["tiers"][0]["name"], "premium");
   EXPECT_FALSE(j["controller"]["enabled"].get<bool>());
   const nlohmann::json& jb = j["models"][0]["buckets"][0];
@@ -99,6 +112,8 @@ TEST(SloReportTest, BuiltFromTheEnginesSeriesAndTheTracker) {
   EXPECT_NE(table.find("premium"), std::string::npos);
   EXPECT_NE(table.find("80.0%"), std::string::npos) << table;
   EXPECT_NE(table.find("controller: off"), std::string::npos) << table;
+  EXPECT_NE(table.find("tiers over the last 10 s (p99 / target, requests): premium TTFT 300.0/100 ms TPOT 10.00/20 ms (10)"),
+            std::string::npos) << table;
 }
 
 // The router's series (tarmac:route_requests_total{route, model_name, outcome, bucket...}) give

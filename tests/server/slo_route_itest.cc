@@ -93,6 +93,14 @@ TEST_F(SloRouteTest, ControllerOnWithoutEstimatesChangesNothing) {
     EXPECT_EQ(c["state"], "normal");
     EXPECT_TRUE(c["actions_total"].empty()) << c.dump();
     EXPECT_TRUE(c["measures"].empty());
+    // What the controller judges: the one tier with targets over the control window, with too
+    // few samples to act on.
+    const Json& tiers = j["models"][0]["control_window_tiers"];
+    ASSERT_EQ(tiers.size(), 1u) << j.dump();
+    EXPECT_EQ(tiers[0]["tier"], "premium");
+    EXPECT_EQ(tiers[0]["ttft_target_ms"], 1);
+    EXPECT_EQ(tiers[0]["samples"].get<int>(), 3);
+    EXPECT_GT(tiers[0]["p99_ttft_ms"].get<double>(), 0);
     knobs_on = c["knobs"];
     EXPECT_FALSE(c["lowest_tiers"]["shed"].get<bool>());
     EXPECT_TRUE(c["lowest_tiers"]["max_tokens_cap"].is_null());
