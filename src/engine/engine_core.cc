@@ -1,6 +1,8 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <stdexcept>
 
 #include "base/check.h"
 #include "base/clock.h"
@@ -101,6 +103,9 @@ Result<ValidRequest> EngineCore::Validate(EngineRequest r) const {
   if (r.prompt_logprobs < -1 || r.prompt_logprobs > 20)
     return InvalidField("prompt_logprobs", "prompt_logprobs must be in [-1, 20], got {}", r.prompt_logprobs);
   TARMAC_RETURN_IF_ERROR(prefix::CheckSession(r.session));
+  if (r.fault != InjectedFault::kNone && !config_.fault_injection)
+    return InvalidField("fault", "fault injection is off in this engine (a test aid: EngineConfig::fault_injection, "
+                        "`tarmac serve --debug-fault-injection`)");
   if (r.bucket == metrics::kNoBucket) {
     r.bucket = config_.metrics->buckets().Of(BucketFeatures(r));
   } else if (r.bucket < 0 || r.bucket >= config_.metrics->buckets().size()) {
@@ -126,7 +131,8 @@ void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStre
   a.stream = std::move(stream);
   Status st = sched_->Add({.id = id, .ns = r.ns, .priority = r.priority, .prompt = r.prompt,
                              .max_tokens = r.max_tokens, .session = r.session,
-                             .reuse_prefix = r.prompt_logprobs < 0});
+                             .reuse_prefix = r.prompt_logprobs < 0,
+                             .fail_kv_alloc_for_testing = r.fault == InjectedFault::kKvAlloc});
   TARMAC_CHECK(st.ok());  // Validate() ran CheckAdmission; ids are unique
   a.req = std::move(r);
   active_.emplace(id, std::move(a));
@@ -168,6 +174,37 @@ void EngineCore::AbortAll(const Status& error) {
   std::vector<int64_t> ids;
   for (const auto& [id, a] : active_) ids.push_back(id);
   for (int64_t id : ids) FinishRequest(id, FinishReason::kError, TokenEvent{}, error);
+}
+
+void EngineCore::AbandonAll(const Status& error) {
+  for (auto& [id, a] : active_) {
+    TokenEvent ev;
+    ev.finish = FinishReason::kError;
+    ev.error = error;
+    ev.metrics = a.metrics;
+    a.stream->Push(std::move(ev));
+  }
+  active_.clear();
+}
+
+void EngineCore::FailRequest(int64_t id, const std::string& what) {
+  std::fprintf(stderr, "tarmac engine '%s': request %lld failed: %s\n", config_.model_name.c_str(),
+               static_cast<long long>(id), what.c_str());
+  ++step_faults_;
+  if (active_.count(id) == 0) return;  // it had finished already
+  FinishRequest(id, FinishReason::kError, TokenEvent{},
+                Internal("internal error while processing the request: {}", what));
+}
+
+void EngineCore::InjectFault(const ActiveRequest& a, InjectedFault where) const {
+  if (a.req.fault != where) return;
+  switch (where) {
+    case InjectedFault::kCheck:
+      TARMAC_CHECK(a.req.fault != InjectedFault::kCheck);  // fails: the injected broken invariant
+      break;
+    default:
+      throw std::runtime_error(fmt::format("injected fault '{}'", InjectedFaultName(where)));
+  }
 }
 
 EngineKnobs EngineCore::DefaultKnobs() const {
@@ -226,6 +263,7 @@ void EngineCore::Accept(ActiveRequest& a, int32_t token) {
 
 void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
   ActiveRequest& a = active_.at(id);
+  InjectFault(a, InjectedFault::kCheck);
   const grammar::TokenBitmask* mask = nullptr;
   if (a.grammar) {
     mask = a.grammar->Mask();
@@ -282,6 +320,7 @@ bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
   if (stop_token) {
     fin = FinishReason::kStop;  // the stop token's own text is not part of the output
   } else if (tok_ != nullptr) {
+    InjectFault(a, InjectedFault::kDetokenize);
     ev.text = a.stop->Push(a.detok->Push(r.id), &stopped_by_string);
     if (stopped_by_string || grammar_done) fin = FinishReason::kStop;
   } else if (grammar_done) {
@@ -458,6 +497,11 @@ void EngineCore::ApplyKvRelief() {
 }
 
 bool EngineCore::Step() {
+  // A failed check while processing one request throws (CheckFailure) instead of aborting:
+  // that request fails and the step goes on with the others. Anything thrown outside one
+  // request's processing leaves Step (EngineClient marks the engine unhealthy).
+  CheckFailuresThrow checks_throw;
+  step_faults_ = 0;
   const double t0 = NowSeconds();
   ApplyKvRelief();
   Draft();
@@ -466,12 +510,17 @@ bool EngineCore::Step() {
     ++active_.at(id).metrics.preemptions;
     if (proposer_) proposer_->Release(id);
   }
+  for (int64_t id : out.failed) FailRequest(id, "out of memory allocating its KV blocks (std::bad_alloc)");
   max_concurrent_.store(std::max(max_concurrent_.load(std::memory_order_relaxed), sched_->num_running()),
                         std::memory_order_relaxed);
   if (out.empty()) {
     PublishEvents();  // evictions while trying to schedule
-    return false;
+    CheckAfterFaults();
+    return !out.failed.empty();
   }
+  for (const sched::ScheduledSeq& s : out.seqs)
+    if (active_.at(s.id).req.fault == InjectedFault::kEngine)
+      throw std::runtime_error("injected fault 'engine': the step failed outside any request's processing");
   const int32_t bs = config_.sched.block_size;
   batch_.Clear();
   batch_.block_tables.resize(out.seqs.size());
@@ -486,6 +535,7 @@ bool EngineCore::Step() {
     const int32_t known = s.num_tokens - s.num_draft;
     const int32_t prompt_len = a.metrics.prompt_tokens;
     rows_[i].begin = static_cast<int32_t>(batch_.logits_for.size());
+    rows_[i].first_token = batch_.n_tokens();
     for (int32_t t = 0; t < s.num_tokens; ++t) {
       const int32_t pos = s.start + t;
       batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : drafts_.at(s.id)[t - known].id);
@@ -502,11 +552,12 @@ bool EngineCore::Step() {
         batch_.logits_for.push_back(batch_.n_tokens() - 1);
       }
     }
+    rows_[i].count = static_cast<int32_t>(batch_.logits_for.size()) - rows_[i].begin;
     const bool decode = s.num_draft > 0 || (s.num_tokens == 1 && s.sample && s.start >= a.metrics.prompt_tokens);
     if (!decode) prefill_tokens += s.num_tokens;
   }
   const double tf = NowSeconds();
-  model_->Forward(batch_, &cache_, &pool_threads_, &logits_);
+  std::vector<std::string> failed = Forward(out);  // per sequence: "" or why its forward failed
   const double forward_s = NowSeconds() - tf;
   // The policy's step costs are those of decode steps (plain decodes and verifications): a
   // step that also carries a prefill chunk costs what its prompt tokens cost.
@@ -515,34 +566,107 @@ bool EngineCore::Step() {
   } else {
     prefill_costs_.Observe(batch_.n_tokens(), forward_s);
   }
-  sched_->Commit(out);
+  CommitAndFail(out, failed);
   // Sliding-window models: KV blocks that no layer reads again go back to the pool.
   if (const int32_t window = model_->config().KvRetentionWindow(); window > 0) {
-    for (const sched::ScheduledSeq& s : out.seqs) sched_->ReleaseOutsideWindow(s.id, window);
+    for (size_t i = 0; i < out.seqs.size(); ++i)
+      if (failed[i].empty()) sched_->ReleaseOutsideWindow(out.seqs[i].id, window);
   }
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
   bool verified = false;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
-    float* rows = logits_.data() + static_cast<int64_t>(rows_[i].begin) * V;
-    if (rows_[i].prompt > 0) {
-      const int32_t first = std::max(s.start, active_.at(s.id).prompt_lp_next - 1);
-      CapturePromptLogprobs(s.id, first, rows_[i].prompt, rows);
-      rows += static_cast<int64_t>(rows_[i].prompt) * V;
-    }
-    if (!s.sample) continue;
-    if (s.num_draft > 0) {
-      Verify(s.id, rows, s.num_draft, now);
-      verified = true;
-    } else {
-      Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);
+    if (!failed[i].empty()) continue;
+    // One request's processing: whatever it throws fails that request only.
+    try {
+      float* rows = logits_.data() + static_cast<int64_t>(rows_[i].begin) * V;
+      if (rows_[i].prompt > 0) {
+        const int32_t first = std::max(s.start, active_.at(s.id).prompt_lp_next - 1);
+        CapturePromptLogprobs(s.id, first, rows_[i].prompt, rows);
+        rows += static_cast<int64_t>(rows_[i].prompt) * V;
+      }
+      if (!s.sample) continue;
+      if (s.num_draft > 0) {
+        Verify(s.id, rows, s.num_draft, now);
+        verified = true;
+      } else {
+        Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);
+      }
+    } catch (const std::exception& e) {
+      FailRequest(s.id, e.what());
     }
   }
   if (verified) metrics_->VerifySeconds(forward_s);
   metrics_->StepDone();
   PublishEvents();
+  CheckAfterFaults();
   return true;
+}
+
+void EngineCore::ForwardHook(const sched::SchedulerOutput& out, size_t begin, size_t end) const {
+  for (size_t i = begin; i < end; ++i) InjectFault(active_.at(out.seqs[i].id), InjectedFault::kKernel);
+}
+
+std::vector<std::string> EngineCore::Forward(const sched::SchedulerOutput& out) {
+  const size_t n = out.seqs.size();
+  std::vector<std::string> failed(n);
+  try {
+    ForwardHook(out, 0, n);
+    model_->Forward(batch_, &cache_, &pool_threads_, &logits_);
+    return failed;
+  } catch (const std::exception& e) {
+    if (n == 1) {
+      failed[0] = std::string("the forward pass failed: ") + e.what();
+      return failed;
+    }
+    std::fprintf(stderr, "tarmac engine '%s': a forward pass of %zu sequences failed (%s): running each alone\n",
+                 config_.model_name.c_str(), n, e.what());
+  }
+  // Which sequence broke it: each alone (their K/V slots are rewritten with the same values;
+  // nothing was committed). The others' logits land where the batch's would have.
+  const int64_t V = model_->config().n_vocab;
+  logits_.resize(static_cast<size_t>(batch_.logits_for.size()) * static_cast<size_t>(V));
+  model::ForwardBatch one;
+  std::vector<float> solo;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t tb = rows_[i].first_token, te = tb + out.seqs[i].num_tokens;
+    one.Clear();
+    one.tokens.assign(batch_.tokens.begin() + tb, batch_.tokens.begin() + te);
+    one.positions.assign(batch_.positions.begin() + tb, batch_.positions.begin() + te);
+    one.slots.assign(batch_.slots.begin() + tb, batch_.slots.begin() + te);
+    one.seq.assign(static_cast<size_t>(te - tb), 0);
+    one.block_tables.push_back(batch_.block_tables[i]);
+    for (int32_t r = 0; r < rows_[i].count; ++r) one.logits_for.push_back(batch_.logits_for[rows_[i].begin + r] - tb);
+    try {
+      ForwardHook(out, i, i + 1);
+      model_->Forward(one, &cache_, &pool_threads_, &solo);
+      std::copy(solo.begin(), solo.begin() + static_cast<int64_t>(rows_[i].count) * V,
+                logits_.begin() + static_cast<int64_t>(rows_[i].begin) * V);
+    } catch (const std::exception& e) {
+      failed[i] = std::string("the forward pass failed: ") + e.what();
+    }
+  }
+  return failed;
+}
+
+void EngineCore::CommitAndFail(const sched::SchedulerOutput& out, const std::vector<std::string>& failed) {
+  const bool any = std::any_of(failed.begin(), failed.end(), [](const std::string& f) { return !f.empty(); });
+  if (!any) return sched_->Commit(out);
+  sched::SchedulerOutput ok;
+  for (size_t i = 0; i < out.seqs.size(); ++i)
+    if (failed[i].empty()) ok.seqs.push_back(out.seqs[i]);
+  sched_->Commit(ok);
+  for (size_t i = 0; i < out.seqs.size(); ++i)
+    if (!failed[i].empty()) FailRequest(out.seqs[i].id, failed[i]);
+}
+
+void EngineCore::CheckAfterFaults() const {
+  if (step_faults_ == 0) return;
+  // A request failed mid-step: its blocks must all be back and nobody else's state touched;
+  // if not, the engine must not go on serving.
+  if (Status st = CheckIntegrity(); !st.ok())
+    throw std::runtime_error("the engine's state is inconsistent after a failed request: " + st.message());
 }
 
 Status EngineCore::CheckIntegrity() const {
