@@ -106,17 +106,17 @@ class TenantFairnessTest : public TempDirTest {
   }
 };
 
-struct Run {
+struct PhaseResults {
   Percentiles alone, flood;
   int64_t ok = 0, refused = 0;
 };
 
 // Rounds of (quiet alone, quiet while the flood runs) on one server.
-Run Alternate(int port) {
+PhaseResults Alternate(int port) {
   std::vector<double> alone, flood;
   std::vector<double> warm;
   Measure(port, &warm);
-  Run r;
+  PhaseResults r;
   for (int round = 0; round < kRounds; ++round) {
     Measure(port, &alone);
     Flood f(port);
@@ -130,7 +130,7 @@ Run Alternate(int port) {
 }
 
 TEST_F(TenantFairnessTest, QuietTenantsP99TtftHoldsWhileAnotherFloods) {
-  Run on, off;
+  PhaseResults on, off;
   {
     auto srv = Start(true, "limits-on");
     on = Alternate(srv->port());
