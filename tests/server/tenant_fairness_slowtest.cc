@@ -150,6 +150,10 @@ TEST_F(TenantFairnessTest, QuietTenantsP99TtftHoldsWhileAnotherFloods) {
               static_cast<long long>(off.ok), static_cast<long long>(off.refused));
   EXPECT_GT(on.refused, 0) << "the flooder was never capped";
   EXPECT_EQ(off.refused, 0);
+  // The limits protect the quiet tenant: its p99 rises less with them than without.
+  EXPECT_LT(on.flood.p99 / on.alone.p99, off.flood.p99 / off.alone.p99);
+  // The bound. Not met as measured on the 2-vCPU shared machine (the notes):
+  // the quiet request still waits for the flooder's step in progress and shares its step.
   EXPECT_LE(on.flood.p99, 1.2 * on.alone.p99) << "the quiet tenant's p99 TTFT rose more than 20% under the flood";
 }
 
