@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -43,6 +44,7 @@ struct ServeArgs {
   bool no_warmup = false;
   bool mmap = false;
   bool check_integrity = false;
+  bool debug_fault_injection = false;
   bool no_parse_special = false;
   std::string tool_call_parser = "auto";  // auto: each model's, from its chat template
 };
@@ -129,7 +131,35 @@ int Fail(const Status& st) {
   return st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kNotFound ? 2 : 1;
 }
 
+// The environment variable that must be set to 1 beside --debug-fault-injection: a stray flag
+// in a production unit file fails to start instead of letting requests break their engines.
+constexpr const char* kFaultInjectionEnv = "TARMAC_ALLOW_DEBUG_FAULT_INJECTION";
+
+// Per-tenant limits: the flags' for every tenant, the config's tenants' own over them.
+Status TenantLimits(const ServeArgs& a, const config::ServeConfig* cfg, server::ServerConfig* sc) {
+  TARMAC_RETURN_IF_ERROR(sc->tenant_limit.Validate("--tenant-max-concurrent/--tenant-token-rate/--tenant-token-burst"));
+  if (cfg == nullptr) return Status::Ok();
+  for (size_t i = 0; i < cfg->tenants.size(); ++i) {
+    const config::TenantEntry& t = cfg->tenants[i];
+    if (!t.max_concurrent && !t.tokens_per_s && !t.token_burst) continue;
+    server::TenantLimit l = sc->tenant_limit;
+    if (t.max_concurrent) l.max_concurrent = *t.max_concurrent;
+    if (t.tokens_per_s) l.tokens_per_s = *t.tokens_per_s, l.token_burst = 0;
+    if (t.token_burst) l.token_burst = *t.token_burst;
+    TARMAC_RETURN_IF_ERROR(l.Validate(fmt::format("{}: tenants[{}] ('{}')", a.config_file, i, t.name)));
+    sc->tenant_limits[t.name] = l;
+  }
+  return Status::Ok();
+}
+
 int RunServe(const ServeArgs& a) {
+  if (a.debug_fault_injection) {
+    const char* allow = std::getenv(kFaultInjectionEnv);
+    if (allow == nullptr || std::string(allow) != "1")
+      return Fail(InvalidArgument("--debug-fault-injection is a test aid: it needs {}=1 in the environment too",
+                                  kFaultInjectionEnv));
+    std::fprintf(stderr, "tarmac serve: WARNING: debug fault injection is on (x-tarmac-debug-fault); never in production\n");
+  }
   std::optional<config::ServeConfig> cfg;
   if (!a.config_file.empty()) {
     auto c = config::LoadServeConfig(a.config_file);
@@ -141,6 +171,8 @@ int RunServe(const ServeArgs& a) {
   if (!models.ok()) return Fail(models.status());
   server::ServerConfig sc = a.server;
   sc.metrics = std::make_shared<metrics::Registry>();
+  sc.debug_fault_injection = a.debug_fault_injection;
+  if (Status st = TenantLimits(a, config, &sc); !st.ok()) return Fail(st);
   sc.parse_special = !a.no_parse_special;
   std::optional<grammar::ToolCallFormat> tool_format;
   if (a.tool_call_parser != "auto") {
@@ -217,6 +249,7 @@ int RunServe(const ServeArgs& a) {
     specs.push_back(std::move(spec).value());
     engine::EngineConfig ec = ToEngineConfig(a.engine, specs.back());
     ec.warmup = !a.no_warmup;
+    ec.fault_injection = a.debug_fault_injection;
     ec.metrics = sc.metrics;
     ec.on_request_finished = sc.slo_tracker->HookFor(mt.name);
     if (mt.threads) ec.threads = *mt.threads;
@@ -295,6 +328,16 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--rate-limit-burst", a->server.rate_limit_burst, "token bucket size (0: max(1, --rate-limit))")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--tenant-max-concurrent", a->server.tenant_limit.max_concurrent,
+                  "generation requests in flight per tenant (429 beyond; 0: no limit; a config tenant's max_concurrent overrides)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--tenant-token-rate", a->server.tenant_limit.tokens_per_s,
+                  "prompt + generated tokens per second per tenant (token bucket, 429 while in debt; 0: no limit; a "
+                  "config tenant's tokens_per_s overrides)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e12));
+  cmd->add_option("--tenant-token-burst", a->server.tenant_limit.token_burst,
+                  "the per-tenant token bucket's size (0: 10 s of --tenant-token-rate)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e12));
   cmd->add_option("--request-timeout", a->server.request_timeout_s, "seconds a request may wait and run (408 beyond)")
       ->capture_default_str()->check(CLI::Range(0.001, 1e7));
   cmd->add_option("--drain-timeout", a->server.drain_timeout_s, "seconds in-flight requests may finish after SIGTERM")
@@ -322,6 +365,10 @@ void RegisterServe(CLI::App& app, RunFn* run) {
                 "skip the throwaway forward passes each model runs before 'ready' (they make the "
                 "first request as fast as the next)");
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping");
+  cmd->add_flag("--debug-fault-injection", a->debug_fault_injection,
+                std::string("test aid, never in production: requests may carry x-tarmac-debug-fault: "
+                            "tokenize|detokenize|kernel|kv_alloc|check|engine to make their own processing fail "
+                            "there; needs ") + kFaultInjectionEnv + "=1 in the environment");
   cmd->add_flag("--check-integrity", a->check_integrity, "test aid: check KV integrity after every engine step (abort on error)");
   cmd->callback([a, run] { *run = [a] { return RunServe(*a); }; });
 }

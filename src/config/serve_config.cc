@@ -208,7 +208,8 @@ Result<ModelEntry> ParseModel(const At& a) {
 }
 
 Result<TenantEntry> ParseTenant(const At& a) {
-  TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"name", "api_key_file", "sla", "risk", "scopes", "policy_version", "session_max_blocks"}));
+  TARMAC_RETURN_IF_ERROR(ExpectMap(a, {"name", "api_key_file", "sla", "risk", "scopes", "policy_version", "session_max_blocks",
+                                       "max_concurrent", "tokens_per_s", "token_burst"}));
   TenantEntry t;
   if (!a.has("name")) return a.Error("a tenant needs 'name'");
   TARMAC_ASSIGN_OR_RETURN(t.name, Name(a.Key("name")));
@@ -235,6 +236,17 @@ Result<TenantEntry> ParseTenant(const At& a) {
   if (a.has("session_max_blocks")) {
     TARMAC_ASSIGN_OR_RETURN(t.session_max_blocks, Integer(a.Key("session_max_blocks"), 1, int64_t{1} << 30));
   }
+  if (a.has("max_concurrent")) {
+    TARMAC_ASSIGN_OR_RETURN(int64_t n, Integer(a.Key("max_concurrent"), 0, 1 << 20));
+    t.max_concurrent = static_cast<int32_t>(n);
+  }
+  for (const char* k : {"tokens_per_s", "token_burst"}) {
+    if (!a.has(k)) continue;
+    TARMAC_ASSIGN_OR_RETURN(double v, Number(a.Key(k)));
+    if (!(v >= 0) || v > 1e12) return a.Key(k).Error("expected a number of tokens >= 0 (0: no limit)");
+    (std::string_view(k) == "tokens_per_s" ? t.tokens_per_s : t.token_burst) = v;
+  }
+  if (t.token_burst && !t.tokens_per_s) return a.Key("token_burst").Error("token_burst needs tokens_per_s");
   return t;
 }
 

@@ -26,6 +26,9 @@
 //       scopes: [accounts.read]   # permission scopes: part of every cache key
 //       policy_version: "2026-11" # part of every cache key (x-tarmac-policy-version overrides)
 //       session_max_blocks: 512   # KV blocks its sessions keep pinned per model
+//       max_concurrent: 8         # its generation requests in flight (0: none; default: the flag's)
+//       tokens_per_s: 2000        # prompt + generated tokens per second (token bucket; 0: none)
+//       token_burst: 20000        # the bucket (default: 10 s of tokens_per_s)
 //   slos:                         # p99 targets per SLA tier, ranked in the order given
 //     gold: {ttft_ms: 200, tpot_ms: 50}   # (first = top tier); both targets, each > 0
 //     standard: {ttft_ms: 1000, tpot_ms: 200}
@@ -88,6 +91,10 @@ struct TenantEntry {
   std::vector<std::string> scopes;
   std::string policy_version;             // "" : none
   std::optional<int64_t> session_max_blocks;
+  // Its limits (server/tenant_limits.h); none: the flags' (--tenant-max-concurrent, ...).
+  std::optional<int32_t> max_concurrent;   // generation requests in flight (0: no limit)
+  std::optional<double> tokens_per_s;      // prompt + generated tokens per second (0: no limit)
+  std::optional<double> token_burst;       // its bucket (0: 10 s of tokens_per_s)
 };
 
 struct ServeConfig {

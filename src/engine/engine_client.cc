@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/check.h"
 #include "base/cpu_affinity.h"
 #include "engine/engine_core.h"
 
@@ -51,6 +52,11 @@ bool EngineClient::accepting() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !stop_;
 }
+
+std::string EngineClient::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
 std::vector<prefix::BlockEvent> EngineClient::DrainEvents(size_t max) { return core_->DrainEvents(max); }
 const EngineConfig& EngineClient::config() const { return core_->config(); }
 GrammarCache* EngineClient::grammars() const { return core_->grammars(); }
@@ -80,6 +86,8 @@ Result<std::shared_ptr<RequestStream>> EngineClient::Submit(ValidRequest r) {
   auto stream = std::make_shared<RequestStream>(id);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.empty())
+      return ResourceExhausted("model '{}' is unhealthy: its engine failed ({})", core_->config().model_name, failure_);
     if (stop_) return ResourceExhausted("the engine is shutting down");
     const int32_t limit = max_waiting_.load(std::memory_order_relaxed);
     if (limit > 0 && core_->Stats().num_waiting + static_cast<int32_t>(inbox_.size()) >= limit)
@@ -135,18 +143,30 @@ void EngineClient::Loop() {
       cancels.swap(cancels_);
       knobs.swap(new_knobs_);
     }
-    // A step boundary: knobs first, so the requests that arrived with them see them too.
-    if (knobs) {
-      core_->SetKnobs(*knobs);
-      std::lock_guard<std::mutex> lock(mu_);
-      knobs_ = *knobs;
-      knobs.reset();
+    try {
+      // A step boundary: knobs first, so the requests that arrived with them see them too.
+      if (knobs) {
+        core_->SetKnobs(*knobs);
+        std::lock_guard<std::mutex> lock(mu_);
+        knobs_ = *knobs;
+        knobs.reset();
+      }
+      for (Pending& p : adds) AddOne(p);
+      for (int64_t id : cancels) core_->Cancel(id);
+      adds.clear();
+      cancels.clear();
+      stalled = !core_->Step() && !core_->idle();
+    } catch (const std::exception& e) {
+      // Requests taken from the inbox but not added yet: failed with the rest below.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (Pending& p : adds)
+          if (p.stream) inbox_.push_back(std::move(p));
+      }
+      adds.clear();
+      Die(e.what());
+      break;
     }
-    for (Pending& p : adds) core_->Add(p.id, std::move(p.req), std::move(p.stream));
-    for (int64_t id : cancels) core_->Cancel(id);
-    adds.clear();
-    cancels.clear();
-    stalled = !core_->Step() && !core_->idle();
     if (check_integrity_) {
       if (Status st = core_->CheckIntegrity(); !st.ok()) {
         std::fprintf(stderr, "engine integrity check failed: %s\n", st.message().c_str());
@@ -154,14 +174,62 @@ void EngineClient::Loop() {
       }
     }
   }
-  // Requests still queued in the inbox never reached the core: fail them here.
+  FailLeftovers();
+}
+
+void EngineClient::AddOne(Pending& p) {
+  // One request's set-up: what it throws fails that request (its stream ends with the error).
+  std::shared_ptr<RequestStream> stream = std::move(p.stream);
+  try {
+    CheckFailuresThrow checks_throw;
+    core_->Add(p.id, std::move(p.req), stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tarmac engine '%s': request %lld failed: %s\n", core_->config().model_name.c_str(),
+                 static_cast<long long>(p.id), e.what());
+    TokenEvent ev;
+    ev.finish = FinishReason::kError;
+    ev.error = Internal("internal error while processing the request: {}", e.what());
+    stream->Push(std::move(ev));
+  }
+}
+
+void EngineClient::Die(const std::string& what) {
+  std::fprintf(stderr, "tarmac engine '%s': the step loop failed: %s; the model is unhealthy from now on\n",
+               core_->config().model_name.c_str(), what.c_str());
+  std::lock_guard<std::mutex> lock(mu_);
+  failure_ = what.empty() ? "unknown error" : what;
+  stop_ = true;
+}
+
+void EngineClient::FailLeftovers() {
   std::vector<Pending> left;
+  std::string failure;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(inbox_);
+    failure = failure_;
   }
-  for (Pending& p : left) core_->Add(p.id, std::move(p.req), std::move(p.stream));
-  core_->AbortAll(ResourceExhausted("the engine shut down before the request finished"));
+  if (failure.empty()) {
+    // Requests still queued in the inbox never reached the core: fail them here.
+    for (Pending& p : left) core_->Add(p.id, std::move(p.req), std::move(p.stream));
+    core_->AbortAll(ResourceExhausted("the engine shut down before the request finished"));
+    return;
+  }
+  const Status why = Internal("the engine failed: {}", failure);
+  for (Pending& p : left) {
+    TokenEvent ev;
+    ev.finish = FinishReason::kError;
+    ev.error = why;
+    p.stream->Push(std::move(ev));
+  }
+  // The scheduler may be inconsistent: finish requests through it if it can, else just end
+  // their streams.
+  try {
+    CheckFailuresThrow checks_throw;
+    core_->AbortAll(why);
+  } catch (const std::exception& e) {
+    core_->AbandonAll(why);
+  }
 }
 
 }  // namespace tarmac::engine

@@ -69,8 +69,14 @@ class EngineClient {
   // Measured step costs (EngineCore::decode_costs / prefill_costs). Thread-safe.
   const metrics::CostCurve& decode_costs() const;
   const metrics::CostCurve& prefill_costs() const;
-  // False once Shutdown has begun (Submit then fails).
+  // False once Shutdown has begun or the step loop died (Submit then fails).
   bool accepting() const;
+  // Why the step loop died ("" while it runs or after a plain Shutdown). The loop dies when a
+  // step throws outside any one request's processing (EngineCore::Step): the engine is then
+  // unhealthy for good: it takes no requests (Submit: ResourceExhausted naming the failure, so
+  // a route falls back), every live and queued request ends with an Internal error, and the
+  // server's readiness turns false.
+  std::string failure() const;
   // Up to `max` of the oldest prefix-cache events not drained yet (config event_capacity > 0).
   std::vector<prefix::BlockEvent> DrainEvents(size_t max = SIZE_MAX);
   // Requests submitted and not yet running (the engine's queue and its inbox).
@@ -89,6 +95,10 @@ class EngineClient {
  private:
   explicit EngineClient(std::unique_ptr<EngineCore> core);
   void Loop();
+  // The step loop's body threw `what`: the engine stops taking requests.
+  void Die(const std::string& what);
+  // Ends every request still queued or live (after the loop).
+  void FailLeftovers();
 
   std::unique_ptr<EngineCore> core_;
   struct Pending {
@@ -96,6 +106,8 @@ class EngineClient {
     ValidRequest req;
     std::shared_ptr<RequestStream> stream;
   };
+  // Adds one request to the core on the step thread; what its set-up throws fails it alone.
+  void AddOne(Pending& p);
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending> inbox_;
@@ -103,6 +115,7 @@ class EngineClient {
   std::optional<EngineKnobs> new_knobs_;  // to apply at the next step boundary
   EngineKnobs knobs_;                     // in effect (read back)
   bool stop_ = false;
+  std::string failure_;  // why the loop died ("": it did not)
   bool warmed_ = false;  // set once by the step thread after the warm-up
   std::atomic<int64_t> next_id_{1};
   std::atomic<int32_t> max_waiting_{0};   // knobs_.max_waiting, for Submit

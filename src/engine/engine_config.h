@@ -73,6 +73,9 @@ struct EngineConfig {
   // Called on the step thread after events were queued (a publisher's wake-up): must be cheap,
   // never block, and stay callable while the engine lives. Empty: nobody is told.
   std::function<void()> on_events;
+  // Test aid: requests may carry an InjectedFault (Validate refuses them when off). Only tests
+  // and `tarmac serve --debug-fault-injection` turn it on.
+  bool fault_injection = false;
 };
 
 // Checks the fields (ranges, a draft model for kDraft, the context against the model's) and

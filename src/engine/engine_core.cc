@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "base/check.h"
 #include "base/clock.h"
@@ -101,6 +102,9 @@ Result<ValidRequest> EngineCore::Validate(EngineRequest r) const {
   if (r.prompt_logprobs < -1 || r.prompt_logprobs > 20)
     return InvalidField("prompt_logprobs", "prompt_logprobs must be in [-1, 20], got {}", r.prompt_logprobs);
   TARMAC_RETURN_IF_ERROR(prefix::CheckSession(r.session));
+  if (r.fault != InjectedFault::kNone && !config_.fault_injection)
+    return InvalidField("fault", "fault injection is off in this engine (a test aid: EngineConfig::fault_injection, "
+                        "`tarmac serve --debug-fault-injection`)");
   if (r.bucket == metrics::kNoBucket) {
     r.bucket = config_.metrics->buckets().Of(BucketFeatures(r));
   } else if (r.bucket < 0 || r.bucket >= config_.metrics->buckets().size()) {
@@ -126,7 +130,8 @@ void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStre
   a.stream = std::move(stream);
   Status st = sched_->Add({.id = id, .ns = r.ns, .priority = r.priority, .prompt = r.prompt,
                              .max_tokens = r.max_tokens, .session = r.session,
-                             .reuse_prefix = r.prompt_logprobs < 0});
+                             .reuse_prefix = r.prompt_logprobs < 0,
+                             .fail_kv_alloc_for_testing = r.fault == InjectedFault::kKvAlloc});
   TARMAC_CHECK(st.ok());  // Validate() ran CheckAdmission; ids are unique
   a.req = std::move(r);
   active_.emplace(id, std::move(a));
@@ -226,6 +231,7 @@ void EngineCore::Accept(ActiveRequest& a, int32_t token) {
 
 void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
   ActiveRequest& a = active_.at(id);
+  InjectFault(a, InjectedFault::kCheck);
   const grammar::TokenBitmask* mask = nullptr;
   if (a.grammar) {
     mask = a.grammar->Mask();
@@ -282,6 +288,7 @@ bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
   if (stop_token) {
     fin = FinishReason::kStop;  // the stop token's own text is not part of the output
   } else if (tok_ != nullptr) {
+    InjectFault(a, InjectedFault::kDetokenize);
     ev.text = a.stop->Push(a.detok->Push(r.id), &stopped_by_string);
     if (stopped_by_string || grammar_done) fin = FinishReason::kStop;
   } else if (grammar_done) {
@@ -458,6 +465,11 @@ void EngineCore::ApplyKvRelief() {
 }
 
 bool EngineCore::Step() {
+  // A failed check while processing one request throws (CheckFailure) instead of aborting:
+  // that request fails and the step goes on with the others. Anything thrown outside one
+  // request's processing leaves Step (EngineClient marks the engine unhealthy).
+  CheckFailuresThrow checks_throw;
+  step_faults_ = 0;
   const double t0 = NowSeconds();
   ApplyKvRelief();
   Draft();
@@ -466,12 +478,17 @@ bool EngineCore::Step() {
     ++active_.at(id).metrics.preemptions;
     if (proposer_) proposer_->Release(id);
   }
+  for (int64_t id : out.failed) FailRequest(id, "out of memory allocating its KV blocks (std::bad_alloc)");
   max_concurrent_.store(std::max(max_concurrent_.load(std::memory_order_relaxed), sched_->num_running()),
                         std::memory_order_relaxed);
   if (out.empty()) {
     PublishEvents();  // evictions while trying to schedule
-    return false;
+    CheckAfterFaults();
+    return !out.failed.empty();
   }
+  for (const sched::ScheduledSeq& s : out.seqs)
+    if (active_.at(s.id).req.fault == InjectedFault::kEngine)
+      throw std::runtime_error("injected fault 'engine': the step failed outside any request's processing");
   const int32_t bs = config_.sched.block_size;
   batch_.Clear();
   batch_.block_tables.resize(out.seqs.size());
@@ -486,6 +503,7 @@ bool EngineCore::Step() {
     const int32_t known = s.num_tokens - s.num_draft;
     const int32_t prompt_len = a.metrics.prompt_tokens;
     rows_[i].begin = static_cast<int32_t>(batch_.logits_for.size());
+    rows_[i].first_token = batch_.n_tokens();
     for (int32_t t = 0; t < s.num_tokens; ++t) {
       const int32_t pos = s.start + t;
       batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : drafts_.at(s.id)[t - known].id);
@@ -502,11 +520,12 @@ bool EngineCore::Step() {
         batch_.logits_for.push_back(batch_.n_tokens() - 1);
       }
     }
+    rows_[i].count = static_cast<int32_t>(batch_.logits_for.size()) - rows_[i].begin;
     const bool decode = s.num_draft > 0 || (s.num_tokens == 1 && s.sample && s.start >= a.metrics.prompt_tokens);
     if (!decode) prefill_tokens += s.num_tokens;
   }
   const double tf = NowSeconds();
-  model_->Forward(batch_, &cache_, &pool_threads_, &logits_);
+  std::vector<std::string> failed = Forward(out);  // per sequence: "" or why its forward failed
   const double forward_s = NowSeconds() - tf;
   // The policy's step costs are those of decode steps (plain decodes and verifications): a
   // step that also carries a prefill chunk costs what its prompt tokens cost.
@@ -515,33 +534,41 @@ bool EngineCore::Step() {
   } else {
     prefill_costs_.Observe(batch_.n_tokens(), forward_s);
   }
-  sched_->Commit(out);
+  CommitAndFail(out, failed);
   // Sliding-window models: KV blocks that no layer reads again go back to the pool.
   if (const int32_t window = model_->config().KvRetentionWindow(); window > 0) {
-    for (const sched::ScheduledSeq& s : out.seqs) sched_->ReleaseOutsideWindow(s.id, window);
+    for (size_t i = 0; i < out.seqs.size(); ++i)
+      if (failed[i].empty()) sched_->ReleaseOutsideWindow(out.seqs[i].id, window);
   }
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
   bool verified = false;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
-    float* rows = logits_.data() + static_cast<int64_t>(rows_[i].begin) * V;
-    if (rows_[i].prompt > 0) {
-      const int32_t first = std::max(s.start, active_.at(s.id).prompt_lp_next - 1);
-      CapturePromptLogprobs(s.id, first, rows_[i].prompt, rows);
-      rows += static_cast<int64_t>(rows_[i].prompt) * V;
-    }
-    if (!s.sample) continue;
-    if (s.num_draft > 0) {
-      Verify(s.id, rows, s.num_draft, now);
-      verified = true;
-    } else {
-      Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);
+    if (!failed[i].empty()) continue;
+    // One request's processing: whatever it throws fails that request only.
+    try {
+      float* rows = logits_.data() + static_cast<int64_t>(rows_[i].begin) * V;
+      if (rows_[i].prompt > 0) {
+        const int32_t first = std::max(s.start, active_.at(s.id).prompt_lp_next - 1);
+        CapturePromptLogprobs(s.id, first, rows_[i].prompt, rows);
+        rows += static_cast<int64_t>(rows_[i].prompt) * V;
+      }
+      if (!s.sample) continue;
+      if (s.num_draft > 0) {
+        Verify(s.id, rows, s.num_draft, now);
+        verified = true;
+      } else {
+        Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);
+      }
+    } catch (const std::exception& e) {
+      FailRequest(s.id, e.what());
     }
   }
   if (verified) metrics_->VerifySeconds(forward_s);
   metrics_->StepDone();
   PublishEvents();
+  CheckAfterFaults();
   return true;
 }
 

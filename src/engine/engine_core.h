@@ -73,8 +73,18 @@ class EngineCore {
   void Cancel(int64_t id);
   // Fails every live request with `error` (shutdown).
   void AbortAll(const Status& error);
+  // The last resort after the step loop died (the scheduler may be inconsistent): ends every
+  // live request's stream with `error` without touching the scheduler; only destruction may
+  // follow.
+  void AbandonAll(const Status& error);
 
   // One engine step. Returns false when there was nothing to run.
+  // Faults: an exception or a failed TARMAC_CHECK while processing one request (sampling,
+  // detokenizing, its forward pass, allocating its KV) fails that request (FinishReason::kError,
+  // an Internal status naming what broke; logged) and returns its blocks; the others go on
+  // (a failed batched forward pass is rerun one sequence at a time to find the culprit). After
+  // such a failure CheckIntegrity runs; anything thrown outside a request's processing, or a
+  // failed integrity check then, leaves Step as an exception: the engine must not go on.
   bool Step();
   // The model's throwaway passes (LlamaModel::Warmup) on this engine's pool and KV dtype;
   // call from the step thread. Touches no request, block, counter or cache entry.
@@ -148,6 +158,19 @@ class EngineCore {
   // The largest k the knobs allow for a bucket.
   int32_t KCap(metrics::BucketId b) const;
   void FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error);
+  // One request's processing failed (`what`): logs it and finishes it with an Internal error
+  // (no-op but the log when it finished already).
+  void FailRequest(int64_t id, const std::string& what);
+  // Test aid: throws (or fails a check) when the request asked for the fault `where`.
+  void InjectFault(const ActiveRequest& a, InjectedFault where) const;
+  void ForwardHook(const sched::SchedulerOutput& out, size_t begin, size_t end) const;
+  // The step's forward pass; a failed batch is rerun one sequence at a time. Per sequence of
+  // out: "" or why its pass failed.
+  std::vector<std::string> Forward(const sched::SchedulerOutput& out);
+  // Commits the sequences whose pass worked, then fails the others.
+  void CommitAndFail(const sched::SchedulerOutput& out, const std::vector<std::string>& failed);
+  // After a step in which requests failed: CheckIntegrity, throwing when it fails.
+  void CheckAfterFaults() const;
   // Moves the tree's events to the queue and tells on_events. After events were dropped the
   // stream restarts (cleared, then every cached block) once the queue has room for it all.
   void PublishEvents();
@@ -170,7 +193,10 @@ class EngineCore {
   struct SeqRows {
     int32_t begin = 0;   // first row of logits_ of a scheduled sequence
     int32_t prompt = 0;  // of which prompt-logprob rows (then its sample rows)
+    int32_t count = 0;   // its rows of logits_
+    int32_t first_token = 0;  // its first token in batch_
   };
+  int32_t step_faults_ = 0;  // requests failed in this step
   std::vector<SeqRows> rows_;  // this step's, per scheduled sequence
   std::vector<float> logits_;
   std::unique_ptr<GrammarCache> grammars_;

@@ -15,6 +15,33 @@ const char* FinishReasonName(FinishReason r) {
   return "";
 }
 
+namespace {
+constexpr InjectedFault kFaults[] = {InjectedFault::kTokenize, InjectedFault::kDetokenize, InjectedFault::kKernel,
+                                     InjectedFault::kKvAlloc,  InjectedFault::kCheck,      InjectedFault::kEngine};
+}  // namespace
+
+const char* InjectedFaultName(InjectedFault f) {
+  switch (f) {
+    case InjectedFault::kNone: return "";
+    case InjectedFault::kTokenize: return "tokenize";
+    case InjectedFault::kDetokenize: return "detokenize";
+    case InjectedFault::kKernel: return "kernel";
+    case InjectedFault::kKvAlloc: return "kv_alloc";
+    case InjectedFault::kCheck: return "check";
+    case InjectedFault::kEngine: return "engine";
+  }
+  return "";
+}
+
+Result<InjectedFault> ParseInjectedFault(std::string_view name) {
+  std::string known;
+  for (InjectedFault f : kFaults) {
+    if (name == InjectedFaultName(f)) return f;
+    known += std::string(known.empty() ? "" : ", ") + InjectedFaultName(f);
+  }
+  return InvalidArgument("unknown fault '{}' (one of: {})", name, known);
+}
+
 metrics::RequestFeatures BucketFeatures(const EngineRequest& r) {
   metrics::RequestFeatures f;
   f.prompt_tokens = static_cast<int64_t>(r.prompt.size());

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -20,6 +21,24 @@
 #include "sched/scheduler.h"
 
 namespace tarmac::engine {
+
+// Test aid: where the engine makes one request's processing fail, to show that a fault in one
+// request fails that request only (or, kEngine, that a dead step loop marks the engine
+// unhealthy). Only an engine built with EngineConfig::fault_injection accepts a request that
+// asks for one (Validate refuses it otherwise), and only the server's --debug-fault-injection
+// turns that on.
+enum class InjectedFault {
+  kNone,
+  kTokenize,    // encoding the prompt throws (router::Prepare, before the engine)
+  kDetokenize,  // detokenizing its first sampled token throws (step thread)
+  kKernel,      // every forward pass that contains it throws (step thread)
+  kKvAlloc,     // allocating its KV blocks throws std::bad_alloc (the scheduler)
+  kCheck,       // an invariant check fails while sampling for it (step thread)
+  kEngine,      // the step throws outside any request's processing: the step loop dies
+};
+const char* InjectedFaultName(InjectedFault f);  // "tokenize", "detokenize", ... ("" for kNone)
+// Errors name the known faults.
+Result<InjectedFault> ParseInjectedFault(std::string_view name);
 
 struct EngineRequest {
   std::vector<int32_t> prompt;         // token ids
@@ -47,6 +66,7 @@ struct EngineRequest {
   // The request's bucket in the engine's registry; kNoBucket: Validate computes it from the
   // fields above (metrics::RequestFeatures), once.
   metrics::BucketId bucket = metrics::kNoBucket;
+  InjectedFault fault = InjectedFault::kNone;  // test aid (see InjectedFault)
 };
 
 // The request bucket's features of a request (the one place they are read from a request).

@@ -1,6 +1,7 @@
 #include "router/generation_spec.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "base/digest.h"
 #include "router/pool_model.h"
@@ -53,6 +54,8 @@ Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec)
   if (spec.tool_use.parsed() && m.tool_format == grammar::ToolCallFormat::kNone)
     return InvalidField("tool_choice", "model {} has no tool-call format to parse calls in (its chat template teaches "
                                        "none; serve it with --tool-call-parser, or send tool_choice 'none')", m.name);
+  if (spec.fault == engine::InjectedFault::kTokenize && m.engine->config().fault_injection)
+    throw std::runtime_error("injected fault 'tokenize': encoding the prompt failed");
   TARMAC_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts, EncodePrompts(m, spec));
   TARMAC_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::CompiledGrammar> grammar, CompileConstraint(m, spec));
   const int32_t ctx = m.max_context;
@@ -81,6 +84,7 @@ Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec)
       r.risk = spec.risk;
       r.grammar = grammar;
       r.prompt_logprobs = spec.prompt_logprobs;
+      r.fault = spec.fault == engine::InjectedFault::kTokenize ? engine::InjectedFault::kNone : spec.fault;
       auto v = m.engine->Validate(std::move(r));
       if (!v.ok()) {
         const Status& st = v.status();

@@ -82,6 +82,9 @@ struct GenerationSpec {
   ToolUse tool_use;
   bool parse_special = true;              // completions: special-token text in prompts is parsed
   int32_t prompt_logprobs = -1;           // completions echo with logprobs: alternatives per prompt token
+  // Test aid (x-tarmac-debug-fault with --debug-fault-injection): the fault each engine request
+  // carries; kTokenize makes Prepare's encoding throw when the model's engine allows faults.
+  engine::InjectedFault fault = engine::InjectedFault::kNone;
 
   // The output is constrained by a grammar (structured output or a forced tool call).
   bool constrained() const { return grammar != nullptr || tool_use.forced(); }

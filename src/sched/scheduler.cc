@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <new>
 #include <unordered_set>
 
 #include "base/check.h"
@@ -65,6 +66,8 @@ struct Scheduler::Req {
   int32_t lookahead = 0;          // draft slots wanted this step (SetLookahead)
   bool admitted_once = false;
   int32_t first_hit_tokens = 0;   // prefix-cache hit at the first admission
+  bool fail_kv_alloc = false;     // test aid: EnsureBlocks throws std::bad_alloc
+  bool alloc_failed = false;      // its allocation threw: waits for Finish, never admitted
   RequestState state = RequestState::kWaiting;
 };
 
@@ -145,6 +148,7 @@ Status Scheduler::Add(NewRequest nr) {
   r->prompt_len = static_cast<int32_t>(nr.prompt.size());
   r->max_tokens = nr.max_tokens;
   r->reuse_prefix = nr.reuse_prefix;
+  r->fail_kv_alloc = nr.fail_kv_alloc_for_testing;
   r->tokens = std::move(nr.prompt);
   r->tokens.reserve(r->tokens.size() + nr.max_tokens);
   waiting_.push_back(r.get());
@@ -193,7 +197,13 @@ bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
       }
     }
     if (!b) return false;
-    r->blocks.push_back(*b);
+    try {
+      if (r->fail_kv_alloc) throw std::bad_alloc();
+      r->blocks.push_back(*b);
+    } catch (...) {
+      pool_->Release(*b);  // not in the table yet: nobody else would return it
+      throw;
+    }
   }
   return true;
 }
@@ -259,6 +269,18 @@ void Scheduler::Preempt(Req* r, SchedulerOutput* out, int32_t* budget) {
   PublishCounts();
 }
 
+void Scheduler::FailAllocation(Req* r, SchedulerOutput* out) {
+  ReleaseAll(r);
+  if (r->state == RequestState::kRunning) {
+    r->state = RequestState::kPreempted;
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+    waiting_.push_back(r);
+  }
+  r->alloc_failed = true;
+  out->failed.push_back(r->id);
+  PublishCounts();
+}
+
 int64_t Scheduler::EvictCachedBeyond(int32_t max_cached_blocks) {
   TARMAC_CHECK(max_cached_blocks >= 0);
   if (tree_ == nullptr) return 0;
@@ -310,10 +332,15 @@ SchedulerOutput Scheduler::Schedule() {
     draft = std::max(draft, 0);
     const int32_t n = std::min<int32_t>(known, budget) + draft;
     TARMAC_DCHECK(n >= 1);
-    while (!EnsureBlocks(r, static_cast<int64_t>(r->computed) + n)) {
-      Req* v = PickVictim(nullptr);
-      Preempt(v, &out, &budget);
-      if (v == r) break;
+    try {
+      while (!EnsureBlocks(r, static_cast<int64_t>(r->computed) + n)) {
+        Req* v = PickVictim(nullptr);
+        Preempt(v, &out, &budget);
+        if (v == r) break;
+      }
+    } catch (const std::bad_alloc&) {
+      FailAllocation(r, &out);
+      continue;
     }
     if (r->state == RequestState::kRunning) push(r, n, draft);
   }
@@ -324,6 +351,7 @@ SchedulerOutput Scheduler::Schedule() {
   std::stable_sort(queue.begin(), queue.end(), Before);
   for (Req* r : queue) {
     if (budget == 0) break;
+    if (r->alloc_failed) continue;  // waits for its Finish
     if (r->priority > admit_priority_limit_) break;  // held back by the knob, and so is the rest
     // Room under the running cap, displacing less important requests (more than one only
     // when the cap was lowered below the running count).
@@ -333,15 +361,21 @@ SchedulerOutput Scheduler::Schedule() {
       Preempt(v, &out, &budget);
     }
     if (static_cast<int32_t>(running_.size()) >= config_.max_running) break;
-    const bool hit = AdmitPrefix(r);
-    const int32_t n =
-        std::min<int32_t>(static_cast<int32_t>(r->tokens.size()) - r->computed, budget);
-    bool ok = EnsureBlocks(r, static_cast<int64_t>(r->computed) + n);
-    while (!ok) {
-      Req* v = PickVictim(r);
-      if (v == nullptr) break;
-      Preempt(v, &out, &budget);
+    bool hit = false, ok = false;
+    int32_t n = 0;
+    try {
+      hit = AdmitPrefix(r);
+      n = std::min<int32_t>(static_cast<int32_t>(r->tokens.size()) - r->computed, budget);
       ok = EnsureBlocks(r, static_cast<int64_t>(r->computed) + n);
+      while (!ok) {
+        Req* v = PickVictim(r);
+        if (v == nullptr) break;
+        Preempt(v, &out, &budget);
+        ok = EnsureBlocks(r, static_cast<int64_t>(r->computed) + n);
+      }
+    } catch (const std::bad_alloc&) {
+      FailAllocation(r, &out);
+      continue;
     }
     if (!ok) {
       ReleaseAll(r);

@@ -8,6 +8,9 @@
 // prefills (a long prompt is split across steps so decodes keep flowing). Order within each
 // group: priority class, then arrival (FCFS).
 //
+// Out of memory: a std::bad_alloc while allocating one request's KV blocks fails that request
+// only (SchedulerOutput::failed; its blocks are returned), the step goes on with the others.
+//
 // Priority: an integer class per request; a SMALLER value is more important (vLLM's
 // convention). Requests of a larger class wait and are preempted first.
 //
@@ -79,6 +82,9 @@ struct NewRequest {
   // false: never start from a cached prefix (every prompt token is computed: the caller wants
   // their logits, e.g. prompt logprobs); its blocks are still cached for others.
   bool reuse_prefix = true;
+  // Test aid (engine fault injection): allocating this request's KV blocks throws
+  // std::bad_alloc, as a real out-of-memory there would.
+  bool fail_kv_alloc_for_testing = false;
 };
 
 // One request's share of a step: compute tokens[start, start + num_tokens) at those positions.
@@ -98,6 +104,9 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;
   int32_t num_tokens = 0;
   std::vector<int64_t> preempted;  // requests preempted while building this step
+  // Requests whose KV allocation threw std::bad_alloc while building this step: they hold no
+  // blocks, are never scheduled again, and the caller must Finish them (and fail them).
+  std::vector<int64_t> failed;
   bool empty() const { return seqs.empty(); }
 };
 
@@ -215,6 +224,9 @@ class Scheduler {
   bool AdmitPrefix(Req* r);
   void ReleaseAll(Req* r);
   void Preempt(Req* r, SchedulerOutput* out, int32_t* budget);
+  // r's KV allocation threw: returns its blocks, parks it (waiting, never admitted again) and
+  // lists it in out->failed.
+  void FailAllocation(Req* r, SchedulerOutput* out);
   Req* PickVictim(const Req* requester) const;
   void CacheFullBlocks(Req* r);
   // Allocated-but-uncomputed token slots of a running request (0 for any other state).

@@ -14,6 +14,8 @@ std::optional<ApiError> GenerationJob::Prepare() {
   auto p = target_->Prepare(req_.spec);
   if (!p.ok()) return FromStatus(p.status());
   prepared_ = std::move(p).value();
+  prompt_tokens_ = 0;
+  for (int32_t i : prepared_.prompt_index) prompt_tokens_ += prepared_.prompt_tokens[static_cast<size_t>(i)];
   render_.SetModel(target_->model());
   render_.SetRoute(target_->route_info());
   render_.SetChoices(prepared_.prompt_index, prepared_.prompts);

@@ -29,6 +29,9 @@ class GenerationJob {
   // prompt + max_tokens over all choices (for the admission queue).
   int64_t admission_tokens() const { return prepared_.admission_tokens; }
   int32_t priority() const { return req_.spec.priority; }
+  const std::string& tenant() const { return req_.spec.tenant; }
+  // Prompt tokens over all choices (what the tenant's token rate is charged at admission).
+  int64_t prompt_tokens() const { return prompt_tokens_; }
   bool streaming() const { return req_.stream; }
   // The model whose admission queue the job waits in (a cascade's changes when it escalates).
   const std::string& model_name() const { return target_->model().name; }
@@ -58,6 +61,7 @@ class GenerationJob {
   std::unique_ptr<router::Target> target_;
   router::PreparedRequests prepared_;
   OpenAiRenderer render_;
+  int64_t prompt_tokens_ = 0;
   bool started_ = false;
   bool released_ = false;  // some event went to the renderer
   bool finished_ = false;

@@ -89,7 +89,16 @@ int Server::Run() {
     if (!ec) s.BeginDrain();
   });
   s.Accept();
-  s.ioc.run();
+  // The sessions catch what their requests throw (Session::InternalError); should anything
+  // still escape a handler, it is logged and the loop goes on serving the others.
+  for (;;) {
+    try {
+      s.ioc.run();
+      break;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tarmac serve: internal error escaped a handler: %s\n", e.what());
+    }
+  }
   return 0;
 }
 
@@ -109,7 +118,10 @@ void Server::Impl::Accept() {
   });
 }
 
-void Server::Impl::Release(int64_t id, bool was_running) {
+std::string Server::Impl::NewRequestId() { return fmt::format("req-{:016x}", request_ids()); }
+
+void Server::Impl::Release(int64_t id, bool was_running, int64_t generated_tokens) {
+  tenant_limiter.Release(id, generated_tokens, NowSeconds());
   auto it = inflight.find(id);
   if (it == inflight.end()) return;
   std::shared_ptr<Session> keep = it->second;  // the session may be running this call

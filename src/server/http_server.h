@@ -17,6 +17,11 @@
 // request asks (`cache`), under the request's scope (server_cache.h).
 // A request whose `model` names a route (SetRoutes) is routed; one naming a model is not.
 // Every route but /health and the dashboard's files needs "Authorization: Bearer KEY" when keys are configured.
+// Every response carries x-request-id (the client's, when it sent a plain token of up to 128
+// characters, else a fresh one); a 500 also names it in its message and in the log.
+// A fault inside one request's processing (an exception on the I/O thread, an engine error of
+// its own) answers that request 500 and leaves the server serving; an engine whose step loop
+// died makes /ready 503 and its routes fall back (engine_client.h).
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
 // returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for
@@ -41,6 +46,7 @@
 #include "server/auth.h"
 #include "server/limits.h"
 #include "server/openai_request.h"
+#include "server/tenant_limits.h"
 
 namespace tarmac::control {
 class Controller;
@@ -71,6 +77,13 @@ struct ServerConfig {
   std::shared_ptr<metrics::Registry> metrics;
   double rate_limit_rps = 0;                // per tenant; 0: off
   double rate_limit_burst = 0;              // bucket size (0: max(1, rps))
+  // Per-tenant concurrency and token rate (tenant_limits.h): every tenant's (flags), and the
+  // config's tenants' own (replacing it). All zero: off.
+  TenantLimit tenant_limit;
+  std::map<std::string, TenantLimit> tenant_limits;
+  // Test aid: a generation request may carry "x-tarmac-debug-fault: NAME" (engine::InjectedFault)
+  // to make its own processing fail there. Off: such a request is refused (400).
+  bool debug_fault_injection = false;
   double request_timeout_s = 600;           // admission wait + generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive

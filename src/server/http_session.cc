@@ -1,4 +1,5 @@
 // Session: one HTTP/1.1 connection (keep-alive, one request at a time). See server_internal.h.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -43,6 +44,7 @@ void Session::DoRead() {
   state_ = State::kReading;
   response_complete_ = false;
   route_.clear();
+  request_id_.clear();
   parser_.emplace();
   parser_->body_limit(static_cast<uint64_t>(srv_->config.max_body_bytes));
   parser_->header_limit(64 * 1024);
@@ -113,8 +115,7 @@ void Session::OnRead(beast::error_code ec) {
   try {
     Handle();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tarmac serve: internal error handling %s: %s\n", route_.c_str(), e.what());
-    if (state_ == State::kResponding && !gen_) RespondError(ServerError(std::string("internal error: ") + e.what()));
+    InternalError("handling", e);
   }
 }
 
@@ -126,6 +127,7 @@ void Session::Handle() {
   if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
   const http::verb method = req.method();
   SetCors(req);
+  SetRequestId(req);
   struct Route {
     const char* path;
     http::verb verb;
@@ -234,6 +236,7 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
   }
   GenRequest req;
   if (auto e = ParseGenRequest(parser_->get().body(), kind, &req, srv_->config.parse_defaults)) return RespondError(*e);
+  if (auto e = ParseDebugFault(&req.spec.fault)) return RespondError(*e);
   if (!req.parse_special_given) req.spec.parse_special = srv_->config.parse_special;
   req.spec.tenant = tenant;
   if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {
@@ -254,6 +257,14 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
 }
 
 void Session::Admit() {
+  // The tenant's share first (concurrency, token rate): refused requests never queue.
+  if (auto refused = srv_->tenant_limiter.Acquire(gen_->tenant(), gen_id_, gen_->prompt_tokens(), NowSeconds())) {
+    gen_timer_.cancel();
+    if (gen_->routed()) gen_->Finished(true);
+    gen_.reset();
+    srv_->metrics.CountRejected("tenant_limited");
+    return RespondError(TooManyRequests(refused->message, refused->retry_after_s, refused->code));
+  }
   for (;;) {
     admitted_model_ = gen_->model_name();
     switch (srv_->pool.admission().Arrive(admitted_model_, gen_id_, gen_->admission_tokens(), gen_->priority())) {
@@ -275,6 +286,7 @@ void Session::Admit() {
         gen_timer_.cancel();
         gen_->Finished(true);
         gen_.reset();
+        srv_->tenant_limiter.Release(gen_id_, 0, NowSeconds());
         srv_->metrics.CountRejected("queue_full");
         return RespondError(*e);
       }
@@ -282,6 +294,7 @@ void Session::Admit() {
     }
     gen_timer_.cancel();
     gen_.reset();
+    srv_->tenant_limiter.Release(gen_id_, 0, NowSeconds());
     srv_->metrics.CountRejected("queue_full");
     return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
   }
@@ -343,6 +356,7 @@ void Session::WriteStreamHeaders() {
   std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
                   "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
   if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  h += "x-request-id: " + request_id_ + "\r\n";
   h += CorsHeaders();
   if (!cache_status_.empty()) h += "x-tarmac-cache: " + cache_status_ + "\r\n";
   Write(h + "\r\n");
@@ -380,6 +394,7 @@ void Session::OnEngineEvents() {
 void Session::FinishGeneration() {
   gen_timer_.cancel();
   state_ = State::kResponding;
+  const int64_t generated = GeneratedTokens();
   std::unique_ptr<GenerationJob> gen = std::move(gen_);
   const bool failed = aborted_.has_value() || gen->render().EngineError().has_value();
   gen->Finished(failed);
@@ -387,7 +402,7 @@ void Session::FinishGeneration() {
   const int64_t id = gen_id_;
   if (client_gone_) {
     srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
-    srv_->Release(id, true);
+    srv_->Release(id, true, generated);
     Close();
     return;
   }
@@ -408,7 +423,14 @@ void Session::FinishGeneration() {
     if (!cache_status_.empty()) extra.emplace_back("x-tarmac-cache", cache_status_);
     Respond(200, "application/json", gen->render().ResponseBody(), extra);
   }
-  srv_->Release(id, true);
+  srv_->Release(id, true, generated);
+}
+
+int64_t Session::GeneratedTokens() const {
+  int64_t n = 0;
+  if (gen_)
+    for (const ChoiceState& c : gen_->render().choices()) n += c.tokens;
+  return n;
 }
 
 void Session::Abort(const ApiError& why) {
@@ -472,6 +494,8 @@ void Session::Respond(int status, const std::string& content_type, const std::st
   std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n", status,
                               Reason(status), content_type, body.size(), keep_alive_ ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  if (request_id_.empty()) request_id_ = srv_->NewRequestId();  // failed before Handle (malformed HTTP)
+  h += "x-request-id: " + request_id_ + "\r\n";
   h += CorsHeaders();
   h += "\r\n";
   const bool head = parser_ && parser_->is_header_done() && parser_->get().method() == http::verb::head;
@@ -479,7 +503,14 @@ void Session::Respond(int status, const std::string& content_type, const std::st
   ResponseDone();
 }
 
-void Session::RespondError(const ApiError& e) {
+void Session::RespondError(const ApiError& given) {
+  ApiError e = given;
+  if (e.status == 500) {  // the server's fault: named in the log and in the answer
+    if (request_id_.empty()) request_id_ = srv_->NewRequestId();
+    e.message += " (request id " + request_id_ + ")";
+    std::fprintf(stderr, "tarmac serve: request %s %s: %d %s\n", request_id_.c_str(), route_.c_str(), e.status,
+                 e.message.c_str());
+  }
   std::vector<std::pair<std::string, std::string>> extra;
   if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");

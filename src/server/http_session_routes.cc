@@ -70,6 +70,8 @@ void Session::HandleReady() {
   if (!srv_->ready) return RespondError(Unavailable("the server is loading models"));
   Json models = Json::object();
   for (const auto& m : srv_->pool.models()) {
+    if (const std::string why = m->engine->failure(); !why.empty())
+      return RespondError(Unavailable("model '" + m->name + "' is unhealthy: its engine failed (" + why + ")"));
     if (!m->engine->accepting()) return RespondError(Unavailable("model '" + m->name + "' is not accepting requests"));
     models[m->name] = "ready";
   }

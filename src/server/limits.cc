@@ -24,6 +24,16 @@ double TokenBucket::WaitSeconds(double now_s) {
   return tokens_ >= 1.0 ? 0.0 : (1.0 - tokens_) / rate_;
 }
 
+void TokenBucket::Spend(double now_s, double n) {
+  Refill(now_s);
+  tokens_ -= n;
+}
+
+double TokenBucket::Level(double now_s) {
+  Refill(now_s);
+  return tokens_;
+}
+
 bool RateLimiter::Allow(const std::string& tenant, double now_s, int* retry_after_s) {
   if (!enabled()) return true;
   auto it = buckets_.try_emplace(tenant, rate_, burst_).first;

@@ -18,6 +18,12 @@ class TokenBucket {
   bool Take(double now_s);
   // Seconds until one token will be available (0 if one is now).
   double WaitSeconds(double now_s);
+  // Spends n tokens whatever the level (it may go negative: a debt the refill pays back).
+  void Spend(double now_s, double n);
+  // The level at `now_s` (negative while in debt).
+  double Level(double now_s);
+  double rate() const { return rate_; }
+  double burst() const { return burst_; }
 
  private:
   void Refill(double now_s);

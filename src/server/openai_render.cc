@@ -210,11 +210,14 @@ void OpenAiRenderer::OnEvent(size_t i, engine::TokenEvent ev, std::string* sse) 
   if (ev.last()) {
     c.finish = ev.finish;
     c.metrics = ev.metrics;
-    if (ev.finish == engine::FinishReason::kError) c.error = ev.error.message();
+    if (ev.finish == engine::FinishReason::kError) {
+      c.error = ev.error.message();
+      c.error_code = ev.error.code();
+    }
   }
   if (!stream_) return;
   if (ev.finish == engine::FinishReason::kError) {
-    *sse += "data: " + Unavailable("generation failed: " + c.error).ToJson() + "\n\n";
+    *sse += "data: " + ChoiceError(c).ToJson() + "\n\n";
     return;
   }
   if (ev.finish == engine::FinishReason::kCancelled) return;
@@ -311,9 +314,16 @@ std::string OpenAiRenderer::ResponseBody() const {
   return DumpJson(j);
 }
 
+ApiError ChoiceError(const ChoiceState& c) {
+  // A request whose own processing broke (Internal) is the server's fault, a 500; an engine
+  // that stopped or was full is a 503 worth retrying.
+  if (c.error_code == StatusCode::kInternal) return ServerError("generation failed: " + c.error);
+  return Unavailable("generation failed: " + c.error, 1);
+}
+
 std::optional<ApiError> OpenAiRenderer::EngineError() const {
   for (const ChoiceState& c : choices_)
-    if (c.finish == engine::FinishReason::kError) return Unavailable("generation failed: " + c.error, 1);
+    if (c.finish == engine::FinishReason::kError) return ChoiceError(c);
   return std::nullopt;
 }
 

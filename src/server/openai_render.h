@@ -44,8 +44,13 @@ struct ChoiceState {
   engine::FinishReason finish = engine::FinishReason::kNone;
   engine::RequestMetrics metrics;
   std::string error;
+  StatusCode error_code = StatusCode::kOk;     // of the engine's error
   bool done() const { return finish != engine::FinishReason::kNone; }
 };
+
+// What a choice that ended in an engine error answers: 500 for an internal error (the
+// request's processing failed), else 503 with Retry-After (the engine stopped or was full).
+ApiError ChoiceError(const ChoiceState& c);
 
 class OpenAiRenderer {
  public:

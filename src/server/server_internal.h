@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <utility>  // before Asio: boost 1.74 awaitable.hpp uses std::exchange
 #include <vector>
@@ -42,6 +43,7 @@ struct Server::Impl {
       : config(std::move(c)), acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc),
         pool(config.admission, config.metrics),
         limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)),
+        tenant_limiter(config.tenant_limit, config.tenant_limits),
         metrics(config.metrics), cors(config.cors_origins) {
     metrics.Watch(&pool.admission(), &open_connections);
   }
@@ -51,9 +53,11 @@ struct Server::Impl {
   void CheckDrained();
   router::PoolModel* FindModel(const std::string& name) const { return pool.Find(name); }
   bool IsRoute(const std::string& name) const { return router && router->IsRoute(name); }
-  // A generation request (id) left the admission queue or the engine: frees its slot, starts
-  // queued requests, forgets the session.
-  void Release(int64_t id, bool was_running);
+  // A generation request (id) left the admission queue or the engine: frees its slot and its
+  // tenant's (paying for the tokens it generated), starts queued requests, forgets the session.
+  void Release(int64_t id, bool was_running, int64_t generated_tokens = 0);
+  // A fresh x-request-id.
+  std::string NewRequestId();
   std::string RenderMetrics() const;
 
   ServerConfig config;
@@ -70,6 +74,8 @@ struct Server::Impl {
   std::unique_ptr<router::Router> router;  // null: no routes; borrows the pool
   std::unique_ptr<RouterDegrader> degrader;  // over `router`, once it is set
   RateLimiter limiter;
+  TenantLimiter tenant_limiter;
+  std::mt19937_64 request_ids{std::random_device{}()};
   ServerMetrics metrics;   // its gauges read the pool's admission: destroyed first
   CorsPolicy cors;
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
@@ -109,6 +115,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(beast::error_code ec);
   void Handle();
   void HandleGeneration(ApiKind kind, const std::string& tenant);
+  // The request's x-tarmac-debug-fault (a test aid): none, or refused without
+  // --debug-fault-injection, or an unknown fault.
+  std::optional<ApiError> ParseDebugFault(engine::InjectedFault* fault) const;
   void HandleFeedback(const std::string& tenant);
   void HandleReady();
   void HandleRender(ApiKind kind, const std::string& tenant);
@@ -155,6 +164,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnEngineEvents();
   void FinishGeneration();
   void ArmTimeout();
+  // Something threw while handling the current request on the I/O thread (`where`): logs it,
+  // drops a generation that has not started, and answers 500 unless an answer is under way.
+  void InternalError(const char* where, const std::exception& e);
+  // This request's x-request-id (Handle sets it; "" before).
+  void SetRequestId(const http::request<http::string_body>& req);
+  // Generated tokens of the current job's choices (what its tenant pays on release).
+  int64_t GeneratedTokens() const;
 
   tcp::socket socket_;
   Server::Impl* srv_;
@@ -169,6 +185,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string cors_origin_;  // this request's Access-Control-Allow-Origin ("": none)
   State state_ = State::kReading;
   std::string route_;
+  std::string request_id_;  // x-request-id of the current request
   int status_ = 0;
   // Current generation.
   std::unique_ptr<GenerationJob> gen_;

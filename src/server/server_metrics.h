@@ -25,7 +25,7 @@ class ServerMetrics {
 
   // Every HTTP response, by route ("/v1/completions", ..., "other") and status code.
   void CountResponse(const std::string& route, int status);
-  // "queue_full", "rate_limited", "unauthorized", "draining", "timeout", "client_gone".
+  // "queue_full", "rate_limited", "tenant_limited", "unauthorized", "draining", "timeout", "client_gone".
   void CountRejected(const std::string& reason);
   // Preconditions: both outlive this object.
   void Watch(const router::Admission* admission, const std::atomic<int64_t>* open_connections);

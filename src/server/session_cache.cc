@@ -109,7 +109,13 @@ void Session::BeginGeneration(GenRequest req, const std::string& tenant) {
         }
       }
     }
-    asio::post(*ioc, [self, a = std::move(a)]() mutable { self->OnCacheAnswer(std::move(a)); });
+    asio::post(*ioc, [self, a = std::move(a)]() mutable {
+      try {
+        self->OnCacheAnswer(std::move(a));
+      } catch (const std::exception& e) {
+        self->InternalError("preparing", e);
+      }
+    });
   };
   if (!caches->Submit(std::move(job))) {
     caches->CountError(CacheKind::kResponse);
