@@ -17,7 +17,7 @@
 # latency over time (OUT/soak.png, gnuplot).
 #   bash bench/soak.sh [--minutes N]      (default 30; not part of `make test`)
 # Environment: TARMAC_BIN (default build/bin/tarmac), OUT (default a new temp dir),
-#   CAPACITY_S (60), CAPACITY_CLIENTS (8), LOAD_FRAC (0.7), WARMUP_FRAC (0.2), THREADS (2).
+#   CAPACITY_S (60), CAPACITY_CLIENTS (16), LOAD_FRAC (0.7), WARMUP_FRAC (0.2), THREADS (2).
 # Run it under the bench lock: flock /tmp/tarmac-bench.lock bash bench/soak.sh --minutes 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ while [[ $# -gt 0 ]]; do
 done
 BIN=${TARMAC_BIN:-build/bin/tarmac}
 CAPACITY_S=${CAPACITY_S:-60}
-CAPACITY_CLIENTS=${CAPACITY_CLIENTS:-8}
+CAPACITY_CLIENTS=${CAPACITY_CLIENTS:-16}
 LOAD_FRAC=${LOAD_FRAC:-0.7}
 WARMUP_FRAC=${WARMUP_FRAC:-0.2}
 THREADS=${THREADS:-2}
@@ -47,12 +47,13 @@ printf 'models:\n  - {path: models/wp-11m-f16.gguf, name: wp-11m}\napi_key_file:
 tarmac_serve "$OUT/serve.log" --config "$OUT/serve.yaml" -t "$THREADS" --spec draft \
   --draft-model models/wp-1m-f16.gguf --check-integrity --max-queue 4096
 URL="http://127.0.0.1:$SERVE_PORT"
-metric() { curl -s -H "Authorization: Bearer key-acme" "$URL/metrics" | awk -v m="$1" '$1 ~ "^"m"({|$)" {s+=$2} END {print s+0}'; }
+# The sum of a metric's series (-1 when the server does not export it: the check then fails).
+metric() { curl -s -H "Authorization: Bearer key-acme" "$URL/metrics" | awk -v m="$1" 'index($1, m) == 1 {s += $2; n++} END {print n ? s : -1}'; }
 idle_fds_threads() { echo "$(ls /proc/$SERVE_PID/fd | wc -l) $(awk '/^Threads:/ {print $2}' /proc/$SERVE_PID/status)"; }
 
 python3 bench/soak_load.py capacity --url "$URL" --keys "$KEYS" --seconds "$CAPACITY_S" \
   --concurrency "$CAPACITY_CLIENTS" --out "$OUT" > "$OUT/capacity.json"
-CAP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_per_s"])' "$OUT/capacity.json")
+CAP=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["requests_per_s"], 2))' "$OUT/capacity.json")
 RATE=$(python3 -c "print(round($CAP * $LOAD_FRAC, 3))")
 echo "soak: capacity $CAP requests/s ($(cat "$OUT/capacity.json")); soak at $RATE requests/s for $MINUTES min"
 sleep 2
@@ -88,6 +89,8 @@ set y2tics
 set ytics nomirror
 set key left top
 set datafile separator '\t'
+set arrow from $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 0 to $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 1 nohead dt 2
+set label 'end of warm-up' at $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 0.95 offset 1,0
 plot '$OUT/samples.tsv' skip 1 using 1:(\$2/1024) with lines lw 2 title 'RSS', \
      '' skip 1 using 1:5 axes x1y2 with lines title 'p99 latency (5 s window)'
 EOF

@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   beast::test::stream client(ioc), server(ioc);
   client.connect(server);
   server.read_size(read_size);
-  server.append(bytes);
+  server.append(beast::string_view(bytes.data(), bytes.size()));
   client.close();  // the client's end: the server sees EOF after the bytes
 
   beast::flat_buffer buf;
