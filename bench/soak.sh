@@ -87,10 +87,10 @@ set ylabel 'RSS (MiB)'
 set y2label 'p99 latency (ms)'
 set y2tics
 set ytics nomirror
-set key left top
+set key right bottom
 set datafile separator '\t'
 set arrow from $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 0 to $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 1 nohead dt 2
-set label 'end of warm-up' at $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 0.95 offset 1,0
+set label 'end of warm-up' at $(python3 -c "print($MINUTES * 60 * $WARMUP_FRAC)"), graph 0.9 offset 1,0
 plot '$OUT/samples.tsv' skip 1 using 1:(\$2/1024) with lines lw 2 title 'RSS', \
      '' skip 1 using 1:5 axes x1y2 with lines title 'p99 latency (5 s window)'
 EOF
