@@ -73,11 +73,24 @@ std::unique_ptr<tarmac::tok::Tokenizer> LoadTokenizer() {
   std::abort();
 }
 
+const std::vector<ChatFormatter>* formatters_ptr = nullptr;
+const tarmac::tok::Tokenizer* tokenizer_ptr = nullptr;
+
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+// Loading 45 templates and a 128k vocabulary under ASan takes seconds: done here, outside the
+// per-input timeout.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
   static const std::vector<ChatFormatter> formatters = LoadFormatters();
   static const std::unique_ptr<tarmac::tok::Tokenizer> tokenizer = LoadTokenizer();
+  formatters_ptr = &formatters;
+  tokenizer_ptr = tokenizer.get();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::vector<ChatFormatter>& formatters = *formatters_ptr;
+  const tarmac::tok::Tokenizer* tokenizer = tokenizer_ptr;
   std::string body(reinterpret_cast<const char*>(data), size);
   size_t which = 0;
   try {

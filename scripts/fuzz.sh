@@ -4,7 +4,9 @@
 # TARGET: gguf_reader | chat_template | openai_request | http_framing | serve_config | grammar |
 #   chat_render (fuzz/TARGET_fuzz.cc says what each feeds and checks). `make fuzz-all` runs them all.
 # Environment: FUZZ_DIR (build dir, default build-fuzz), JOBS (build parallelism, default 2),
-#   FUZZ_WORKERS (parallel fuzz processes, default 1), FUZZ_NICE (nice level, default 10).
+#   FUZZ_WORKERS (parallel fuzz processes, default 1), FUZZ_NICE (nice level, default 10),
+#   FUZZ_TIMEOUT (seconds one input may take before it counts as a hang, default 30: libFuzzer
+#   measures wall time, and a machine shared with builds stretches it).
 # Builds the target with clang in $FUZZ_DIR and writes its seed corpus from the tests
 # (scripts/fuzz_seeds.py; the GGUF seeds from gguf_fuzz_seeds, the template seeds from the
 # test templates and ../shared's; nothing generated is committed), keeps the growing corpus in
@@ -93,7 +95,7 @@ set +e
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   nice -n "$NICE" "$BUILD/bin/${TARGET}_fuzz" -max_total_time="$SECS" -max_len="$MAX_LEN" -rss_limit_mb=2048 \
-  -timeout=10 -print_final_stats=1 "${opts[@]}" \
+  -timeout="${FUZZ_TIMEOUT:-30}" -print_final_stats=1 "${opts[@]}" \
   -artifact_prefix="$ARTIFACTS/" "$CORPUS" "$SEEDS" >"$LOG" 2>&1
 rc=$?
 set -e
