@@ -82,7 +82,9 @@ LOG="$BUILD/fuzz-$TARGET.log"
 mkdir -p "$CORPUS" "$ARTIFACTS"
 echo "fuzz $TARGET: $(ls "$SEEDS" | wc -l) seeds, $(ls "$CORPUS" | wc -l) corpus files, ${SECS}s"
 
-crashes_before=$(ls "$ARTIFACTS" | wc -l)
+# Crash, leak, timeout and out-of-memory inputs count; slow-unit-* files (kept for a look) do not.
+failures() { find "$ARTIFACTS" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l; }
+crashes_before=$(failures)
 opts=()
 [ -n "$DICT" ] && opts+=(-dict="$DICT")
 # With -jobs libFuzzer runs workers that log to fuzz-N.log in the current directory.
@@ -104,7 +106,7 @@ cat fuzz-[0-9]*.log >>"$LOG" 2>/dev/null && rm -f fuzz-[0-9]*.log
 execs=$(grep -h 'stat::number_of_executed_units' "$LOG" | awk '{s+=$2} END {print s+0}')
 cov=$(grep -ho 'cov: [0-9]*' "$LOG" | tail -1 | awk '{print $2}')
 ft=$(grep -ho 'ft: [0-9]*' "$LOG" | tail -1 | awk '{print $2}')
-crashes_after=$(ls "$ARTIFACTS" | wc -l)
+crashes_after=$(failures)
 new=$((crashes_after - crashes_before))
 echo "fuzz $TARGET: seconds=$SECS executions=$execs cov=${cov:-?} ft=${ft:-?} corpus=$(ls "$CORPUS" | wc -l)" \
      "new_crash_artifacts=$new exit=$rc log=$LOG"
