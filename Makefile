@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 MODEL ?= models/wp-11m-f16.gguf
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build serve test test-asan test-tsan bench fuzz fuzz-template clean
+.PHONY: all deps build serve test test-asan test-tsan bench fuzz fuzz-template fuzz-all test-ci clean
 
 all: build
 
@@ -24,21 +24,30 @@ serve: build
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer. Builds only the unit test
+# binaries (every tests/*/*_test.cc that is not an _itest or _slowtest), not the app.
+UNIT_TEST_BINS := $(shell ls tests/*/*_test.cc | grep -v -e '_itest\.cc$$' -e '_slowtest\.cc$$' | sed -E 's|tests/([^/]+)/([^/]+)\.cc|\1_\2|')
 test-asan: deps
-	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_DIR) -j $(JOBS)
-	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L unit
+	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_SANITIZE=ON -DTARMAC_BENCH=OFF >/dev/null
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target $(UNIT_TEST_BINS)
+	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -L unit --timeout 900
 
 # The multi-threaded pieces (thread pool, engine thread and client, request streams, the
 # speculative engine, a compiled grammar shared by matchers on several threads) under
-# ThreadSanitizer.
+# ThreadSanitizer. Builds only the binaries that hold those tests.
+TSAN_TEST_BINS := base_thread_pool_test sched_scheduler_test sched_scheduler_window_test engine_engine_test \
+  engine_engine_seams_test engine_spec_engine_test engine_grammar_engine_test engine_sliding_window_engine_test \
+  router_target_test grammar_matcher_test
+TSAN_TESTS := ThreadPool|Engine|SpecEngine|Scheduler|GrammarMatcherTest.OneCompiledGrammar
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_TSAN=ON -DTARMAC_BENCH=OFF >/dev/null
-	@cmake --build $(TSAN_DIR) -j $(JOBS)
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TEST_BINS)
 	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -L unit -R 'ThreadPool|Engine|SpecEngine|Scheduler|GrammarMatcherTest.OneCompiledGrammar'
+	  ctest --output-on-failure -j $(JOBS) -L unit -R '$(TSAN_TESTS)' --timeout 900
+
+# What CI runs (.ci/run): everything, then the sanitizer legs (README: CI).
+test-ci: test test-asan test-tsan
 
 # Kernel benchmarks (needs ~5 GiB free memory): interleaved repetitions and one summary table.
 bench: build
@@ -52,6 +61,14 @@ fuzz: deps
 # Bounded libFuzzer run of the chat-template parser + renderer: make fuzz-template FUZZ_SECONDS=300
 fuzz-template: deps
 	bash scripts/fuzz-template.sh $(FUZZ_SECONDS)
+
+# Every fuzz target in turn, each for FUZZ_SECONDS (scripts/fuzz.sh; one at a time: the machine
+# has 2 cores): make fuzz-all FUZZ_SECONDS=600. FUZZ_TARGETS picks a subset. Fails at the end
+# if any target crashed, naming them.
+FUZZ_TARGETS ?= openai_request http_framing serve_config grammar chat_render chat_template gguf_reader
+fuzz-all: deps
+	@failed=""; for t in $(FUZZ_TARGETS); do bash scripts/fuzz.sh $$t $(FUZZ_SECONDS) || failed="$$failed $$t"; done; \
+	  if [ -n "$$failed" ]; then echo "fuzz-all: crashes in:$$failed" >&2; exit 1; fi; echo "fuzz-all: no crashes"
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

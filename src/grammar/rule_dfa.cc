@@ -281,8 +281,11 @@ Result<RuleDfa> BuildRuleDfa(const Rule& rule, DfaBudget* budget) {
   return det.Run(start);
 }
 
-void MinimizeRuleDfa(RuleDfa* dfa, int max_rounds) {
+void MinimizeRuleDfa(RuleDfa* dfa, int max_rounds, int64_t max_work) {
   const size_t n = dfa->states.size();
+  int64_t round_work = static_cast<int64_t>(n);
+  for (const RuleDfaState& st : dfa->states) round_work += static_cast<int64_t>(st.bytes.size() + st.calls.size());
+  max_rounds = static_cast<int>(std::min<int64_t>(max_rounds, max_work / std::max<int64_t>(1, round_work)));
   std::vector<int32_t> cls(n), next;
   for (size_t s = 0; s < n; ++s) cls[s] = dfa->states[s].final ? 1 : 0;
   size_t num_classes = 0;

@@ -37,7 +37,11 @@ struct DfaBudget {
 Result<RuleDfa> BuildRuleDfa(const Rule& rule, DfaBudget* budget);
 
 // Merges equivalent states (same finality, same moves into equivalent states). Leaves dfa as
-// it is when refinement would take more than max_rounds rounds.
-void MinimizeRuleDfa(RuleDfa* dfa, int max_rounds = 256);
+// it is when refinement would take more than max_rounds rounds, or more than max_work state
+// and edge visits in all (each round visits every state and edge once): a request's grammar
+// is compiled while the server waits, and a long chain that never stabilises (".{0,10000}x":
+// 250k states) otherwise cost 256 full rounds, seconds, for nothing.
+inline constexpr int64_t kMinimizeMaxWork = int64_t{1} << 24;
+void MinimizeRuleDfa(RuleDfa* dfa, int max_rounds = 256, int64_t max_work = kMinimizeMaxWork);
 
 }  // namespace tarmac::grammar

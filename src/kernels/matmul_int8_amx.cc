@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_amx.h"
 
 namespace tarmac::kernels {
@@ -120,7 +121,7 @@ bool CpuHasAmxInt8() {
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
   const bool amx_int8 = (d >> 25) & 1;
   return amx_int8 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+         CpuHasF16c();
 }
 
 TARMAC_AMX8 void SignSlabsImpl(uint8_t* slabs, int64_t n_blocks, int offset) {

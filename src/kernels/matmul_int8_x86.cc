@@ -4,6 +4,8 @@
 
 #include "kernels/matmul_int8_paths.h"
 
+#include "kernels/cpu_features.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TARMAC_INT8_X86 1
 #include <immintrin.h>
@@ -350,9 +352,9 @@ const Path* BestX86Path(int64_t hwy_target) {
                                __builtin_cpu_supports("avx512vl") &&
                                __builtin_cpu_supports("avx512dq") &&
                                __builtin_cpu_supports("avx512vnni") &&
-                               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+                               __builtin_cpu_supports("fma") && CpuHasF16c();
   static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                               __builtin_cpu_supports("f16c");
+                               CpuHasF16c();
   // Lower target bits are the better x86 targets (AVX3_DL < AVX3 < AVX2 < SSE4 < ...).
   if (cpu_vnni && hwy_target <= HWY_AVX3) return AmxInt8Usable() ? &kAmxPath : &kVnniPath;
   if (cpu_avx2 && hwy_target <= HWY_AVX2) return &kAvx2Path;

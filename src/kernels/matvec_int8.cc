@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "hwy/targets.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/quant_interleaved.h"
@@ -413,7 +414,7 @@ bool CpuHasVnniVbmi() {
                          __builtin_cpu_supports("avx512vnni") &&
                          __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni") &&
                          __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+                         CpuHasF16c();
   return ok;
 }
 #endif  // TARMAC_MV8_X86

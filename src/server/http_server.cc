@@ -11,6 +11,7 @@
 namespace tarmac::server {
 
 Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
+  if (config.max_body_bytes <= 0) return InvalidArgument("--max-body-bytes {}: must be > 0", config.max_body_bytes);
   if (!config.metrics) config.metrics = std::make_shared<metrics::Registry>();
   TARMAC_ASSIGN_OR_RETURN(std::unique_ptr<cache::CacheService> caches, cache::CacheService::Create(config.cache, config.metrics));
   auto impl = std::make_unique<Impl>(std::move(config));

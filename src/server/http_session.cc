@@ -46,8 +46,7 @@ void Session::DoRead() {
   route_.clear();
   request_id_.clear();
   parser_.emplace();
-  parser_->body_limit(static_cast<uint64_t>(srv_->config.max_body_bytes));
-  parser_->header_limit(64 * 1024);
+  ConfigureRequestParser(*parser_, srv_->config.max_body_bytes);
   read_timer_.expires_after(Ms(srv_->config.idle_timeout_s));
   read_timer_.async_wait([w = weak_from_this()](const beast::error_code& ec) {
     if (ec) return;

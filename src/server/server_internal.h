@@ -24,6 +24,7 @@
 #include "server/api_error.h"
 #include "server/cors.h"
 #include "server/generation_job.h"
+#include "server/http_request_parser.h"
 #include "server/http_server.h"
 #include "server/server_cache.h"
 #include "server/server_metrics.h"
@@ -175,7 +176,7 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket socket_;
   Server::Impl* srv_;
   beast::flat_buffer buf_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   asio::steady_timer read_timer_, gen_timer_;
   std::deque<std::string> outq_;
   bool writing_ = false;
