@@ -77,7 +77,7 @@ void AddSpecFlags(CLI::App* cmd, SpecArgs* a) {
   cmd->add_option("--spec", a->mode, "speculative decoding: off|draft|ngram|auto")
       ->capture_default_str()->check(CLI::IsMember({"off", "draft", "ngram", "auto"}));
   cmd->add_option("--draft-model", a->draft_model,
-                  "draft GGUF for --spec draft|auto (default: wp-1m-f16.gguf beside a wp-11m target)");
+                  "draft GGUF for --spec draft|auto (default: wp-1m-distill-f16.gguf, else wp-1m-f16.gguf, beside a wp-11m target)");
   cmd->add_option("--spec-k", a->k, "draft length (draft/ngram), largest k the policy may pick (auto)")
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--draft-type", a->draft_type,
@@ -142,8 +142,16 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
   std::string draft = a.draft_model;
   if (draft.empty()) {
     const fs::path t(target_path);
-    const fs::path beside = t.parent_path() / "wp-1m-f16.gguf";
-    if (t.filename().string().rfind("wp-11m", 0) == 0 && fs::exists(beside)) draft = beside.string();
+    // The draft distilled from wp-11m's own samples first (it accepts more), wp-1m otherwise.
+    if (t.filename().string().rfind("wp-11m", 0) == 0) {
+      for (const char* name : {"wp-1m-distill-f16.gguf", "wp-1m-f16.gguf"}) {
+        const fs::path beside = t.parent_path() / name;
+        if (fs::exists(beside)) {
+          draft = beside.string();
+          break;
+        }
+      }
+    }
   }
   if (draft.empty()) {
     if (s.mode == engine::SpecMode::kAuto) return s;  // auto without a draft: n-gram

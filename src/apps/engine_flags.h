@@ -5,7 +5,8 @@
 //   --kv-blocks, --kv-memory/--kv-memory-gib (GiB), --kv-dtype, --no-prefix-cache,
 //   --spec off|draft|ngram|auto, --draft-model FILE, --spec-k N, --draft-type q8_0|keep,
 //   --spec-max-slowdown F
-// The draft defaults to wp-1m-f16.gguf beside a wp-11m target (the bundled pair). A draft
+// The draft defaults to wp-1m-distill-f16.gguf (distilled from wp-11m's samples), else
+// wp-1m-f16.gguf, beside a wp-11m target (the bundled models). A draft
 // whose weights are all f32/f16/bf16 is quantized to Q8_0 at load unless --draft-type keep: a
 // draft round reads half the bytes, and the target's verification keeps the output exact
 // whatever the draft proposes. When quantizing fails (it goes through a temporary file) the
