@@ -117,8 +117,24 @@ double SpecPolicy::SiblingHit(metrics::BucketId bucket, int32_t width) const {
   return Hits(acc_[static_cast<size_t>(bucket)])[std::clamp(width, 0, kMaxWidth)];
 }
 
+double SpecPolicy::OptimisticSpeedup(double a, const std::array<double, kMaxWidth + 1>& hit,
+                                     const TreeShape& shape, int32_t batch, int32_t in_bucket,
+                                     int32_t other_drafts) const {
+  double decode, verify, draft;
+  if (!StepCosts(shape.depth, batch, in_bucket, other_drafts, &decode, &verify, &draft, shape.Nodes())) return 0;
+  if (in_bucket < 0 || in_bucket > batch) in_bucket = batch;
+  const int32_t tokens = batch + std::max(other_drafts, 0) + shape.Nodes() * in_bucket;
+  if (steps_.BinCount(tokens) >= 3) return 0;  // measured: priced as it is
+  double at_n, at_s;
+  int32_t bin_start = 1;  // its log2 bin's smallest size: the price comes from below the bin
+  while (bin_start * 2 <= tokens) bin_start *= 2;
+  if (!steps_.LargestUpTo(bin_start - 1, &at_n, &at_s)) return 0;
+  return ExpectedTokens(a, hit, shape) * decode / (draft + at_s);
+}
+
 void SpecPolicy::ObserveSibling(metrics::BucketId bucket, int32_t rank, int32_t known) {
   Acc& acc = At(bucket);
+  acc.hit_seen = true;
   for (int32_t w = 1; w <= std::min(known, kMaxWidth); ++w) {
     acc.hits[w] = acc.hits[w] * config_.decay + (rank >= 0 && rank < w ? 1 : 0);
     acc.seen[w] = acc.seen[w] * config_.decay + 1;
@@ -137,8 +153,8 @@ TreeShape SpecPolicy::ChooseShape(metrics::BucketId bucket, int32_t batch, int32
   const double a = acc.Estimate();
   const std::array<double, kMaxWidth + 1> hit = Hits(acc);
   const int32_t max_w = allow_trees ? std::clamp(config_.max_width, 0, kMaxWidth) : 0;
-  TreeShape best_shape;
-  double best = 1.0 + config_.min_gain;
+  TreeShape best_shape, unmeasured;
+  double best = 1.0 + config_.min_gain, best_unmeasured = 0;
   // Until a draft of this bucket has been verified its acceptance is only the prior: the
   // model is not acted on for every request (at batch 41 that was 41 draft catch-ups on a
   // guess); the probe below measures it.
@@ -160,8 +176,26 @@ TreeShape SpecPolicy::ChooseShape(metrics::BucketId bucket, int32_t batch, int32
           best = s;
           best_shape = shape;
         }
+        // A shape whose verify step size is barely measured is priced by extrapolation or
+        // by a noisy sample, which may never let it be measured (again); its price if that
+        // step cost what the largest measured one below it does is what a probe could find.
+        if (!shape.tree() || acc.hit_seen) {
+          const double u = OptimisticSpeedup(a, hit, shape, batch, in_bucket, other_drafts);
+          if (u > best_unmeasured) {
+            best_unmeasured = u;
+            unmeasured = shape;
+          }
+        }
       }
     }
+  }
+  // Probe the most promising barely measured shape now and then (once per probe_every / 4
+  // steps' decisions) when it might beat the best measured choice.
+  const int64_t tree_period = std::max<int64_t>(1, config_.probe_every / 4) * std::max(batch, 1);
+  if (unmeasured.depth > 0 && best_unmeasured > best && ++acc.since_tree_probe >= tree_period) {
+    acc.since_tree_probe = 0;
+    acc.last_k = unmeasured.depth;
+    return unmeasured;
   }
   // Probe about once per probe_every engine steps (a step makes `batch` decisions), so large
   // batches do not pay for a probing request in every step.

@@ -27,6 +27,10 @@
 // (a sibling hit adds its token and the bonus token its row gives), the verify step has
 // k + Σ w_d tokens per request (at most max_tree_tokens) and drafting still k rounds (the
 // siblings come from the spine's distributions). The best shape over chains and trees wins.
+// A shape whose verify step size (log2 bin) has fewer than 3 measurements is probed about
+// once per probe_every / 4 steps while, priced at the cost of the largest smaller step
+// measured, it would beat the best choice (extrapolated or noisy prices alone would never
+// let that size be measured again).
 //
 // Buckets are metrics::BucketId (the one request-bucket definition). The counts that describe
 // speculation (drafts, accepted tokens, decisions, fallbacks) are the engine's metrics; the
@@ -135,6 +139,8 @@ class SpecPolicy {
     int32_t last_k = 0;
     // Sibling hits at rejections: decayed hits[w] of weight total[w] (w = 1..kMaxWidth).
     std::array<double, kMaxWidth + 1> hits{}, seen{};
+    bool hit_seen = false;
+    int64_t since_tree_probe = 0;  // decisions since the last probe of a barely measured size
     double Estimate() const { return accepted / (accepted + rejected); }
   };
   Acc& At(metrics::BucketId b);  // grown on first use (ids are dense)
@@ -145,6 +151,10 @@ class SpecPolicy {
                  double* decode, double* verify, double* draft, int32_t nodes = -1) const;
   double Speedup(double expected, const TreeShape& shape, int32_t batch, int32_t in_bucket,
                  int32_t other_drafts) const;
+  // The shape's speedup if its verify step, of a size whose log2 bin has < 3 observations,
+  // cost what the largest smaller step measured does; 0 otherwise.
+  double OptimisticSpeedup(double a, const std::array<double, kMaxWidth + 1>& hit, const TreeShape& shape,
+                           int32_t batch, int32_t in_bucket, int32_t other_drafts) const;
   // Whether k keeps StepSlowdown within max_other_slowdown (always, with no other requests).
   int32_t MaxK(int32_t cap) const { return cap < 0 ? config_.max_k : std::min(cap, config_.max_k); }
   bool OthersAllow(int32_t k, int32_t batch, int32_t in_bucket, int32_t other_drafts,
