@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Speculative decoding benchmarks (issue 6), through `tarmac bench offline`. Not in `make test`.
-#   bash bench/spec_bench.sh [REPS]
+# Speculative decoding benchmarks (issues 6 and 27), through `tarmac bench offline`. Not in `make test`.
+#   bash bench/spec_bench.sh [REPS] [trees|chains|all]   (default all)
+# 0. (trees, issue 27; bench/spec_trees.py) the distilled draft and token trees: padded target
+#    batch 1 T=0 / 0.8 and wp-11m batch 1 on held-out prompts (the book's last 50,000 bytes),
+#    off vs chains (wp-1m, distilled) vs fixed trees vs --spec auto; wp-11m batch 32/64 auto vs
+#    off; mean accepted tokens per verification of each. Each run under the bench lock,
+#    batch-1 runs under chrt -f 10, configurations alternating per round.
 # Targets: wp-11m padded to ~0.58B parameters (24 zero-output blocks, FFN 16384: exactly
 # wp-11m's function at a large model's memory cost; made with `tarmac gguf pad`) and wp-11m
 # itself; draft wp-1m (quantized to Q8_0 at load, the default --draft-type). Prompts are slices
@@ -18,6 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
+WHAT=${2:-all}
 BIN=${TARMAC_BIN:-build/bin/tarmac}
 WP=models/wp-11m-f16.gguf
 DRAFT=models/wp-1m-f16.gguf
@@ -28,6 +34,12 @@ T=${THREADS:-2}
 mkdir -p "$CACHE"
 [[ -f $TEXT ]] || { echo "needs $TEXT" >&2; exit 2; }
 [[ -f $PAD ]] || $BIN gguf pad $WP $PAD --layers 24 --ffn 16384 >/dev/null
+if [[ $WHAT != chains ]]; then
+  tail -c 50000 $TEXT > $CACHE/heldout.txt
+  python3 bench/spec_trees.py --bin $BIN --pad $PAD --wp $WP --text $CACHE/heldout.txt --reps $REPS \
+    --threads $T --json $CACHE/spec_trees.json ${SPEC_SECTIONS:+--sections $SPEC_SECTIONS}
+  [[ $WHAT == trees ]] && exit 0
+fi
 
 # runs: REPS runs of `bench offline --json ARGS`, one JSON object per line on stdout
 runs() { for _ in $(seq "$REPS"); do $BIN bench offline --json -t $T "$@" 2>/dev/null; done; }

@@ -451,6 +451,7 @@ int RunBenchOffline(const OfflineArgs& a) {
   const engine::SpecCounts spec_total = client.metrics().SpecTotal();
   j["spec"] = a.engine.spec.mode;
   j["spec_max_slowdown"] = a.engine.spec.max_slowdown;
+  j["spec_tree"] = std::to_string(spec->tree_width) + "x" + std::to_string(spec->tree_branch);
   if (spec->draft != nullptr) {
     j["draft_model"] = spec->draft_path;
     j["draft_quantized_q8_0"] = spec->draft_quantized;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "base/log.h"
@@ -17,6 +18,7 @@ SpecArgs::SpecArgs() {
   const engine::EngineConfig d;
   k = d.spec.policy_config.max_k;
   max_slowdown = d.spec.policy_config.max_other_slowdown;
+  tree_tokens = d.spec.policy_config.max_tree_tokens;
 }
 
 EngineFlags::EngineFlags() : threads(ThreadPool::DefaultThreads()) {
@@ -77,7 +79,7 @@ void AddSpecFlags(CLI::App* cmd, SpecArgs* a) {
   cmd->add_option("--spec", a->mode, "speculative decoding: off|draft|ngram|auto")
       ->capture_default_str()->check(CLI::IsMember({"off", "draft", "ngram", "auto"}));
   cmd->add_option("--draft-model", a->draft_model,
-                  "draft GGUF for --spec draft|auto (default: wp-1m-f16.gguf beside a wp-11m target)");
+                  "draft GGUF for --spec draft|auto (default: wp-1m-distill-f16.gguf, else wp-1m-f16.gguf, beside a wp-11m target)");
   cmd->add_option("--spec-k", a->k, "draft length (draft/ngram), largest k the policy may pick (auto)")
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--draft-type", a->draft_type,
@@ -89,6 +91,14 @@ void AddSpecFlags(CLI::App* cmd, SpecArgs* a) {
                   "steps (0.05 = 5%; a low-acceptance bucket's TPOT must not pay for another's "
                   "gain); negative: no limit")
       ->capture_default_str()->check(CLI::Range(-1.0, 100.0));
+  cmd->add_option("--spec-tree", a->tree,
+                  "token trees with a draft model: WxB drafts W more candidates at each of the "
+                  "first B positions, verified in the same step (fixed with --spec draft, the "
+                  "most the policy may choose with auto); off: chains; auto: 3x3 with --spec "
+                  "auto, chains with --spec draft")
+      ->capture_default_str();
+  cmd->add_option("--spec-tree-tokens", a->tree_tokens, "most tree tokens per request and step")
+      ->capture_default_str()->check(CLI::Range(1, 64));
 }
 
 namespace {
@@ -136,14 +146,36 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path) {
   SpecSetup s;
   s.k = a.k;
   s.max_slowdown = a.max_slowdown;
+  s.tree_tokens = a.tree_tokens;
   if (a.mode == "off") return s;
   TARMAC_ASSIGN_OR_RETURN(s.mode, engine::ParseSpecMode(a.mode));
+  if (a.tree == "auto") {
+    if (s.mode == engine::SpecMode::kAuto) s.tree_width = s.tree_branch = 3;
+  } else if (a.tree != "off") {
+    int w = -1, b = -1;
+    char tail = 0;
+    if (std::sscanf(a.tree.c_str(), "%dx%d%c", &w, &b, &tail) != 2 || w < 0 || w > speculative::kMaxWidth ||
+        b < 0 || b > 16) {
+      return InvalidArgument("--spec-tree must be WxB (W in 0..{}, B in 0..16), off or auto, got '{}'",
+                             speculative::kMaxWidth, a.tree);
+    }
+    s.tree_width = w;
+    s.tree_branch = b;
+  }
   if (s.mode == engine::SpecMode::kNgram) return s;
   std::string draft = a.draft_model;
   if (draft.empty()) {
     const fs::path t(target_path);
-    const fs::path beside = t.parent_path() / "wp-1m-f16.gguf";
-    if (t.filename().string().rfind("wp-11m", 0) == 0 && fs::exists(beside)) draft = beside.string();
+    // The draft distilled from wp-11m's own samples first (it accepts more), wp-1m otherwise.
+    if (t.filename().string().rfind("wp-11m", 0) == 0) {
+      for (const char* name : {"wp-1m-distill-f16.gguf", "wp-1m-f16.gguf"}) {
+        const fs::path beside = t.parent_path() / name;
+        if (fs::exists(beside)) {
+          draft = beside.string();
+          break;
+        }
+      }
+    }
   }
   if (draft.empty()) {
     if (s.mode == engine::SpecMode::kAuto) return s;  // auto without a draft: n-gram
@@ -182,6 +214,9 @@ void ApplySpec(const SpecSetup& s, engine::EngineConfig* cfg) {
   cfg->spec.draft_model = s.draft.get();
   cfg->spec.policy_config.max_k = s.k;
   cfg->spec.policy_config.max_other_slowdown = s.max_slowdown;
+  cfg->spec.policy_config.max_width = s.tree_width;
+  cfg->spec.policy_config.max_branch = s.tree_branch;
+  cfg->spec.policy_config.max_tree_tokens = s.tree_tokens;
 }
 
 }  // namespace tarmac::apps

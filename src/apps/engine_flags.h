@@ -4,8 +4,9 @@
 //   -t/--threads, --max-running, --max-batched-tokens, --max-context, --block-size,
 //   --kv-blocks, --kv-memory/--kv-memory-gib (GiB), --kv-dtype, --no-prefix-cache,
 //   --spec off|draft|ngram|auto, --draft-model FILE, --spec-k N, --draft-type q8_0|keep,
-//   --spec-max-slowdown F
-// The draft defaults to wp-1m-f16.gguf beside a wp-11m target (the bundled pair). A draft
+//   --spec-max-slowdown F, --spec-tree WxB|off|auto, --spec-tree-tokens N
+// The draft defaults to wp-1m-distill-f16.gguf (distilled from wp-11m's samples), else
+// wp-1m-f16.gguf, beside a wp-11m target (the bundled models). A draft
 // whose weights are all f32/f16/bf16 is quantized to Q8_0 at load unless --draft-type keep: a
 // draft round reads half the bytes, and the target's verification keeps the output exact
 // whatever the draft proposes. When quantizing fails (it goes through a temporary file) the
@@ -29,6 +30,8 @@ struct SpecArgs {
   int k;                             // the config's draft length
   std::string draft_type = "q8_0";  // q8_0 | keep
   double max_slowdown;               // policy: others' step slowdown limit; negative: none
+  std::string tree = "auto";         // token trees: WxB, off, or auto (3x3 with --spec auto)
+  int tree_tokens;                   // most tree tokens per request and step
   SpecArgs();
 };
 
@@ -55,6 +58,8 @@ struct SpecSetup {
   std::string draft_path;
   bool draft_quantized = false;  // the draft's float weights were quantized to Q8_0 at load
   double max_slowdown = SpecArgs().max_slowdown;
+  int32_t tree_width = 0, tree_branch = 0;  // token trees: siblings at the first `branch` positions
+  int32_t tree_tokens = SpecArgs().tree_tokens;
 };
 
 // Loads the draft model when needed; errors name the flag.

@@ -38,6 +38,15 @@ Result<EngineConfig> ResolveEngineConfig(const model::ModelConfig& mc, EngineCon
   const double slowdown = c.spec.policy_config.max_other_slowdown;
   if (!(slowdown <= 100))  // also NaN
     return InvalidField("spec_max_slowdown", "speculation slowdown limit must be <= 100, got {}", slowdown);
+  const speculative::SpecPolicyConfig& pc = c.spec.policy_config;
+  if (pc.max_width < 0 || pc.max_width > speculative::kMaxWidth)
+    return InvalidField("spec_tree", "tree width must be in [0, {}], got {}", speculative::kMaxWidth, pc.max_width);
+  if (pc.max_branch < 0 || pc.max_branch > speculative::kMaxDraft)
+    return InvalidField("spec_tree", "tree branching positions must be in [0, {}], got {}", speculative::kMaxDraft,
+                        pc.max_branch);
+  if (pc.max_tree_tokens < 1 || pc.max_tree_tokens > speculative::kMaxTreeNodes)
+    return InvalidField("spec_tree_tokens", "tree tokens per request must be in [1, {}], got {}",
+                        speculative::kMaxTreeNodes, pc.max_tree_tokens);
   if (c.spec.mode == SpecMode::kDraft && c.spec.draft_model == nullptr)
     return InvalidField("draft_model", "speculation mode 'draft' needs a draft model");
   if (c.event_capacity < 0)

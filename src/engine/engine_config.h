@@ -48,7 +48,9 @@ struct SpeculationConfig {
   SpecMode mode = SpecMode::kOff;
   model::LlamaModel* draft_model = nullptr;  // borrowed; needed for kDraft
   bool policy = false;                       // choose k per bucket (always on in kAuto)
-  // policy.max_k is the draft length: the fixed k without the policy, the largest with it.
+  // policy.max_k is the draft length: the fixed k without the policy, the largest with it;
+  // likewise policy.max_width / max_branch for token trees (a draft model's only; models
+  // with sliding windows draft chains).
   speculative::SpecPolicyConfig policy_config;
 };
 

@@ -46,6 +46,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
     TARMAC_ASSIGN_OR_RETURN(core->proposer_, speculative::DraftModelProposer::Create(
                                                  sp.draft_model, mc.n_vocab, c.sched.max_context,
                                                  c.sched.max_running, &core->pool_threads_));
+    // Trees need tree attention, which sliding windows do not have (their masks are ranges).
+    core->trees_ok_ = std::all_of(mc.layer_window.begin(), mc.layer_window.end(), [](int32_t w) { return w == 0; });
   } else if (sp.mode == SpecMode::kNgram || sp.mode == SpecMode::kAuto) {
     // Matches of 2+ tokens: a single-token match proposes mostly noise (bench/NOTES.md).
     core->proposer_ = std::make_unique<speculative::NgramProposer>(2, 3);
@@ -310,6 +312,7 @@ bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
 
 void EngineCore::Draft() {
   drafts_.clear();
+  trees_.clear();
   if (!proposer_ || !knobs_.speculation) return;
   std::vector<int64_t> ready = sched_->DecodeReady();
   const bool policy = config_.spec.policy;
@@ -327,23 +330,33 @@ void EngineCore::Draft() {
       return bx != by && (accept[bx] != accept[by] ? accept[bx] > accept[by] : bx < by);
     });
   }
-  std::unordered_map<metrics::BucketId, int32_t> drafted;  // draft tokens chosen per bucket
+  std::unordered_map<metrics::BucketId, int32_t> drafted;  // draft (tree) tokens chosen per bucket
   int32_t drafted_total = 0;
+  const speculative::SpecPolicyConfig& pc = config_.spec.policy_config;
+  const bool trees = trees_ok_ && pc.max_width > 0 && pc.max_branch > 0;
   std::vector<speculative::ProposeRequest> reqs;
+  std::vector<speculative::TreeShape> shapes;
   for (int64_t id : ready) {
     ActiveRequest& a = active_.at(id);
     if (!a.req.speculative) continue;
     const metrics::BucketId b = a.req.bucket;
-    int32_t k = KCap(b);
+    const int32_t cap = KCap(b);
+    speculative::TreeShape shape{cap, 0, 0};
     if (policy) {
-      k = policy_.ChooseK(b, static_cast<int32_t>(ready.size()), per_bucket[b], drafted_total - drafted[b], k);
-      metrics_->SpecDecision(b, k);
+      shape = policy_.ChooseShape(b, static_cast<int32_t>(ready.size()), per_bucket[b], drafted_total - drafted[b],
+                                  cap, trees);
+      metrics_->SpecDecision(b, shape.depth);
+    } else if (trees) {
+      shape = {cap, pc.max_width, pc.max_branch};
     }
-    k = std::min(k, a.req.max_tokens - a.metrics.output_tokens - 1);  // never past max_tokens
-    if (k <= 0) continue;
-    drafted[b] += k;
-    drafted_total += k;
-    reqs.push_back({id, &sched_->tokens(id), a.sampler.get(), k});
+    shape.depth = std::min(shape.depth, a.req.max_tokens - a.metrics.output_tokens - 1);  // never past max_tokens
+    if (shape.depth <= 0) continue;
+    drafted[b] += shape.Nodes();
+    drafted_total += shape.Nodes();
+    // With trees on, siblings are drawn for every request: the policy measures how often
+    // they would have hit, chains included.
+    reqs.push_back({id, &sched_->tokens(id), a.sampler.get(), shape.depth, trees ? pc.max_width : 0});
+    shapes.push_back(shape);
   }
   if (reqs.empty()) return;
   const double t0 = NowSeconds();
@@ -354,8 +367,11 @@ void EngineCore::Draft() {
   for (size_t i = 0; i < reqs.size(); ++i) {
     rounds = std::max(rounds, static_cast<int32_t>(out[i].size()));
     if (out[i].empty()) continue;
-    sched_->SetLookahead(reqs[i].id, static_cast<int32_t>(out[i].size()));
+    const speculative::TreeShape& shape = shapes[i];
+    Planned plan{shape, speculative::TokenTree::Build(out[i], shape, std::max(pc.max_tree_tokens, shape.depth))};
+    sched_->SetLookahead(reqs[i].id, plan.tree.size());
     drafts_[reqs[i].id] = std::move(out[i]);
+    trees_[reqs[i].id] = std::move(plan);
   }
   const double dt = NowSeconds() - t0;
   metrics_->DraftSeconds(dt);
@@ -386,15 +402,20 @@ void EngineCore::CheckDraftsAgainstGrammars(std::span<const speculative::Propose
   }
 }
 
-void EngineCore::Verify(int64_t id, float* logits, int32_t num_draft, double now) {
+void EngineCore::Verify(int64_t id, float* logits, const std::vector<int32_t>& block_table, double now) {
   const std::vector<sampling::DraftToken>& drafts = drafts_.at(id);
+  const speculative::TokenTree& tree = trees_.at(id).tree;
   const int32_t V = model_->config().n_vocab;
+  const int32_t bs = config_.sched.block_size;
   const int32_t len_before = static_cast<int32_t>(sched_->tokens(id).size());
   const metrics::BucketId bucket = active_.at(id).req.bucket;
-  int32_t accepted = 0;
-  bool finished = false;
-  for (int32_t i = 0; i <= num_draft && !finished; ++i) {
-    std::span<float> row(logits + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
+  auto slot = [&](int32_t pos) { return static_cast<int64_t>(block_table[pos / bs]) * bs + pos % bs; };
+  int32_t accepted = 0;        // tokens accepted from the tree
+  int32_t spine_accepted = 0;  // of which on the spine (what the proposer's KV agrees with)
+  int32_t row = 0;             // logits row of the node whose children are verified next
+  bool finished = false, leaf = false;
+  for (int32_t d = 0; !finished; ++d) {
+    std::span<float> r(logits + static_cast<int64_t>(row) * V, static_cast<size_t>(V));
     ActiveRequest& a = active_.at(id);  // a finished request is gone: look it up each time
     // The grammar's mask at this position: the tokens accepted so far are this row's prefix.
     const grammar::TokenBitmask* mask = nullptr;
@@ -406,28 +427,46 @@ void EngineCore::Verify(int64_t id, float* logits, int32_t num_draft, double now
         break;
       }
     }
-    if (i == num_draft) {  // every draft passed: the bonus token
-      sampling::SampleResult r = a.sampler->Sample(row, mask);
-      Accept(a, r.id);
-      sched_->AppendToken(id, r.id);
-      finished = Emit(id, std::move(r), now);
+    if (d == tree.spine || leaf) {  // the path passed its last node: the bonus token
+      sampling::SampleResult b = a.sampler->Sample(r, mask);
+      Accept(a, b.id);
+      sched_->AppendToken(id, b.id);
+      finished = Emit(id, std::move(b), now);
       break;
     }
-    sampling::VerifyOutcome v = sampling::VerifyDraft(*a.sampler, row, drafts[i], mask);
+    const std::vector<int32_t> cand = tree.Candidates(drafts, d);
+    sampling::CandidatesOutcome v = sampling::VerifyCandidates(*a.sampler, r, cand, drafts[d].q, mask);
     Accept(a, v.token.id);
-    if (v.accepted) {
+    const int32_t node = v.accepted >= 0 ? tree.Child(d, cand[v.accepted]) : -1;
+    if (node != d && !drafts[d].alts.empty()) {
+      // The spine was rejected here: where the target's token ranks among the draft's
+      // siblings (all drawn, in the tree or not) is what the policy prices trees by.
+      const auto& alts = drafts[d].alts;
+      const auto it = std::find(alts.begin(), alts.end(), v.token.id);
+      policy_.ObserveSibling(bucket, it == alts.end() ? -1 : static_cast<int32_t>(it - alts.begin()),
+                             static_cast<int32_t>(alts.size()));
+    }
+    if (node >= 0) {
       ++accepted;
+      if (node == d) {
+        ++spine_accepted;
+      } else {
+        // A sibling: its K/V moves onto position len_before + d, where the path needs it.
+        cache_.CopyToken(slot(len_before + node), slot(len_before + d));
+        leaf = true;
+      }
       sched_->AcceptDraftToken(id, v.token.id);
+      row = 1 + node;
     } else {
       sched_->AppendToken(id, v.token.id);
     }
     finished = Emit(id, std::move(v.token), now);
-    if (!v.accepted) break;
+    if (node < 0) break;
   }
-  policy_.ObserveVerify(bucket, num_draft, accepted);
-  metrics_->SpecVerified(bucket, num_draft, accepted);
+  policy_.ObserveVerify(bucket, tree.spine, spine_accepted);
+  metrics_->SpecVerified(bucket, tree.size(), accepted);
   if (!finished) {
-    proposer_->Rollback(id, len_before + accepted);
+    proposer_->Rollback(id, len_before + spine_accepted);
     sched_->TrimToComputed(id);
   }
 }
@@ -493,6 +532,18 @@ bool EngineCore::Step() {
   batch_.Clear();
   batch_.block_tables.resize(out.seqs.size());
   rows_.assign(out.seqs.size(), SeqRows{});
+  // Trees within the slots each request got (the budget may have cut its lookahead), and
+  // whether the batch has any (then tree positions and masks go with it).
+  bool any_tree = false;
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    if (s.num_draft == 0) continue;
+    Planned& p = trees_.at(s.id);
+    if (s.num_draft < p.tree.size()) {
+      p.tree = speculative::TokenTree::Build(drafts_.at(s.id), p.shape, s.num_draft);
+    }
+    any_tree = any_tree || p.tree.size() > p.tree.spine;
+  }
+  if (any_tree) batch_.tree_begin.assign(out.seqs.size(), -1);
   int32_t prefill_tokens = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
@@ -502,14 +553,24 @@ bool EngineCore::Step() {
     const std::vector<int32_t>& table = batch_.block_tables[i];
     const int32_t known = s.num_tokens - s.num_draft;
     const int32_t prompt_len = a.metrics.prompt_tokens;
+    const speculative::TokenTree* tree = s.num_draft > 0 ? &trees_.at(s.id).tree : nullptr;
+    const bool is_tree = tree != nullptr && tree->size() > tree->spine;
+    if (is_tree) batch_.tree_begin[i] = s.start + known;
+    const int32_t feed = known + (tree != nullptr ? tree->size() : 0);
     rows_[i].begin = static_cast<int32_t>(batch_.logits_for.size());
     rows_[i].first_token = batch_.n_tokens();
-    for (int32_t t = 0; t < s.num_tokens; ++t) {
+    for (int32_t t = 0; t < feed; ++t) {
       const int32_t pos = s.start + t;
-      batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : drafts_.at(s.id)[t - known].id);
+      batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : tree->token[t - known]);
       batch_.positions.push_back(pos);
       batch_.seq.push_back(static_cast<int32_t>(i));
       batch_.slots.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+      if (any_tree) {
+        // A node's RoPE position is the root's plus its depth; its mask, its ancestors.
+        const bool node = is_tree && t >= known;
+        batch_.rope_positions.push_back(node ? s.start + known - 1 + tree->depth[t - known] : pos);
+        batch_.tree_mask.push_back(node ? tree->mask[t - known] : 0);
+      }
       // Logits of prompt positions whose logprobs are wanted and not captured yet (a request
       // back from preemption recomputes them, but has them), of the last known token, and of
       // every draft when verifying.
@@ -556,7 +617,7 @@ bool EngineCore::Step() {
       }
       if (!s.sample) continue;
       if (s.num_draft > 0) {
-        Verify(s.id, rows, s.num_draft, now);
+        Verify(s.id, rows, *s.block_table, now);
         verified = true;
       } else {
         Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);

@@ -45,6 +45,7 @@
 #include "sched/scheduler.h"
 #include "speculative/proposer.h"
 #include "speculative/spec_policy.h"
+#include "speculative/token_tree.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -148,9 +149,11 @@ class EngineCore {
   // Cuts each constrained request's drafts where its grammar forbids a token.
   void CheckDraftsAgainstGrammars(std::span<const speculative::ProposeRequest> reqs,
                                   std::vector<std::vector<sampling::DraftToken>>* drafts);
-  // Verifies num_draft drafts against rows [0, num_draft] of logits (one row per position,
-  // the last known token's first) and emits what comes out.
-  void Verify(int64_t id, float* logits, int32_t num_draft, double now);
+  // Verifies the request's draft tree (a chain is a tree without siblings) against rows
+  // [0, tree size] of logits (the last known token's first, then one per node) and emits
+  // what comes out; an accepted sibling's K/V moves onto its path's position (block_table:
+  // the request's).
+  void Verify(int64_t id, float* logits, const std::vector<int32_t>& block_table, double now);
   // Asks the proposer for drafts for decode-ready requests and reserves their lookahead.
   void Draft();
   // The KV relief knobs (max_cached_blocks, preempt_above_priority), before a step.
@@ -189,6 +192,12 @@ class EngineCore {
   metrics::CostCurve prefill_costs_;
   EngineKnobs knobs_;
   std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
+  struct Planned {
+    speculative::TreeShape shape;
+    speculative::TokenTree tree;  // laid out after Schedule (within the slots it got)
+  };
+  std::unordered_map<int64_t, Planned> trees_;  // this step's, beside drafts_
+  bool trees_ok_ = false;  // the proposer gives siblings and the model has no sliding window
   model::ForwardBatch batch_;
   struct SeqRows {
     int32_t begin = 0;   // first row of logits_ of a scheduled sequence

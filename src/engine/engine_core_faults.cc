@@ -68,13 +68,19 @@ std::vector<std::string> EngineCore::Forward(const sched::SchedulerOutput& out) 
   model::ForwardBatch one;
   std::vector<float> solo;
   for (size_t i = 0; i < n; ++i) {
-    const int32_t tb = rows_[i].first_token, te = tb + out.seqs[i].num_tokens;
+    // Its tokens: up to the next sequence's first (a token tree feeds more than num_tokens).
+    const int32_t tb = rows_[i].first_token, te = i + 1 < n ? rows_[i + 1].first_token : batch_.n_tokens();
     one.Clear();
     one.tokens.assign(batch_.tokens.begin() + tb, batch_.tokens.begin() + te);
     one.positions.assign(batch_.positions.begin() + tb, batch_.positions.begin() + te);
     one.slots.assign(batch_.slots.begin() + tb, batch_.slots.begin() + te);
     one.seq.assign(static_cast<size_t>(te - tb), 0);
     one.block_tables.push_back(batch_.block_tables[i]);
+    if (batch_.has_trees()) {
+      one.tree_mask.assign(batch_.tree_mask.begin() + tb, batch_.tree_mask.begin() + te);
+      one.rope_positions.assign(batch_.rope_positions.begin() + tb, batch_.rope_positions.begin() + te);
+      one.tree_begin.push_back(batch_.tree_begin[i]);
+    }
     for (int32_t r = 0; r < rows_[i].count; ++r) one.logits_for.push_back(batch_.logits_for[rows_[i].begin + r] - tb);
     try {
       ForwardHook(out, i, i + 1);

@@ -260,7 +260,8 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
 
 void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, int32_t n_heads,
                    int32_t kv_head, const PagedKvView& kv, const int32_t* block_table,
-                   float scale, float* out, int64_t out_stride, const AttentionVariant& variant) {
+                   float scale, float* out, int64_t out_stride, const AttentionVariant& variant,
+                   const TreeMask* tree) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t hd = kv.head_dim, bs = kv.block_size;
@@ -268,7 +269,8 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   const int32_t h0 = kv_head * group;
   const int64_t bs_pad = (bs + N - 1) / N * N;
   const int64_t n_states = static_cast<int64_t>(nq) * group;
-  if (nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && hd == 4 * N && bs % N == 0 &&
+  // Tree tiles (a few verification tokens) take the general path, which applies the mask.
+  if (tree == nullptr && nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && hd == 4 * N && bs % N == 0 &&
       group <= 4) {
     const float* qh = q + static_cast<int64_t>(h0) * hd;
     float* oh = out + static_cast<int64_t>(h0) * hd;
@@ -279,7 +281,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
     }
   }
-  if (AttentionAmxUsable(nq, group, kv)) {
+  if (tree == nullptr && AttentionAmxUsable(nq, group, kv)) {
     return AttentionTileAmx(q, q_stride, nq, pos0, group, h0, kv_head, kv, block_table, scale,
                             variant, out, out_stride);
   }
@@ -411,6 +413,15 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           }
         }
       }
+      // Tree keys outside token i's ancestors: masked. The chunk's first key (key 0, or one
+      // before an earlier chunk) keeps the running max finite even if all of these are.
+      if (tree != nullptr && pos >= tree->begin) {
+        const uint64_t bits = tree->bits[i];
+        for (int64_t j = std::max<int64_t>(0, tree->begin - key0); j < rows; ++j) {
+          if ((bits >> (key0 + j - tree->begin)) & 1u) continue;
+          for (int32_t g = 0; g < group; ++g) p_all[g * cw_pad + j] = -std::numeric_limits<float>::infinity();
+        }
+      }
       // Online softmax over the chunk, per head: new max, probabilities, correction.
       float corr[4] = {1.0f, 1.0f, 1.0f, 1.0f};
       for (int32_t g = 0; g < group; ++g) {
@@ -495,12 +506,15 @@ HWY_EXPORT(AttentionTile);
 void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0,
                         int32_t n_heads, int32_t kv_head, const PagedKvView& kv,
                         const int32_t* block_table, float scale, float* out,
-                        int64_t out_stride, const AttentionVariant& variant) {
+                        int64_t out_stride, const AttentionVariant& variant,
+                        const TreeMask* tree) {
   TARMAC_DCHECK(nq >= 1 && pos0 >= 0 && kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0);
   TARMAC_DCHECK(kv_head >= 0 && kv_head < kv.n_kv_heads);
   TARMAC_DCHECK(variant.window >= 0 && variant.softcap >= 0.0f);
+  TARMAC_DCHECK(tree == nullptr || (tree->begin >= 1 && variant.window == 0 &&
+                                    pos0 + nq - 1 - tree->begin < 64 && tree->bits != nullptr));
   HWY_DYNAMIC_DISPATCH(AttentionTile)(q, q_stride, nq, pos0, n_heads, kv_head, kv, block_table,
-                                      scale, out, out_stride, variant);
+                                      scale, out, out_stride, variant, tree);
 }
 
 namespace {
@@ -521,15 +535,19 @@ double KvValue(const PagedKvView& kv, int kv_index, const int32_t* block_table, 
 
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
                        const int32_t* block_table, int64_t n_ctx, float scale, float* out,
-                       const AttentionVariant& variant) {
+                       const AttentionVariant& variant, const TreeMask* tree) {
   const int32_t hd = kv.head_dim;
   const int32_t group = n_heads / kv.n_kv_heads;
   const int64_t first = variant.FirstKey(n_ctx - 1);
+  auto visible = [&](int64_t j) {
+    return tree == nullptr || j < tree->begin || ((tree->bits[0] >> (j - tree->begin)) & 1u);
+  };
   std::vector<double> s(n_ctx);
   for (int32_t h = 0; h < n_heads; ++h) {
     const int32_t kvh = h / group;
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t j = first; j < n_ctx; ++j) {
+      if (!visible(j)) continue;
       double d = 0;
       for (int32_t i = 0; i < hd; ++i)
         d += static_cast<double>(q[h * hd + i]) * KvValue(kv, 0, block_table, j, kvh, i);
@@ -538,7 +556,7 @@ void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
       mx = std::max(mx, s[j]);
     }
     double z = 0;
-    for (int64_t j = first; j < n_ctx; ++j) z += (s[j] = std::exp(s[j] - mx));
+    for (int64_t j = first; j < n_ctx; ++j) z += (s[j] = visible(j) ? std::exp(s[j] - mx) : 0.0);
     for (int32_t i = 0; i < hd; ++i) {
       double acc = 0;
       for (int64_t j = first; j < n_ctx; ++j)

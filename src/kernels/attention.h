@@ -63,6 +63,17 @@ struct AttentionVariant {
   }
 };
 
+// Token trees (speculative verification): a tile's tokens may be nodes of a draft tree laid
+// out at positions begin, begin + 1, ... (parents before children): token i then sees the
+// keys before `begin` and, of the tree's keys, position begin + j only when bit j of bits[i]
+// is set (its ancestors and itself). Tokens before `begin` are unaffected (the tree is in
+// their future). Preconditions: begin >= 1 (a tree hangs off a context), at most 64 tree
+// positions, no sliding window.
+struct TreeMask {
+  int64_t begin = 0;
+  const uint64_t* bits = nullptr;  // [nq]: one mask per query token of the tile
+};
+
 // Query tile: nq consecutive tokens of one sequence at positions pos0 .. pos0 + nq - 1; token i
 // attends to positions [variant.FirstKey(pos0 + i), pos0 + i] (causal, windowed). For every token i and every query head h of KV
 // head `kv_head`'s group (h in [kv_head * G, (kv_head + 1) * G), G = n_heads / n_kv_heads):
@@ -75,13 +86,15 @@ struct AttentionVariant {
 void PagedAttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0,
                         int32_t n_heads, int32_t kv_head, const PagedKvView& kv,
                         const int32_t* block_table, float scale, float* out,
-                        int64_t out_stride, const AttentionVariant& variant = {});
+                        int64_t out_stride, const AttentionVariant& variant = {},
+                        const TreeMask* tree = nullptr);
 
 // Reference for one query token (all heads) at position n_ctx - 1, attending to
-// [variant.FirstKey(n_ctx - 1), n_ctx): materialises all scores, exact softmax (and tanh)
-// in double. q, out: [n_heads][head_dim]. Reads f16 or int8 K/V.
+// [variant.FirstKey(n_ctx - 1), n_ctx) (less the tree keys tree->bits[0] leaves out, when
+// given): materialises all scores, exact softmax (and tanh) in double. q, out:
+// [n_heads][head_dim]. Reads f16 or int8 K/V.
 void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
                        const int32_t* block_table, int64_t n_ctx, float scale, float* out,
-                       const AttentionVariant& variant = {});
+                       const AttentionVariant& variant = {}, const TreeMask* tree = nullptr);
 
 }  // namespace tarmac::kernels

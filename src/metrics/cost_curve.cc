@@ -13,10 +13,23 @@ int CostCurve::Bin(int32_t size) {
 void CostCurve::Observe(int32_t n, double s) {
   std::lock_guard<std::mutex> lock(mu_);
   const int b = Bin(n);
+  // A busy host only adds time: a step of a bin counts at most 1.5x the bin's fastest
+  // (which drifts up 2% an observation, so a machine that really got slower is followed),
+  // and so does the average when a faster step shows the earlier ones were outliers. One
+  // spike (another process took the core) must not price a step size out of use: it is
+  // then never measured again.
+  floor_[b] = count_[b] == 0 ? s : std::min(s, floor_[b] * 1.02);
+  s = std::min(s, 1.5 * floor_[b]);
+  seconds_[b] = std::min(seconds_[b], 1.5 * floor_[b]);
   if (count_[b] < 10) ++count_[b];
   const double w = 1.0 / count_[b];  // 1, 1/2, ..., 1/10, then 1/10 for good
   seconds_[b] = (1 - w) * seconds_[b] + w * s;
   size_[b] = (1 - w) * size_[b] + w * n;
+}
+
+int32_t CostCurve::BinCount(int32_t size) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_[Bin(std::max(size, 1))];
 }
 
 bool CostCurve::measured() const {

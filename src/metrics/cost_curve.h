@@ -2,7 +2,9 @@
 // tokens in it, a draft round against its requests): per log2 size bin, an average of the size
 // and of the seconds. The first observations of a bin are averaged (weight 1/count, up to ten),
 // later ones decay (weight 1/10), so one cold first step does not set the price and the curve
-// follows a machine that gets slower or faster.
+// follows a machine that gets slower or faster. Observations (and the average) count at most
+// 1.5x the bin's fastest step, which drifts up 2% per observation: a busy host's outliers
+// (another process took the core) only ever add time.
 //
 // One curve per model feeds the speculation policy (decode steps), the router's latency
 // estimate and anyone planning capacity.
@@ -33,6 +35,8 @@ class CostCurve {
   // proportional.
   double Seconds(double n) const;
   bool measured() const;
+  // Observations (up to ten counted) of the log2 bin holding `size`.
+  int32_t BinCount(int32_t size) const;
 
  private:
   static int Bin(int32_t size);  // log2 bin
@@ -42,6 +46,7 @@ class CostCurve {
   mutable std::mutex mu_;
   std::array<double, 16> size_{}, seconds_{};  // 0 size: nothing measured in the bin
   std::array<int32_t, 16> count_{};            // observations per bin (up to 10 counted)
+  std::array<double, 16> floor_{};             // the bin's fastest step, drifting up
 };
 
 }  // namespace tarmac::metrics

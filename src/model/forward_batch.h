@@ -18,6 +18,18 @@ struct ForwardBatch {
   std::vector<std::vector<int32_t>> block_tables;
   // Tokens (indices into tokens) whose logits the caller wants, in output order.
   std::vector<int32_t> logits_for;
+  // Token trees (speculative verification); all three empty when the batch has none. A tree
+  // node sits in its sequence's KV at `positions` = tree_begin + its index in the tree
+  // (parents before children), which bounds what it attends; it sees the keys before
+  // tree_begin and, of the tree's, those whose bits are set in its tree_mask (bit j:
+  // position tree_begin + j; its ancestors and itself: kernels::TreeMask). Its RoPE
+  // position is rope_positions (the root's position + its depth: siblings share one).
+  std::vector<uint64_t> tree_mask;       // [n_tokens]: 0 for tokens outside trees
+  std::vector<int32_t> rope_positions;   // [n_tokens]
+  std::vector<int32_t> tree_begin;       // [block_tables.size()]: -1 without a tree
+
+  bool has_trees() const { return !tree_mask.empty(); }
+  int32_t RopePosition(int32_t t) const { return rope_positions.empty() ? positions[t] : rope_positions[t]; }
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   void Clear() {
@@ -27,6 +39,9 @@ struct ForwardBatch {
     slots.clear();
     block_tables.clear();
     logits_for.clear();
+    tree_mask.clear();
+    rope_positions.clear();
+    tree_begin.clear();
   }
 };
 

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "kernels/ops.h"
+#include "tensor/fp16.h"
 
 namespace tarmac::model {
 
@@ -107,6 +108,33 @@ void KvCache::WriteToken(int32_t layer, int64_t slot, const float* k, const floa
       for (int64_t d = 0; d < n; ++d) kcol[(d0 + d) * bs] = kh[d];
     }
     kernels::ConvertF32ToF16(v + h * hd, this->v(layer, block, h) + off * hd, hd);
+  }
+}
+
+void KvCache::ReadToken(int32_t layer, int64_t slot, float* k, float* v) const {
+  const int32_t block = static_cast<int32_t>(slot / shape_.block_size);
+  const int32_t off = static_cast<int32_t>(slot % shape_.block_size);
+  const int64_t hd = shape_.head_dim, bs = shape_.block_size;
+  const kernels::PagedKvView view = View(layer);
+  for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
+    const int64_t base = view.RowOffset(block, h);
+    for (int64_t d = 0; d < hd; ++d) {
+      if (shape_.dtype == KvDtype::kInt8) {
+        k[h * hd + d] = view.k8[base + d * bs + off] * view.KScale(block, h);
+        v[h * hd + d] = view.v8[base + off * hd + d] * view.VScale(block, h);
+      } else {
+        k[h * hd + d] = F16ToF32(view.k[base + d * bs + off]);
+        v[h * hd + d] = F16ToF32(view.v[base + off * hd + d]);
+      }
+    }
+  }
+}
+
+void KvCache::CopyToken(int64_t from, int64_t to) {
+  std::vector<float> k(static_cast<size_t>(shape_.n_kv_heads) * shape_.head_dim), v(k.size());
+  for (int32_t il = 0; il < shape_.n_layers; ++il) {
+    ReadToken(il, from, k.data(), v.data());
+    WriteToken(il, to, k.data(), v.data());
   }
 }
 

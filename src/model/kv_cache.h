@@ -65,6 +65,12 @@ class KvCache {
   // Stores one token's K and V (each [n_kv_heads][head_dim] f32) at slot = block*bs + offset.
   // int8: rows of one block must be written in offset order (offset 0 first) from one thread.
   void WriteToken(int32_t layer, int64_t slot, const float* k, const float* v);
+  // One token's K and V at `slot` of one layer, as f32 ([n_kv_heads][head_dim] each).
+  void ReadToken(int32_t layer, int64_t slot, float* k, float* v) const;
+  // Copies slot `from`'s K and V in every layer to slot `to` (a verified tree node moves to
+  // the position its accepted path gives it), through WriteToken (int8: into the
+  // destination block's scale). Preconditions: as WriteToken's for `to`.
+  void CopyToken(int64_t from, int64_t to);
 
  private:
   uint16_t* Ptr(int kv, int32_t layer, int32_t block, int32_t head);

@@ -255,6 +255,12 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache, ThreadPool* 
                batch.slots.size() == static_cast<size_t>(n));
   TARMAC_CHECK(cache->shape().head_dim == c.head_dim && cache->shape().n_kv_heads == c.n_head_kv &&
                cache->shape().n_layers == c.n_layer);
+  if (batch.has_trees()) {
+    TARMAC_CHECK(batch.tree_mask.size() == static_cast<size_t>(n) &&
+                 batch.rope_positions.size() == static_cast<size_t>(n) &&
+                 batch.tree_begin.size() == batch.block_tables.size());
+    TARMAC_CHECK(std::all_of(c.layer_window.begin(), c.layer_window.end(), [](int32_t w) { return w == 0; }));
+  }
   EnsureScratch(std::max(n, 1));
   Embed(batch);
   PlanQueryTiles(batch);
@@ -273,6 +279,7 @@ void LlamaModel::Embed(const ForwardBatch& batch) {
   for (int32_t t = 0; t < batch.n_tokens(); ++t) {
     TARMAC_CHECK(batch.tokens[t] >= 0 && batch.tokens[t] < c.n_vocab);
     TARMAC_CHECK(batch.positions[t] >= 0 && batch.positions[t] < rope_.max_positions());
+    TARMAC_CHECK(batch.RopePosition(t) >= 0 && batch.RopePosition(t) <= batch.positions[t]);
     if (w_.tok_embd.packed != nullptr) {  // tied embedding moved into the decode layout
       static_cast<const kernels::QuantInterleaved*>(w_.tok_embd.packed)
           ->DequantizeRow(batch.tokens[t], &x_[t * E]);
@@ -317,8 +324,8 @@ void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* 
     if (L.bv != nullptr) kernels::Add(&v_[t * KD], L.bv, &v_[t * KD], KD);
     if (L.q_norm != nullptr) NormHeads(&q_[t * QD], L.q_norm, c.n_head, c.head_dim, c.rms_eps);
     if (L.k_norm != nullptr) NormHeads(&k_[t * KD], L.k_norm, c.n_head_kv, c.head_dim, c.rms_eps);
-    rope.Apply(&q_[t * QD], c.n_head, c.head_dim, batch.positions[t]);
-    rope.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.positions[t]);
+    rope.Apply(&q_[t * QD], c.n_head, c.head_dim, batch.RopePosition(t));
+    rope.Apply(&k_[t * KD], c.n_head_kv, c.head_dim, batch.RopePosition(t));
   });
   // Serial: int8 K/V rescales a block's values when a token raises its scale.
   for (int32_t t = 0; t < n; ++t) cache->WriteToken(il, batch.slots[t], &k_[t * KD], &v_[t * KD]);
@@ -330,10 +337,16 @@ void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* 
     for (int64_t item = b; item < e; ++item) {
       const QueryTile& qt = tiles_[item / n_kv];
       const int32_t g = static_cast<int32_t>(item % n_kv);
-      const auto& table = batch.block_tables[batch.seq[qt.first]];
+      const int32_t seq = batch.seq[qt.first];
+      const auto& table = batch.block_tables[seq];
+      // A tile reaching into its sequence's tree: the nodes' masks.
+      kernels::TreeMask tree;
+      const bool in_tree = batch.has_trees() && batch.tree_begin[seq] >= 0 &&
+                           batch.positions[qt.first + qt.count - 1] >= batch.tree_begin[seq];
+      if (in_tree) tree = {batch.tree_begin[seq], &batch.tree_mask[qt.first]};
       kernels::PagedAttentionTile(&q_[qt.first * QD], QD, qt.count, batch.positions[qt.first],
                                   c.n_head, g, view, table.data(), c.attn_scale,
-                                  &attn_[qt.first * QD], QD, variant);
+                                  &attn_[qt.first * QD], QD, variant, in_tree ? &tree : nullptr);
     }
   };
   if (pool != nullptr) {

@@ -123,6 +123,7 @@ void DraftModelProposer::Propose(std::span<const ProposeRequest> requests,
       act.seq->computed = act.len + step;  // tokens fed so far
       std::span<float> l(logits_.data() + a * V, static_cast<size_t>(V));
       sampling::DraftToken d = sampling::SampleDraft(act.sampler, l);
+      if (requests[act.index].alts > 0) sampling::DrawAlternatives(act.sampler, l, requests[act.index].alts, &d);
       act.sampler.Accept(d.id);
       (*drafts)[act.index].push_back(std::move(d));
       if (step + 1 < act.k) next.push_back(std::move(act));

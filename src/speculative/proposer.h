@@ -22,6 +22,9 @@ struct ProposeRequest {
   const std::vector<int32_t>* tokens = nullptr;  // prompt + output so far
   const sampling::Sampler* sampler = nullptr;    // the request's sampler (params + history)
   int32_t k = 0;                                 // guesses wanted (>= 1)
+  // Sibling candidates wanted at each guessed position (DraftToken::alts; token trees and
+  // the policy's measure of them); proposers without alternatives leave them empty.
+  int32_t alts = 0;
 };
 
 class Proposer {

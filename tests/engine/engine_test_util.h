@@ -19,6 +19,7 @@
 namespace tarmac::testing {
 
 inline const std::string kWp1m = TARMAC_SOURCE_DIR "/models/wp-1m-f16.gguf";
+inline const std::string kWp1mDistill = TARMAC_SOURCE_DIR "/models/wp-1m-distill-f16.gguf";
 
 struct LoadedModel {
   std::unique_ptr<model::LlamaModel> model;

@@ -25,13 +25,15 @@ constexpr auto Load = testing::LoadModel;
 // Samples n continuations of `prompt` (max_tokens 3) and returns them.
 std::vector<std::vector<int32_t>> Sample(Loaded& target, model::LlamaModel* draft, SpecMode mode,
                                          const std::vector<int32_t>& prompt, int n,
-                                         uint64_t seed0) {
+                                         uint64_t seed0, int32_t tree_width = 0) {
   EngineConfig cfg;
   cfg.kv.blocks = 1024;
   cfg.sched.max_running = 64;
   cfg.sched.max_batched_tokens = 1024;
   cfg.spec.mode = mode;
   cfg.spec.policy_config.max_k = 3;
+  cfg.spec.policy_config.max_width = tree_width;  // token trees: tree_width more candidates
+  cfg.spec.policy_config.max_branch = 2;          // at each of the first two positions
   cfg.spec.draft_model = draft;
   cfg.kv.prefix_cache = true;
   auto core = std::move(EngineCore::Create(target.model.get(), target.tok.get(), cfg).value());
@@ -127,10 +129,16 @@ TEST(SpecDistributionTest, SamplesMatchTheTargetWithAndWithoutSpeculation) {
     const auto prompt = target.tok->Encode(c.prompt);
     const auto off = Sample(target, c.draft, SpecMode::kOff, prompt, n, 1);
     const auto on = Sample(target, c.draft, SpecMode::kDraft, prompt, n, 1000003);
+    // Token trees (SpecInfer multi-candidate verification along the tree, accepted siblings'
+    // K/V moved): the same distribution.
+    const auto tree = Sample(target, c.draft, SpecMode::kDraft, prompt, n, 2000003, 3);
     for (size_t pos : {1u, 2u}) {
       const auto [chi, crit] = ChiSquare(off, on, pos);
       std::printf("  output position %zu: chi2 %.1f, critical %.1f\n", pos + 1, chi, crit);
       EXPECT_LT(chi, crit) << c.name << " position " << pos + 1;
+      const auto [tchi, tcrit] = ChiSquare(off, tree, pos);
+      std::printf("  trees, output position %zu: chi2 %.1f, critical %.1f\n", pos + 1, tchi, tcrit);
+      EXPECT_LT(tchi, tcrit) << c.name << " (trees) position " << pos + 1;
       if (getenv("SPEC_DEBUG")) {
         std::map<int32_t, std::pair<int, int>> h;
         for (auto& x : off) h[x[pos]].first++;

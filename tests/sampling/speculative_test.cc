@@ -176,5 +176,137 @@ TEST(SpeculativeTest, GreedyAcceptsExactlyTheArgmax) {
   EXPECT_TRUE(g.q.empty());
 }
 
+// Tree nodes' children: 1-3 candidates drawn independently from q (SampleDraft on the same
+// logits), or fixed ones (q empty), verified by VerifyCandidates: the emitted token has the
+// target's distribution.
+TEST(SpeculativeTest, CandidatesKeepTargetDistribution) {
+  const std::vector<Case> cases = {
+      {"similar", {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -2.0f},
+       {1.8f, 1.6f, 0.9f, 0.4f, 0.2f, -0.6f, -1.0f, -1.5f}, 1.0f},
+      {"disagree", {3.0f, 2.0f, 1.0f, 0.0f, -1.0f, -2.0f, -3.0f, -4.0f},
+       {-4.0f, -3.0f, -2.0f, -1.0f, 0.0f, 1.0f, 2.0f, 3.0f}, 1.0f},
+      {"top_p", {2.0f, 1.9f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -2.0f},
+       {0.0f, 0.0f, 0.0f, 3.0f, 0.0f, 0.0f, 0.0f, 2.0f}, 0.8f},
+  };
+  for (const Case& c : cases) {
+    for (int n_cand : {2, 3}) {
+      const SamplingParams tp = Params(0.8f, 31 + n_cand, c.top_p);
+      const std::vector<float> p = Probs(tp, c.target);
+      Sampler target(tp, kV), draft(Params(0.8f, 77 + n_cand, c.top_p), kV);
+      const int n = 40000;
+      std::vector<int> counts(kV, 0);
+      int accepted = 0;
+      for (int i = 0; i < n; ++i) {
+        std::vector<int32_t> cand;
+        std::vector<float> q;
+        for (int j = 0; j < n_cand; ++j) {
+          std::vector<float> dl = c.draft;
+          DraftToken d = SampleDraft(draft, dl);
+          cand.push_back(d.id);
+          q = std::move(d.q);
+        }
+        std::vector<float> tl = c.target;
+        const CandidatesOutcome v = VerifyCandidates(target, tl, cand, q);
+        accepted += v.accepted >= 0;
+        if (v.accepted >= 0) EXPECT_EQ(v.token.id, cand[v.accepted]);
+        ++counts[v.token.id];
+      }
+      const double chi = ChiSquare(counts, std::vector<double>(p.begin(), p.end()), n);
+      EXPECT_LT(chi, kChi2Crit7) << c.name << " candidates " << n_cand;
+      std::printf("%-8s %d candidates: acceptance %.3f chi2 %.2f (crit %.2f)\n", c.name, n_cand,
+                  static_cast<double>(accepted) / n, chi, kChi2Crit7);
+    }
+  }
+  // Fixed candidates (a greedy draft's top tokens): point masses.
+  const std::vector<float> logits = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -2.0f};
+  const SamplingParams tp = Params(0.8f, 41);
+  const std::vector<float> p = Probs(tp, logits);
+  for (const std::vector<int32_t>& cand : {std::vector<int32_t>{0, 1, 2}, std::vector<int32_t>{6, 5}}) {
+    Sampler target(tp, kV);
+    const int n = 40000;
+    std::vector<int> counts(kV, 0);
+    for (int i = 0; i < n; ++i) {
+      auto l = logits;
+      ++counts[VerifyCandidates(target, l, cand, {}).token.id];
+    }
+    const double chi = ChiSquare(counts, std::vector<double>(p.begin(), p.end()), n);
+    EXPECT_LT(chi, kChi2Crit7) << "fixed candidates from " << cand[0];
+  }
+}
+
+// A whole tree step on the toy model: a spine of 2 drafts, with 2 more independent draws at
+// each depth as siblings (leaves); verification walks the tree (SpecInfer), an accepted leaf
+// gets the target's bonus token from its own logits. The first two emitted tokens must have
+// the joint distribution p(a) p(b | a).
+TEST(SpeculativeTest, TreeStepKeepsJointDistribution) {
+  for (float draft_sign : {1.0f, -1.0f}) {
+    const SamplingParams tp = Params(1.0f, 15);
+    Sampler target(tp, kV), draft(Params(1.0f, 16), kV);
+    const int n = 60000, depth = 2, width = 3, start = 2;
+    std::vector<int> counts(kV * kV, 0);
+    for (int trial = 0; trial < n; ++trial) {
+      std::vector<DraftToken> spine;
+      int prev = start;
+      for (int d = 0; d < depth; ++d) {
+        auto l = Toy(prev, draft_sign);
+        DraftToken t = SampleDraft(draft, l);
+        for (int j = 1; j < width; ++j) {
+          auto l2 = Toy(prev, draft_sign);
+          t.alts.push_back(SampleDraft(draft, l2).id);
+        }
+        prev = t.id;
+        spine.push_back(std::move(t));
+      }
+      std::vector<int> out;
+      prev = start;
+      for (int d = 0; d < depth && out.size() < 2; ++d) {
+        std::vector<int32_t> cand = {spine[d].id};
+        cand.insert(cand.end(), spine[d].alts.begin(), spine[d].alts.end());
+        auto l = Toy(prev, 1.0f);
+        const CandidatesOutcome v = VerifyCandidates(target, l, cand, spine[d].q);
+        out.push_back(v.token.id);
+        prev = v.token.id;
+        if (v.accepted < 0) break;
+        // A sibling of the spine's token is a leaf: its row gives the bonus token.
+        if (cand[v.accepted] != spine[d].id) {
+          if (out.size() < 2) {
+            auto lb = Toy(prev, 1.0f);
+            out.push_back(target.Sample(lb).id);
+          }
+          break;
+        }
+      }
+      if (out.size() < 2) {
+        auto l = Toy(out.back(), 1.0f);
+        out.push_back(target.Sample(l).id);
+      }
+      ++counts[out[0] * kV + out[1]];
+    }
+    std::vector<double> expect(kV * kV);
+    const auto pa = Probs(tp, Toy(start, 1.0f));
+    for (int a = 0; a < kV; ++a) {
+      const auto pb = Probs(tp, Toy(a, 1.0f));
+      for (int b = 0; b < kV; ++b) expect[a * kV + b] = static_cast<double>(pa[a]) * pb[b];
+    }
+    const double chi = ChiSquare(counts, expect, n);
+    EXPECT_LT(chi, kChi2Crit63) << "draft sign " << draft_sign;
+    std::printf("tree, draft sign %+.0f: chi2 %.2f over 64 cells (crit %.2f)\n", draft_sign, chi,
+                kChi2Crit63);
+  }
+}
+
+TEST(SpeculativeTest, GreedyCandidatesAcceptTheArgmax) {
+  Sampler target(Params(0.0f, 1), kV);
+  const std::vector<float> l = {0.1f, 3.0f, 0.2f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  auto lc = l;
+  CandidatesOutcome v = VerifyCandidates(target, lc, std::vector<int32_t>{2, 1, 1}, {});
+  EXPECT_EQ(v.accepted, 1);
+  EXPECT_EQ(v.token.id, 1);
+  lc = l;
+  v = VerifyCandidates(target, lc, std::vector<int32_t>{2, 3}, {});
+  EXPECT_EQ(v.accepted, -1);
+  EXPECT_EQ(v.token.id, 1);
+}
+
 }  // namespace
 }  // namespace tarmac::sampling
