@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "base/thread_pool.h"
+#include "kernels/dispatch.h"
 #include "tensor/view.h"
 
 namespace tarmac::kernels {
@@ -33,6 +34,12 @@ namespace tarmac::kernels {
 // Preconditions: IsMatVecType(w.type); n_tokens >= 0; w.cols a multiple of the block size.
 // pool may be nullptr (single thread).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// MatMul's f32-panel GEMM alone (the dispatch table's matmul-panels; tests and benchmarks call
+// it directly). Same contract as MatMul.
+void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+                  ThreadPool* pool);
+PreparedLayout PreparedOf(const MatrixView& w);  // the kind of copy in w.packed
 
 // The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
 // hwy::SupportedTargets(), which runs CPUID, slow in a VM (bench/NOTES.md); follows
