@@ -74,8 +74,8 @@ void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);
 void QuantizeActivationsQ8(const float* x, int64_t n, int offset, int8_t* q, float* d,
                            int32_t* corr, float* s);
 
-// Which code path MatMulInt8 takes now: "amx-int8", "avx512vnni", "avx2" or "scalar", from
-// the active ISA level (cpu_features.h; avx2-vnni runs "avx2").
+// Which code path MatMulInt8 takes now: "amx-int8", "avx512vnni", "avx2-vnni", "avx2" or
+// "scalar", from the active ISA level (cpu_features.h).
 const char* Int8MatMulPath();
 
 }  // namespace tarmac::kernels

@@ -68,7 +68,7 @@ void PackSlabFullScalar(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk
 void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
                          uint8_t* dst);
 
-// The x86 path of a level (AMX-INT8, AVX-512 VNNI, AVX2; avx2-vnni runs the AVX2 one);
+// The x86 path of a level (AMX-INT8, AVX-512 VNNI, AVX-VNNI where the CPU has it, AVX2);
 // nullptr for scalar (or not x86): the scalar path. Precondition: CpuSupports(isa).
 const Path* BestX86Path(Isa isa);
 

@@ -21,6 +21,7 @@
 #define TARMAC_TARGET_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 #define TARMAC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define TARMAC_TARGET_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 // GCC 12's reduce/convert intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports falsely.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -423,12 +424,78 @@ constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, tru
 constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowAvx2,
                          &PackSlabFullScalar, &PackSlabInterleaved};
 
+// ------------------------------------------------------------------------------------------
+// AVX-VNNI (Alder Lake and later, Zen 5): the AVX2 slab halves with vpdpbusd on ymm, which
+// multiplies the unsigned bytes u = w + offset by the signed activations and accumulates in
+// int32 in one instruction (exact; the offset correction starts the sums), so 6 tokens'
+// sums and accumulators fit the registers.
+
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2_VNNI inline void HalfAvxVnni(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                                int64_t ldx, const float* xd, const int32_t* xc,
+                                                const float* xs, int64_t ldb, float* c,
+                                                int64_t ldc, bool load_c, int h) {
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
+    const int8_t* xb = xq + b * kQB;
+    __m256i isum[M];
+    for (int m = 0; m < M; ++m) isum[m] = _mm256_set1_epi32(xc[m * ldb + b]);
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      for (int m = 0; m < M; ++m) {
+        int32_t xi;
+        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+        isum[m] = _mm256_dpbusd_avx_epi32(isum[m], w, _mm256_set1_epi32(xi));
+      }
+    }
+    const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                    kQuantBytes + 32 * h));
+    for (int m = 0; m < M; ++m) {
+      const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(dw, dx), acc[m]);
+    }
+    if (kMins) {
+      const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                      kMinsOff + 32 * h));
+      for (int m = 0; m < M; ++m)
+        acc[m] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m]);
+    }
+  }
+  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+}
+
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2_VNNI void TileAvxVnni(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk,
+                                         const int8_t* xq, int64_t ldx, const float* xd,
+                                         const int32_t* xc, const float* xs, int64_t ldb,
+                                         int /*offset*/, float* c, int64_t ldc, bool load_c) {
+  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 0);
+  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 1);
+}
+
+template <bool kMins, int... Ms>
+constexpr std::array<TileFn, sizeof...(Ms)> AvxVnniTiles(std::integer_sequence<int, Ms...>) {
+  return {&TileAvxVnni<Ms + 1, kMins>...};
+}
+constexpr int kAvxVnniMR = 6;
+constexpr auto kAvxVnniTiles = AvxVnniTiles<false>(std::make_integer_sequence<int, kAvxVnniMR>());
+constexpr auto kAvxVnniTilesMins = AvxVnniTiles<true>(std::make_integer_sequence<int, kAvxVnniMR>());
+constexpr Path kAvxVnniPath{"avx2-vnni",          kAvxVnniMR,       1,
+                            kAvxVnniTiles.data(), kAvxVnniTilesMins.data(), &QuantizeRowAvx2,
+                            &PackSlabFullScalar,  &PackSlabInterleaved};
+
 }  // namespace
 
 const Path* BestX86Path(Isa isa) {
   // isa <= ActiveIsa() <= NativeIsa(): the CPU has what each level needs (cpu_features.h).
   if (isa >= Isa::kAmx) return &kAmxPath;
   if (isa >= Isa::kAvx512) return &kVnniPath;
+  if (isa >= Isa::kAvx2Vnni && Cpu().avx_vnni) return &kAvxVnniPath;
   if (isa >= Isa::kAvx2) return &kAvx2Path;
   return nullptr;
 }

@@ -89,10 +89,11 @@ TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_
   }
 }
 
-// One half (8 rows) of group g for NT tokens. prefetch: this pass is the group's first (the
-// others find it in cache).
+// NH halves (8 rows each) of group g from half h for NT tokens: one token takes both halves
+// in one pass (two accumulators; the weights stream once, in order), several tokens a half at
+// a time (registers). prefetch: this pass is the group's first (the others find it in cache).
 #define TARMAC_MV8A_HALF(TARGET, SUMS)                                                         \
-  template <bool kQ8, int NT>                                                                 \
+  template <bool kQ8, int NT, int NH>                                                         \
   TARGET void Half##SUMS(const QuantInterleaved& pk, int64_t g, int h, const int8_t* xq,      \
                          int64_t x_stride, const float* dx, const int32_t* corr, float* y,    \
                          int64_t y_stride, bool prefetch) {                                   \
@@ -100,8 +101,9 @@ TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_
     const int64_t nb = pk.blocks();                                                           \
     const uint8_t* p = pk.quants(g) + 32 * h;                                                 \
     const uint16_t* sc = pk.scales(g) + 8 * h;                                                \
-    __m256 acc[NT];                                                                           \
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();                                \
+    __m256 acc[NH][NT];                                                                       \
+    for (int j = 0; j < NH; ++j)                                                              \
+      for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();                           \
     for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {                                     \
       if (prefetch) {                                                                         \
         for (int64_t l = 0; l < kB; l += 64) {                                                \
@@ -117,23 +119,28 @@ TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_
         xb[t] = reinterpret_cast<const int32_t*>(xq + t * x_stride + b * kQB);                \
         corr_b[t] = corr[t * nb + b];                                                         \
       }                                                                                       \
-      __m256i isum[NT];                                                                       \
-      SUMS<kQ8, NT>(p, xb, corr_b, isum);                                                     \
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))); \
-      for (int t = 0; t < NT; ++t) {                                                          \
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b]));               \
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), scale, acc[t]);                 \
+      for (int j = 0; j < NH; ++j) {                                                          \
+        __m256i isum[NT];                                                                     \
+        SUMS<kQ8, NT>(p + 32 * j, xb, corr_b, isum);                                          \
+        const __m256 dw =                                                                     \
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * j)));   \
+        for (int t = 0; t < NT; ++t) {                                                        \
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b]));             \
+          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), scale, acc[j][t]);         \
+        }                                                                                     \
       }                                                                                       \
     }                                                                                         \
-    const int64_t row0 = g * kRows + 8 * h;                                                   \
-    const int64_t n = std::min<int64_t>(8, pk.rows() - row0);                                 \
-    for (int t = 0; t < NT; ++t) {                                                            \
-      if (n == 8) {                                                                           \
-        _mm256_storeu_ps(y + t * y_stride + row0, acc[t]);                                    \
-      } else if (n > 0) {                                                                     \
-        alignas(32) float tmp[8];                                                             \
-        _mm256_store_ps(tmp, acc[t]);                                                         \
-        std::memcpy(y + t * y_stride + row0, tmp, n * sizeof(float));                         \
+    for (int j = 0; j < NH; ++j) {                                                            \
+      const int64_t row0 = g * kRows + 8 * (h + j);                                           \
+      const int64_t n = std::min<int64_t>(8, pk.rows() - row0);                               \
+      for (int t = 0; t < NT; ++t) {                                                          \
+        if (n == 8) {                                                                         \
+          _mm256_storeu_ps(y + t * y_stride + row0, acc[j][t]);                               \
+        } else if (n > 0) {                                                                   \
+          alignas(32) float tmp[8];                                                           \
+          _mm256_store_ps(tmp, acc[j][t]);                                                    \
+          std::memcpy(y + t * y_stride + row0, tmp, n * sizeof(float));                       \
+        }                                                                                     \
       }                                                                                       \
     }                                                                                         \
   }
@@ -158,19 +165,26 @@ void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int6
       const float* dt = dx + t0 * nb;
       const int32_t* ct = corr + t0 * nb;
       float* yt = y + t0 * y_stride;
+      if (nt == 1) {  // both halves in one pass
+        if constexpr (kVnni) {
+          HalfBlockSumsVnni<kQ8, 1, 2>(pk, g, 0, xt, x_stride, dt, ct, yt, y_stride, t0 == 0);
+        } else {
+          HalfBlockSumsAvx2<kQ8, 1, 2>(pk, g, 0, xt, x_stride, dt, ct, yt, y_stride, t0 == 0);
+        }
+        continue;
+      }
       for (int h = 0; h < 2; ++h) {
         if (g * kRows + 8 * h >= pk.rows()) break;
         const bool pf = t0 == 0 && h == 0;
 #define TARMAC_MV8A_CALL(N)                                                                 \
   case N:                                                                                   \
     if constexpr (kVnni) {                                                                  \
-      HalfBlockSumsVnni<kQ8, N>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);          \
+      HalfBlockSumsVnni<kQ8, N, 1>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);       \
     } else {                                                                                \
-      HalfBlockSumsAvx2<kQ8, N>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);          \
+      HalfBlockSumsAvx2<kQ8, N, 1>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);       \
     }                                                                                       \
     break;
         switch (nt) {
-          TARMAC_MV8A_CALL(1)
           TARMAC_MV8A_CALL(2)
           TARMAC_MV8A_CALL(3)
           TARMAC_MV8A_CALL(4)

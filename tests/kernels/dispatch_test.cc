@@ -59,6 +59,7 @@ TEST(CpuFeaturesTest, OverrideReachesEveryPredicateAndRestores) {
       const std::string path = Int8MatMulPath();
       const char* expect = want >= Isa::kAmx      ? "amx-int8"
                            : want >= Isa::kAvx512 ? "avx512vnni"
+                           : want >= Isa::kAvx2Vnni && Cpu().avx_vnni ? "avx2-vnni"
                            : want >= Isa::kAvx2   ? "avx2"
                                                   : "scalar";
       if (Cpu().x86) {

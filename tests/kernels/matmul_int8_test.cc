@@ -32,8 +32,8 @@
 namespace tarmac::kernels {
 namespace {
 
-// Every int8 path this machine has: each ISA level (amx-int8, avx512vnni, avx2 twice: its
-// level and avx2-vnni, scalar).
+// Every int8 path this machine has: each ISA level (amx-int8, avx512vnni, avx2-vnni where the
+// CPU has AVX-VNNI, avx2, scalar).
 template <typename Fn>
 void ForEachInt8Path(const Fn& fn) {
   testing::ForEachIsa(fn);
@@ -225,6 +225,7 @@ TEST(MatMulInt8Test, EveryPathIsTested) {
   EXPECT_TRUE(paths.count("scalar")) << "no target reached the scalar path";
 #if defined(__x86_64__)
   if (CpuSupports(Isa::kAvx2)) EXPECT_TRUE(paths.count("avx2"));
+  if (CpuSupports(Isa::kAvx2Vnni) && Cpu().avx_vnni) EXPECT_TRUE(paths.count("avx2-vnni"));
   if (CpuSupports(Isa::kAvx512)) EXPECT_TRUE(paths.count("avx512vnni"));
   if (CpuSupports(Isa::kAmx)) EXPECT_TRUE(paths.count("amx-int8"));
 #endif
