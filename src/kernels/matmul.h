@@ -7,7 +7,9 @@
 // broadcast-FMA over k (MR = 12 on AVX-512, 6 on AVX2), amortizing the dequantization over
 // all tokens.
 //
-// Q8_0, Q4_0 and Q4_K weights with n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
+// Which kernel runs is the dispatch table's choice (dispatch.h, at the ISA level of
+// cpu_features.h; `tarmac info` prints it); in short: Q8_0, Q4_0 and Q4_K weights with
+// n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
 // activations per 32-block, integer dot products; its own, looser error bound), or, for
 // Q8_0/Q4_0 with an interleaved copy and up to kInterleavedMaxTokens tokens, to
 // MatVecInt8Fused (matvec_int8.h, same integers). Other dtypes run on AMX tiles where the CPU
