@@ -13,7 +13,10 @@
 #include "apps/bench_serve.h"
 #include "apps/commands.h"
 #include "apps/model_loading.h"
+#include "apps/plan_probe.h"
 #include "base/clock.h"
+#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "model/sequence_runner.h"
 #include "sampling/sampler.h"
 
@@ -28,6 +31,8 @@ struct BenchArgs {
   int reps = 3;
   bool json = false;
   bool mmap = false;
+  bool read_bandwidth = false;  // also measure the read bandwidth over weight_bytes
+  bool explain = false;         // print the kernel dispatch table first
 };
 
 double Median(std::vector<double> v) {
@@ -42,6 +47,7 @@ int RunBenchModel(const BenchArgs& a) {
     return 2;
   }
   model::LlamaModel& m = *loaded->model;
+  if (a.explain) std::printf("%s", kernels::DescribeDispatchTable(kernels::ActiveIsa()).c_str());
   const int32_t n_vocab = m.config().n_vocab;
   const int ctx = a.prompt_tokens + a.decode + 16;
   // Same generator as the llama.cpp script: ids spread over the vocabulary, no tokenizer.
@@ -76,16 +82,24 @@ int RunBenchModel(const BenchArgs& a) {
     decode.push_back(a.decode / ((NowNanos() - t0) * 1e-9));
   }
   const double pf = Median(prefill), dc = Median(decode);
+  // The roofline decode is held to: the same threads reading as many bytes as the weights.
+  const double read_bps = a.read_bandwidth ? MeasureReadBandwidth(m.weight_bytes(), a.threads) : 0;
   if (a.json) {
     nlohmann::json j = {{"file", a.model},          {"threads", a.threads},
                         {"prefill_tokens", a.prompt_tokens}, {"prefill_tok_s", pf},
                         {"decode_tokens", a.decode}, {"decode_tok_s", dc},
-                        {"weight_bytes", m.weight_bytes()}};
+                        {"weight_bytes", m.weight_bytes()},
+                        {"isa", kernels::IsaName(kernels::ActiveIsa())}};
+    if (a.read_bandwidth) j["read_bytes_per_s"] = read_bps;
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("prefill %d tokens: %.1f tok/s; decode %d tokens: %.1f tok/s (%.2f GB/s of "
                 "weights); threads %d, median of %d\n",
                 a.prompt_tokens, pf, a.decode, dc, dc * m.weight_bytes() / 1e9, a.threads, a.reps);
+    if (a.read_bandwidth) {
+      std::printf("read bandwidth %.2f GB/s: decode streams the weights at %.0f%% of it\n",
+                  read_bps / 1e9, 100.0 * dc * m.weight_bytes() / read_bps);
+    }
   }
   return 0;
 }
@@ -105,6 +119,10 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->add_option("--reps", a->reps, "repetitions (median reported)")->capture_default_str()
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", a->json, "one JSON line");
+  cmd->add_flag("--read-bandwidth", a->read_bandwidth,
+                "also measure the read bandwidth of these threads over as many bytes as the weights");
+  cmd->add_flag("--explain", a->explain,
+                "print the kernel dispatch table (TARMAC_ISA level) before measuring");
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
   cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
   RegisterBenchOffline(bench, run);

@@ -18,5 +18,6 @@ void RegisterBench(CLI::App& app, RunFn* run);
 void RegisterTemplate(CLI::App& app, RunFn* run);  // template render
 void RegisterReport(CLI::App& app, RunFn* run);    // report --url
 void RegisterPlan(CLI::App& app, RunFn* run);      // plan -m
+void RegisterInfo(CLI::App& app, RunFn* run);      // info: CPU features, dispatch table
 
 }  // namespace tarmac::apps

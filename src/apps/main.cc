@@ -3,6 +3,7 @@
 
 #include "apps/commands.h"
 #include "base/log.h"
+#include "kernels/cpu_features.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tarmac: an LLM inference server for GGUF models"};
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   tarmac::apps::RegisterTemplate(app, &run);
   tarmac::apps::RegisterReport(app, &run);
   tarmac::apps::RegisterPlan(app, &run);
+  tarmac::apps::RegisterInfo(app, &run);
 
   try {
     app.parse(argc, argv);
@@ -28,6 +30,11 @@ int main(int argc, char** argv) {
   }
   if (!tarmac::InitLogging(log_level)) {
     std::fprintf(stderr, "tarmac: unknown --log-level '%s'\n", log_level.c_str());
+    return 2;
+  }
+  // The kernels' ISA override (TARMAC_ISA) applies from here on; a bad value is bad usage.
+  if (const auto err = tarmac::kernels::InitIsaFromEnvironment()) {
+    std::fprintf(stderr, "tarmac: %s\n", err->c_str());
     return 2;
   }
   if (!run) {

@@ -73,13 +73,13 @@ Result<LoadedModel> LoadModelAndTokenizer(const std::string& path, bool quiet, b
                  out.model->weight_bytes() / (1024.0 * 1024.0), dt.c_str());
     if (out.model->amx_packed_bytes() > 0) {
       std::fprintf(stderr, "AMX: %.1f MiB of weights pre-split for batched matmuls "
-                   "(TARMAC_NO_AMX=1 turns AMX off)\n",
+                   "(TARMAC_ISA=avx512 turns AMX off)\n",
                    out.model->amx_packed_bytes() / (1024.0 * 1024.0));
     }
     if (out.model->decode_packed_bytes() > 0) {
       std::fprintf(stderr,
                    "decode: %.1f MiB of Q4_0/Q8_0 weights moved into an interleaved layout for "
-                   "the VNNI matvec (TARMAC_NO_VNNI_MATVEC=1 turns it off)\n",
+                   "the int8 matvec (`tarmac info` lists the kernels)\n",
                    out.model->decode_packed_bytes() / (1024.0 * 1024.0));
     }
   }

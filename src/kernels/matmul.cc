@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/dequant.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec_int8.h"
@@ -175,14 +176,10 @@ HWY_EXPORT(TargetT);
 
 int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
 
-namespace {
-// Fewest tokens that run on AMX tiles rather than MatVecMulti (which handles up to
-// kMatVecMultiMaxTokens): with pre-split weights AMX wins from 7 tokens; splitting the weights
-// per call, it loses to MatVecMulti all the way up to 16 (bench/NOTES.md).
-int64_t AmxMinTokens(const MatrixView& w) {
-  return w.packed != nullptr ? kAmxPackedMinTokens : kAmxPlainMinTokens;
+PreparedLayout PreparedOf(const MatrixView& w) {
+  if (w.packed == nullptr) return PreparedLayout::kNone;
+  return IsInt8MatVecType(w.type) ? PreparedLayout::kInterleaved : PreparedLayout::kAmxSplit;
 }
-}  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsMatVecType(w.type));
@@ -190,31 +187,31 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   TARMAC_CHECK(w.cols >= 0 && w.cols % Traits(w.type).block_size == 0);
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
   if (n_tokens == 0 || w.rows == 0) return;
-  if (n_tokens == 1) {
-    // Q8_0 / Q4_0 with VNNI: int8 activations keep the row streaming at memory speed (the
-    // int16 MatVec runs out of vector ports first; matvec_int8.h).
-    // (Always with an interleaved copy: the model may have released the GGUF bytes.)
-    if (IsInt8MatVecType(w.type) && (Int8MatVecFast() || w.packed != nullptr)) {
+  // The choice is the dispatch table's (dispatch.h); this only runs it.
+  switch (ChooseMatMulKernel({w.type, n_tokens, PreparedOf(w)})) {
+    case MatMulKernel::kMatVec:
+      return MatVec(w, x, y, pool);
+    case MatMulKernel::kMatVecInt8:
       return MatVecInt8(w, x, y, pool);
+    case MatMulKernel::kInterleavedInt8: {
+      if (n_tokens == 1) return MatVecInt8(w, x, y, pool);
+      const MatrixView* ws[1] = {&w};
+      float* ys[1] = {y};
+      return MatVecInt8Fused(ws, ys, 1, x, n_tokens, pool);
     }
-    return MatVec(w, x, y, pool);
+    case MatMulKernel::kMatVecMulti:
+      return MatVecMulti(w, x, n_tokens, y, pool);
+    case MatMulKernel::kMatMulInt8:
+      return MatMulInt8(w, x, n_tokens, y, pool);
+    case MatMulKernel::kMatMulAmx:
+      return MatMulAmx(w, x, n_tokens, y, pool);
+    case MatMulKernel::kMatMulPanels:
+      return MatMulPanels(w, x, n_tokens, y, pool);
   }
-  // A few tokens (small decode batches, speculative verification) are still bound by reading
-  // the weights: stream each row once rather than packing a copy of the whole matrix (AMX
-  // takes over from AmxMinTokens).
-  if (n_tokens <= kInterleavedMaxTokens && IsInt8MatVecType(w.type) && w.packed != nullptr &&
-      Int8MatVecFast()) {
-    const MatrixView* ws[1] = {&w};
-    float* ys[1] = {y};
-    return MatVecInt8Fused(ws, ys, 1, x, n_tokens, pool);
-  }
-  if (n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(w.type) &&
-      !(AmxEnabled() && n_tokens >= AmxMinTokens(w)))
-    return MatVecMulti(w, x, n_tokens, y, pool);
-  // Q8_0 / Q4_0 / Q4_K: int8 activations and integer dot products (matmul_int8.h).
-  if (IsInt8MatMulType(w.type)) return MatMulInt8(w, x, n_tokens, y, pool);
-  // Everything else on AMX tiles where the CPU has them (matmul_amx.h: split-bf16, ~f32 exact).
-  if (AmxEnabled()) return MatMulAmx(w, x, n_tokens, y, pool);
+}
+
+void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+                  ThreadPool* pool) {
   if (w.cols == 0) {
     std::fill(y, y + n_tokens * w.rows, 0.0f);
     return;

@@ -7,7 +7,9 @@
 // broadcast-FMA over k (MR = 12 on AVX-512, 6 on AVX2), amortizing the dequantization over
 // all tokens.
 //
-// Q8_0, Q4_0 and Q4_K weights with n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
+// Which kernel runs is the dispatch table's choice (dispatch.h, at the ISA level of
+// cpu_features.h; `tarmac info` prints it); in short: Q8_0, Q4_0 and Q4_K weights with
+// n_tokens >= 2 go to MatMulInt8 instead (matmul_int8.h: 8-bit
 // activations per 32-block, integer dot products; its own, looser error bound), or, for
 // Q8_0/Q4_0 with an interleaved copy and up to kInterleavedMaxTokens tokens, to
 // MatVecInt8Fused (matvec_int8.h, same integers). Other dtypes run on AMX tiles where the CPU
@@ -23,6 +25,7 @@
 #include <cstdint>
 
 #include "base/thread_pool.h"
+#include "kernels/dispatch.h"
 #include "tensor/view.h"
 
 namespace tarmac::kernels {
@@ -33,6 +36,12 @@ namespace tarmac::kernels {
 // Preconditions: IsMatVecType(w.type); n_tokens >= 0; w.cols a multiple of the block size.
 // pool may be nullptr (single thread).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// MatMul's f32-panel GEMM alone (the dispatch table's matmul-panels; tests and benchmarks call
+// it directly). Same contract as MatMul.
+void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+                  ThreadPool* pool);
+PreparedLayout PreparedOf(const MatrixView& w);  // the kind of copy in w.packed
 
 // The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
 // hwy::SupportedTargets(), which runs CPUID, slow in a VM (bench/NOTES.md); follows

@@ -10,16 +10,13 @@
 #include "kernels/matmul_amx.h"
 
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matmul_amx_internal.h"
@@ -225,23 +222,6 @@ TARMAC_AMX void SplitRowsImpl(const float* src, int64_t n, uint16_t* hi, uint16_
 
 TARMAC_AMX void ReleaseTiles() { _tile_release(); }
 
-bool ProbeAmx() {
-  unsigned a, b, c, d;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-  const bool tile = (d >> 24) & 1, amx_bf16 = (d >> 22) & 1, avx512f = (b >> 16) & 1,
-             avx512bw = (b >> 30) & 1, avx512dq = (b >> 17) & 1, avx512vl = (b >> 31) & 1;
-  if (!(tile && amx_bf16 && avx512f && avx512bw && avx512dq && avx512vl)) return false;
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || !((a >> 5) & 1)) return false;  // bf16
-  // OS support: XCR0 must enable AVX-512 state (bits 5-7) and AMX (17-18), and the kernel
-  // must grant this process the tile data (ARCH_REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18).
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  const uint64_t xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
-  if ((xcr0 & 0xE6) != 0xE6 || ((xcr0 >> 17) & 3) != 3) return false;
-  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-}
-
-std::atomic<int> g_enabled{-1};  // -1: from the environment on first use
 
 }  // namespace
 
@@ -256,22 +236,9 @@ void AmxSplitRows(const float* src, int64_t n, uint16_t* hi, uint16_t* lo) {
 }
 void AmxReleaseTiles() { ReleaseTiles(); }
 
-bool AmxBf16Available() {
-  static const bool available = ProbeAmx();
-  return available;
-}
+bool AmxBf16Available() { return CpuSupports(Isa::kAmx); }
 
-bool AmxEnabled() {
-  int e = g_enabled.load(std::memory_order_relaxed);
-  if (e < 0) {
-    const char* env = std::getenv("TARMAC_NO_AMX");
-    e = (env != nullptr && std::strcmp(env, "0") != 0 && env[0] != '\0') ? 0 : 1;
-    g_enabled.store(e, std::memory_order_relaxed);
-  }
-  return e == 1 && AmxBf16Available();
-}
-
-void SetAmxEnabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+bool AmxEnabled() { return IsaAtLeast(Isa::kAmx); }
 
 namespace amx_internal {
 void StageWeightBlock(const MatrixView& w, int64_t r0, int64_t r1, int64_t steps, uint16_t* hi,

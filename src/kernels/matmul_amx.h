@@ -33,14 +33,13 @@
 
 namespace tarmac::kernels {
 
-// True when the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16 and the kernel granted this
-// process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, Linux >= 5.16). Probed once.
+// True when the CPU runs the amx level (cpu_features.h: AMX-TILE/BF16/INT8, AVX512-BF16, and
+// the kernel granted this process the tile state). Probed once.
 bool AmxBf16Available();
 
-// Whether MatMul uses MatMulAmx when available: on, unless the environment sets
-// TARMAC_NO_AMX=1 or SetAmxEnabled(false) was called (tests and benchmarks compare paths).
+// Whether the kernels use AMX now: the active ISA level is amx (TARMAC_ISA / ScopedIsa lower
+// it to compare paths).
 bool AmxEnabled();
-void SetAmxEnabled(bool on);
 
 // The tile configuration every AMX kernel here uses (palette 1, all 8 tiles 16 rows × 64
 // bytes), or tiles 0-7 with the given rows and bytes per row, loaded on / released from the

@@ -197,7 +197,7 @@ struct Acts {
 };
 
 const Path& SelectPath() {
-  if (const Path* p = BestX86Path(MatMulHwyTarget())) return *p;
+  if (const Path* p = BestX86Path(ActiveIsa())) return *p;
   return kScalarPath;
 }
 

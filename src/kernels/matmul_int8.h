@@ -74,12 +74,8 @@ void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);
 void QuantizeActivationsQ8(const float* x, int64_t n, int offset, int8_t* q, float* d,
                            int32_t* corr, float* s);
 
-// Which code path MatMulInt8 takes on this machine now: "amx-int8", "avx512vnni", "avx2" or
-// "scalar".
-// It follows the Highway target MatMul dispatches to (MatMulHwyTarget, so
-// hwy::SetSupportedTargetsForTest in tests): AVX-512 VNNI needs HWY_AVX3 and a VNNI CPU (and
-// takes AMX-INT8 when AmxInt8Usable(), i.e. also on SetAmxEnabled / TARMAC_NO_AMX), AVX2
-// needs HWY_AVX2 or better; anything else runs the scalar path.
+// Which code path MatMulInt8 takes now: "amx-int8", "avx512vnni", "avx2-vnni", "avx2" or
+// "scalar", from the active ISA level (cpu_features.h).
 const char* Int8MatMulPath();
 
 }  // namespace tarmac::kernels

@@ -3,7 +3,6 @@
 
 #include "kernels/matmul_int8_amx.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <array>
@@ -116,14 +115,6 @@ constexpr auto MakeTable(std::integer_sequence<int, Ms...>) {
   return std::array<TileFn, sizeof...(Ms)>{&Tile<Ms + 1, kMins>...};
 }
 
-bool CpuHasAmxInt8() {
-  unsigned a, b, c, d;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-  const bool amx_int8 = (d >> 25) & 1;
-  return amx_int8 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-         CpuHasF16c();
-}
-
 TARMAC_AMX8 void SignSlabsImpl(uint8_t* slabs, int64_t n_blocks, int offset) {
   const __m512i o = _mm512_set1_epi8(static_cast<char>(offset));
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -138,11 +129,7 @@ TARMAC_AMX8 void EndImpl() { _tile_release(); }
 
 }  // namespace
 
-bool AmxInt8Usable() {
-  static const bool cpu = CpuHasAmxInt8();
-  // AmxBf16Available() also obtained the tile state from the OS (ARCH_REQ_XCOMP_PERM).
-  return cpu && AmxEnabled();
-}
+bool AmxInt8Usable() { return IsaAtLeast(Isa::kAmx); }
 
 void AmxInt8Begin() { Configure(); }
 void AmxInt8End() { EndImpl(); }

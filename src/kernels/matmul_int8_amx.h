@@ -29,8 +29,8 @@ constexpr int64_t kInt8SlabBlockBytes = kInt8SlabMinsOff + 16 * 4;
 // Tokens per AMX tile (rows of A and C).
 constexpr int kAmxInt8MR = 16;
 
-// True when the CPU has AMX-INT8 (and AVX-512 VNNI), the OS granted the tile state, and
-// AmxEnabled() (TARMAC_NO_AMX unset).
+// True when the active ISA level is amx (cpu_features.h: the CPU has AMX-INT8 and the OS
+// granted the tile state).
 bool AmxInt8Usable();
 
 // Load / release the tile configuration TileAmxInt8 uses, on the calling thread, around a run

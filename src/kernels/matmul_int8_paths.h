@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_int8_amx.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/quant_blocks.h"
@@ -67,9 +68,8 @@ void PackSlabFullScalar(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk
 void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
                          uint8_t* dst);
 
-// The best x86 path this CPU runs (AMX-INT8, AVX-512 VNNI, AVX2) no better than Highway's
-// target (MatMulHwyTarget: tests and benchmarks lower it to compare paths); nullptr when none
-// (or not x86): the scalar path.
-const Path* BestX86Path(int64_t hwy_target);
+// The x86 path of a level (AMX-INT8, AVX-512 VNNI, AVX-VNNI where the CPU has it, AVX2);
+// nullptr for scalar (or not x86): the scalar path. Precondition: CpuSupports(isa).
+const Path* BestX86Path(Isa isa);
 
 }  // namespace tarmac::kernels::int8_internal

@@ -4,8 +4,6 @@
 
 #include "kernels/matmul_int8_paths.h"
 
-#include "kernels/cpu_features.h"
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TARMAC_INT8_X86 1
 #include <immintrin.h>
@@ -23,6 +21,7 @@
 #define TARMAC_TARGET_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 #define TARMAC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define TARMAC_TARGET_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 // GCC 12's reduce/convert intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports falsely.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -287,81 +286,221 @@ constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
                         true,               &AmxInt8SignSlabs};
 
 // ------------------------------------------------------------------------------------------
-// AVX2: one slab = 2 ymm of 8 rows; |w| · sign(x, w) through maddubs (exact, see header).
+// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row). All weights enter vpmaddubsw as
+// unsigned nibbles u (0..15) against the signed activations (|q| <= 127), so a product pair
+// is at most 3810 and a block's 8 k-groups add up in int16 (<= 30480) before one vpmaddwd:
+//   Q4_0 / Q4_K: the packed bytes are the nibbles already;
+//   Q8_0: u = w + 128 splits into nibbles, u = 16·hi + lo, and the block sum is
+//         16·sum(hi·q) + sum(lo·q).
+// The offset correction (corr = -offset · sum q) makes the sums the signed ones exactly, so
+// the epilogue (and the results) are the other paths'. Each half (8 rows) runs separately so
+// up to 4 tokens' int16 sums and f32 accumulators stay in registers (Q8_0: 2 tokens at a time,
+// it keeps two int16 sums per token).
+
+// Half h of the slab for tokens [0, M): c[m][8h .. 8h+8) (+)= the blocks' products.
+template <int M, bool kMins, bool kQ8>
+TARMAC_TARGET_AVX2 inline void HalfAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                        int64_t ldx, const float* xd, const int32_t* xc,
+                                        const float* xs, int64_t ldb, float* c, int64_t ldc,
+                                        bool load_c, int h) {
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+  const __m256i nib = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
+    const int8_t* xb = xq + b * kQB;
+    __m256i lo[M], hi[M];
+    for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i wl = kQ8 ? _mm256_and_si256(w, nib) : w;
+      const __m256i wh = kQ8 ? _mm256_and_si256(_mm256_srli_epi16(w, 4), nib) : w;
+      for (int m = 0; m < M; ++m) {
+        int32_t xi;
+        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+        const __m256i xv = _mm256_set1_epi32(xi);
+        lo[m] = _mm256_add_epi16(lo[m], _mm256_maddubs_epi16(wl, xv));
+        if (kQ8) hi[m] = _mm256_add_epi16(hi[m], _mm256_maddubs_epi16(wh, xv));
+      }
+    }
+    const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                    kQuantBytes + 32 * h));
+    for (int m = 0; m < M; ++m) {
+      __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
+      if (kQ8) isum = _mm256_add_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(hi[m], ones), 4));
+      const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc[m]);
+    }
+    if (kMins) {
+      const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                      kMinsOff + 32 * h));
+      for (int m = 0; m < M; ++m)
+        acc[m] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m]);
+    }
+  }
+  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+}
 
 template <int M, bool kMins>
 TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk,
                                  const int8_t* xq, int64_t ldx, const float* xd,
-                                 const int32_t* /*xc*/, const float* xs, int64_t ldb, int offset,
+                                 const int32_t* xc, const float* xs, int64_t ldb, int offset,
                                  float* c, int64_t ldc, bool load_c) {
-  __m256 acc[M][2];
-  for (int m = 0; m < M; ++m) {
-    for (int h = 0; h < 2; ++h)
-      acc[m][h] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
-  }
-  const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t b = 0; b < nbk; ++b) {
-    const uint8_t* wb = wp + b * kBlockBytes;
-    const int8_t* xb = xq + b * kQB;
-    __m256i ia[M][2];
-    for (int m = 0; m < M; ++m) ia[m][0] = ia[m][1] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int k4 = 0; k4 < 8; ++k4) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i ws = _mm256_sub_epi8(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32 * h)), off);
-        const __m256i wa = _mm256_abs_epi8(ws);
-        for (int m = 0; m < M; ++m) {
-          int32_t xi;
-          std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
-          const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(xi), ws);
-          ia[m][h] = _mm256_add_epi32(ia[m][h], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), ones));
-        }
+  for (int h = 0; h < 2; ++h) {
+    if (offset == 128) {  // Q8_0: two int16 sums per token, 2 tokens at a time
+      constexpr int M0 = M < 2 ? M : 2;
+      HalfAvx2<M0, kMins, true>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
+      if constexpr (M > 2) {
+        HalfAvx2<M - 2, kMins, true>(wp, nbk, xq + 2 * ldx, ldx, xd + 2 * ldb, xc + 2 * ldb,
+                                     xs + 2 * ldb, ldb, c + 2 * ldc, ldc, load_c, h);
       }
+    } else {
+      HalfAvx2<M, kMins, false>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
     }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wb + kQuantBytes + 32 * h));
-      for (int m = 0; m < M; ++m) {
-        const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
-        acc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m][h]), _mm256_mul_ps(dw, dx), acc[m][h]);
-      }
-      if (kMins) {
-        const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wb + kMinsOff + 32 * h));
-        for (int m = 0; m < M; ++m)
-          acc[m][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m][h]);
-      }
-    }
-  }
-  for (int m = 0; m < M; ++m) {
-    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m][h]);
   }
 }
 
-constexpr int kAvx2MR = 2;
-constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>};
-constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>};
-constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowScalar,
+// The scalar quantizer's function (bit-identical: the same d, 1/d and round-to-nearest-even
+// products), 8 lanes at a time.
+TARMAC_TARGET_AVX2 void QuantizeRowAvx2(const float* x, int64_t n, int offset, int8_t* q,
+                                        float* d, int32_t* corr, float* s) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < n / kQB; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    int nan = 0;
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * kQB + 8 * i);
+      nan |= _mm256_movemask_ps(_mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float am = _mm_cvtss_f32(m4);
+    int32_t sum = 0;
+    if (nan != 0 || !(am <= std::numeric_limits<float>::max())) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::memset(q + b * kQB, 0, kQB);
+    } else if (am < kTinyAmax) {
+      d[b] = 0.0f;
+      std::memset(q + b * kQB, 0, kQB);
+    } else {
+      const float db = am / 127.0f;
+      const __m256 id = _mm256_set1_ps(1.0f / db);
+      d[b] = db;
+      __m256i qi[4];
+      __m256i acc = _mm256_setzero_si256();
+      for (int i = 0; i < 4; ++i) {
+        // cvtps rounds with MXCSR: to nearest even by default, as nearbyint in the scalar path.
+        qi[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], id)), lo), hi);
+        acc = _mm256_add_epi32(acc, qi[i]);
+      }
+      const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                             _mm256_packs_epi32(qi[2], qi[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQB),
+                          _mm256_permutevar8x32_epi32(p16, perm));
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+      sum = _mm_cvtsi128_si32(s4);
+    }
+    corr[b] = -offset * sum;
+    s[b] = d[b] * static_cast<float>(sum);
+  }
+}
+
+constexpr int kAvx2MR = 4;
+constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>,
+                                        &TileAvx2<3, false>, &TileAvx2<4, false>};
+constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>,
+                                            &TileAvx2<3, true>, &TileAvx2<4, true>};
+constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowAvx2,
                          &PackSlabFullScalar, &PackSlabInterleaved};
+
+// ------------------------------------------------------------------------------------------
+// AVX-VNNI (Alder Lake and later, Zen 5): the AVX2 slab halves with vpdpbusd on ymm, which
+// multiplies the unsigned bytes u = w + offset by the signed activations and accumulates in
+// int32 in one instruction (exact; the offset correction starts the sums), so 6 tokens'
+// sums and accumulators fit the registers.
+
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2_VNNI inline void HalfAvxVnni(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                                int64_t ldx, const float* xd, const int32_t* xc,
+                                                const float* xs, int64_t ldb, float* c,
+                                                int64_t ldc, bool load_c, int h) {
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
+    const int8_t* xb = xq + b * kQB;
+    __m256i isum[M];
+    for (int m = 0; m < M; ++m) isum[m] = _mm256_set1_epi32(xc[m * ldb + b]);
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      for (int m = 0; m < M; ++m) {
+        int32_t xi;
+        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
+        isum[m] = _mm256_dpbusd_avx_epi32(isum[m], w, _mm256_set1_epi32(xi));
+      }
+    }
+    const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                    kQuantBytes + 32 * h));
+    for (int m = 0; m < M; ++m) {
+      const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(dw, dx), acc[m]);
+    }
+    if (kMins) {
+      const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                      kMinsOff + 32 * h));
+      for (int m = 0; m < M; ++m)
+        acc[m] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m]);
+    }
+  }
+  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+}
+
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2_VNNI void TileAvxVnni(const uint8_t* wp, int64_t /*slab_stride*/, int64_t nbk,
+                                         const int8_t* xq, int64_t ldx, const float* xd,
+                                         const int32_t* xc, const float* xs, int64_t ldb,
+                                         int /*offset*/, float* c, int64_t ldc, bool load_c) {
+  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 0);
+  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 1);
+}
+
+template <bool kMins, int... Ms>
+constexpr std::array<TileFn, sizeof...(Ms)> AvxVnniTiles(std::integer_sequence<int, Ms...>) {
+  return {&TileAvxVnni<Ms + 1, kMins>...};
+}
+constexpr int kAvxVnniMR = 6;
+constexpr auto kAvxVnniTiles = AvxVnniTiles<false>(std::make_integer_sequence<int, kAvxVnniMR>());
+constexpr auto kAvxVnniTilesMins = AvxVnniTiles<true>(std::make_integer_sequence<int, kAvxVnniMR>());
+constexpr Path kAvxVnniPath{"avx2-vnni",          kAvxVnniMR,       1,
+                            kAvxVnniTiles.data(), kAvxVnniTilesMins.data(), &QuantizeRowAvx2,
+                            &PackSlabFullScalar,  &PackSlabInterleaved};
 
 }  // namespace
 
-const Path* BestX86Path(int64_t hwy_target) {
-  static const bool cpu_vnni = __builtin_cpu_supports("avx512f") &&
-                               __builtin_cpu_supports("avx512bw") &&
-                               __builtin_cpu_supports("avx512vl") &&
-                               __builtin_cpu_supports("avx512dq") &&
-                               __builtin_cpu_supports("avx512vnni") &&
-                               __builtin_cpu_supports("fma") && CpuHasF16c();
-  static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                               CpuHasF16c();
-  // Lower target bits are the better x86 targets (AVX3_DL < AVX3 < AVX2 < SSE4 < ...).
-  if (cpu_vnni && hwy_target <= HWY_AVX3) return AmxInt8Usable() ? &kAmxPath : &kVnniPath;
-  if (cpu_avx2 && hwy_target <= HWY_AVX2) return &kAvx2Path;
+const Path* BestX86Path(Isa isa) {
+  // isa <= ActiveIsa() <= NativeIsa(): the CPU has what each level needs (cpu_features.h).
+  if (isa >= Isa::kAmx) return &kAmxPath;
+  if (isa >= Isa::kAvx512) return &kVnniPath;
+  if (isa >= Isa::kAvx2Vnni && Cpu().avx_vnni) return &kAvxVnniPath;
+  if (isa >= Isa::kAvx2) return &kAvx2Path;
   return nullptr;
 }
 #else
-const Path* BestX86Path(int64_t) { return nullptr; }
+const Path* BestX86Path(Isa) { return nullptr; }
 #endif
 
 }  // namespace tarmac::kernels::int8_internal

@@ -15,6 +15,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
+#include "kernels/matvec_int8_avx2.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
@@ -376,11 +377,18 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
     first[i + 1] = first[i] + pk[i]->groups();
   }
   const bool q8 = type == DType::kQ8_0;
+  const bool avx512 = Int8MatVecFast();
+  const bool vnni256 = IsaAtLeast(Isa::kAvx2Vnni) && Cpu().avx_vnni;
   auto run = [&](int64_t g0, int64_t g1, int) {
     for (int i = 0; i < n; ++i) {
       const int64_t a = std::max(g0, first[i]) - first[i];
       const int64_t b = std::min(g1, first[i + 1]) - first[i];
       if (a >= b) continue;
+      if (!avx512) {
+        mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, n_tokens, xq, x_stride, dx, corr,
+                                            ys[i], ws[i]->rows, a, b);
+        continue;
+      }
       // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
       // per token).
       for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
@@ -408,15 +416,6 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   pool->ParallelFor(total, std::max<int64_t>(1, total / (threads * 2)), run);
 }
 
-bool CpuHasVnniVbmi() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vnni") &&
-                         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni") &&
-                         __builtin_cpu_supports("fma") &&
-                         CpuHasF16c();
-  return ok;
-}
 #endif  // TARMAC_MV8_X86
 
 }  // namespace
@@ -425,18 +424,22 @@ bool IsInt8MatVecType(DType type) { return type == DType::kQ8_0 || type == DType
 
 bool Int8MatVecFast() {
 #if TARMAC_MV8_X86
-  static const bool disabled = [] {
-    const char* e = std::getenv("TARMAC_NO_VNNI_MATVEC");
-    return e != nullptr && *e != '\0' && *e != '0';
-  }();
-  return !disabled && CpuHasVnniVbmi() && MatMulHwyTarget() <= HWY_AVX3;
+  return IsaAtLeast(Isa::kAvx512) && Cpu().avx512vbmi && Cpu().gfni;
+#else
+  return false;
+#endif
+}
+
+bool InterleavedInt8Available() {
+#if TARMAC_MV8_X86
+  return IsaAtLeast(Isa::kAvx2);
 #else
   return false;
 #endif
 }
 
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n) {
-  if (n < 1 || n > 4 || !Int8MatVecFast()) return false;
+  if (n < 1 || n > 4 || !InterleavedInt8Available()) return false;
   for (int i = 0; i < n; ++i) {
     if (ws[i]->packed == nullptr || !IsInt8MatVecType(ws[i]->type) ||
         ws[i]->type != ws[0]->type || ws[i]->cols != ws[0]->cols || ws[i]->rows == 0) {
@@ -459,16 +462,16 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
   TARMAC_CHECK(IsInt8MatVecType(w.type));
   TARMAC_CHECK(w.rows >= 0 && w.cols >= 0 && w.cols % kQB == 0);
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
-  if (!Int8MatVecFast()) return MatMulInt8(w, x, 1, y, pool);
 #if TARMAC_MV8_X86
   if (w.rows == 0) return;
-  const int threads = pool ? pool->num_threads() : 1;
-  const int64_t nb = w.cols / kQB;
-  if (w.packed != nullptr) {
+  if (w.packed != nullptr && InterleavedInt8Available()) {
     const MatrixView* ws[1] = {&w};
     float* ys[1] = {y};
     return InterleavedProducts(ws, ys, 1, x, 1, pool);
   }
+  if (!Int8MatVecFast()) return MatMulInt8(w, x, 1, y, pool);
+  const int threads = pool ? pool->num_threads() : 1;
+  const int64_t nb = w.cols / kQB;
   const int64_t ng = nb / kGroupBlocks, nt = nb % kGroupBlocks;
   // Per calling thread, only grows: decode steps allocate nothing once warm.
   thread_local AlignedBuffer buf;
@@ -493,6 +496,8 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
   // Contiguous chunks (sequential reads per thread), a few per thread for balance.
   const int64_t grain = std::max<int64_t>(1, w.rows / (threads * 8));
   pool->ParallelFor(w.rows, grain, run);
+#else
+  MatMulInt8(w, x, 1, y, pool);
 #endif
 }
 

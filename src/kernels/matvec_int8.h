@@ -38,12 +38,18 @@ namespace tarmac::kernels {
 // Weight types MatVecInt8 handles: Q8_0, Q4_0.
 bool IsInt8MatVecType(DType type);
 
-// True when the VNNI path runs on this machine now: the CPU has AVX-512 VNNI, VBMI and GFNI,
-// the Highway target MatMul dispatches to is AVX3 or better (so tests that lower the target
-// with hwy::SetSupportedTargetsForTest also turn this path off), and TARMAC_NO_VNNI_MATVEC is
-// unset or 0 (for A/B measurements against the int16 MatVec). MatMul uses MatVecInt8 for one
-// token when this is true, and always for a matrix with an interleaved copy.
+// True when the AVX-512 VNNI/VBMI/GFNI kernels run now: the CPU has them and the active ISA
+// level is avx512 or above (cpu_features.h; TARMAC_ISA / ScopedIsa lower it). Then MatVecInt8
+// also reads the GGUF layout at full speed (without it, a matrix without an interleaved copy
+// goes through MatMulInt8).
 bool Int8MatVecFast();
+
+// True when the interleaved products run now (x86 with the active level avx2 or above): the
+// AVX-512 kernel where Int8MatVecFast(), else the AVX2 one (AVX-VNNI where the CPU has it and
+// the level allows; matvec_int8_avx2.h). Same results either way (bit-identical to
+// MatMulInt8Ref). MatMul uses them for 1..kInterleavedMaxTokens tokens of a matrix with an
+// interleaved copy.
+bool InterleavedInt8Available();
 
 // y[r] = row r · x with int8 activations. x: w.cols floats; y: w.rows floats (no aliasing).
 // Without the VNNI path it computes the same function through MatMulInt8 (slower).
@@ -58,7 +64,7 @@ constexpr int64_t kInterleavedMaxTokens = 16;
 // Products of 1..4 matrices with the same x rows (a layer's Q/K/V, or gate/up; or one matrix)
 // in one call: x is quantized once and one parallel region covers all the matrices' rows, so
 // the threads' weight streams restart less often. Possible when CanFuseMatVecInt8: all with
-// QuantInterleaved copies in w.packed, of one type and width, on the VNNI path. Per token the
+// QuantInterleaved copies in w.packed, of one type and width, and InterleavedInt8Available(). Per token the
 // results equal MatVecInt8 (bit-identical to MatMulInt8Ref).
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n);
 // x: n_tokens rows of ws[0]->cols floats; ys[i]: n_tokens rows of ws[i]->rows floats each.

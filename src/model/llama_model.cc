@@ -105,7 +105,6 @@ LlamaModel::ArenaPlan LlamaModel::PlanArena(
 }
 
 void LlamaModel::PackForDecode() {
-  if (!kernels::Int8MatVecFast()) return;
   // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
   // halves it (quant_interleaved.h). Prefill packs from the copy too (matmul_int8.h), and
   // token lookup in a tied embedding reads its rows from it, so when the model owns its bytes
@@ -120,7 +119,7 @@ void LlamaModel::PackForDecode() {
   const bool owned = owned_bytes_.size() > 0;
   int64_t extra_left = cap;
   const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t) -> int64_t {
-    if (!kernels::QuantInterleaved::Supports(w.type) || w.rows == 0 || w.cols == 0) return -1;
+    if (!kernels::WantsInterleavedCopy(w.type) || w.rows == 0 || w.cols == 0) return -1;
     const int64_t bytes = kernels::QuantInterleaved::PackedBytes(w);
     if (bytes > cap || (!owned && bytes > extra_left)) return -1;
     if (!owned) extra_left -= bytes;
@@ -151,13 +150,12 @@ void LlamaModel::PackForDecode() {
 }
 
 void LlamaModel::PackForAmx() {
-  if (!kernels::AmxEnabled()) return;
   // Split the weights that MatMul runs on AMX (non-int8 dtypes) once (2-4 bytes per weight,
   // AmxPackedMatrix) while they fit the budget; the rest are split per call. All of
   // them in one arena of huge pages: a prefix hit's few-token step streams the whole copy.
   constexpr int64_t kBudget = int64_t{1} << 30;
   const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t planned) -> int64_t {
-    if (kernels::IsInt8MatMulType(w.type) || w.rows == 0 || w.cols == 0) return -1;
+    if (!kernels::WantsAmxCopy(w.type) || w.rows == 0 || w.cols == 0) return -1;
     const int64_t bytes = kernels::AmxPackedMatrix::PackedBytes(w);
     return planned + bytes > kBudget ? -1 : bytes;
   });

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernel_test_util.h"
 #include "kernels/attention_amx.h"
 #include "kernels/matmul_amx.h"
 #include "tensor/fp16.h"
@@ -14,12 +15,7 @@
 namespace tarmac::kernels {
 namespace {
 
-// Turns the AMX paths on or off for one test (restored after).
-struct AmxSwitch {
-  explicit AmxSwitch(bool on) : before(AmxEnabled()) { SetAmxEnabled(on); }
-  ~AmxSwitch() { SetAmxEnabled(before); }
-  const bool before;
-};
+using testing::AmxSwitch;
 
 // Sweeps head counts (MHA and GQA), head dims (incl. ones that are not a multiple of the
 // vector length), block sizes, context lengths (partial last blocks, a single token) and query

@@ -11,26 +11,45 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "kernels/cpu_features.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 
 namespace tarmac::kernels::testing {
 
-// Runs fn() once per SIMD target the kernels are compiled for and this CPU supports (AVX-512,
-// AVX2, the portable EMU128/SCALAR baseline), forcing dynamic dispatch to it; restores the
-// default afterwards. fn receives the target's name for messages.
+// Runs fn() once per ISA level (cpu_features.h) this CPU supports, up to the active one,
+// forcing every kernel choice to it (ScopedIsa); restores the override afterwards. fn receives
+// the level's name for messages. Every path the dispatch table has on this machine runs.
+template <class Fn>
+void ForEachIsa(const Fn& fn) {
+  const Isa top = ActiveIsa();
+  for (Isa isa : kAllIsas) {
+    if (isa > top) break;
+    const ScopedIsa forced(isa);
+    fn(IsaName(isa));
+  }
+}
+
+// The same over levels with distinct Highway targets only (the active level, avx2, scalar):
+// for the portable kernels, which see only the Highway target.
 template <class Fn>
 void ForEachTarget(const Fn& fn) {
-  const int64_t candidates[] = {HWY_AVX3, HWY_AVX2, HWY_EMU128, HWY_SCALAR};
-  const int64_t supported = hwy::SupportedTargets();  // before any mock below
-  for (int64_t t : candidates) {
-    if ((supported & t) == 0) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    fn(hwy::TargetName(t));
+  const Isa top = ActiveIsa();
+  const Isa levels[3] = {top, std::min(top, Isa::kAvx2), Isa::kScalar};
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && levels[i] == levels[i - 1]) continue;
+    const ScopedIsa forced(levels[i]);
+    fn(IsaName(levels[i]));
   }
-  hwy::SetSupportedTargetsForTest(0);
 }
+
+// Turns the AMX paths on (the amx level, where the CPU has it) or off (at most avx512) for
+// one scope; restores the override after.
+struct AmxSwitch {
+  explicit AmxSwitch(bool on) : forced(on ? Isa::kAmx : std::min(ActiveIsa(), Isa::kAvx512)) {}
+  const ScopedIsa forced;
+};
 
 inline const DType kMatVecTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                      DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};

@@ -32,20 +32,11 @@
 namespace tarmac::kernels {
 namespace {
 
-// Every int8 path this machine has: each Highway target, and where the AVX3 target takes the
-// AMX-INT8 tiles, that target once more with AMX off (the VNNI kernel).
+// Every int8 path this machine has: each ISA level (amx-int8, avx512vnni, avx2-vnni where the
+// CPU has AVX-VNNI, avx2, scalar).
 template <typename Fn>
 void ForEachInt8Path(const Fn& fn) {
-  const bool amx = AmxEnabled();
-  testing::ForEachTarget([&](const char* target) {
-    SetAmxEnabled(true);
-    fn(target);
-    if (std::string(Int8MatMulPath()) == "amx-int8") {
-      SetAmxEnabled(false);
-      fn(target);
-    }
-  });
-  SetAmxEnabled(amx);
+  testing::ForEachIsa(fn);
 }
 
 using testing::RandomActivations;
@@ -233,10 +224,10 @@ TEST(MatMulInt8Test, EveryPathIsTested) {
   ForEachInt8Path([&](const char*) { paths.insert(Int8MatMulPath()); });
   EXPECT_TRUE(paths.count("scalar")) << "no target reached the scalar path";
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) EXPECT_TRUE(paths.count("avx2"));
-  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
-    EXPECT_TRUE(paths.count("avx512vnni"));
-  if (AmxInt8Usable()) EXPECT_TRUE(paths.count("amx-int8"));
+  if (CpuSupports(Isa::kAvx2)) EXPECT_TRUE(paths.count("avx2"));
+  if (CpuSupports(Isa::kAvx2Vnni) && Cpu().avx_vnni) EXPECT_TRUE(paths.count("avx2-vnni"));
+  if (CpuSupports(Isa::kAvx512)) EXPECT_TRUE(paths.count("avx512vnni"));
+  if (CpuSupports(Isa::kAmx)) EXPECT_TRUE(paths.count("amx-int8"));
 #endif
   std::string all;
   for (const auto& p : paths) all += p + " ";

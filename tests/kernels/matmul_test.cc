@@ -77,12 +77,7 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
   }
 }
 
-// Sets the AMX switch for one test and puts back what it was (TARMAC_NO_AMX included).
-struct AmxSwitch {
-  explicit AmxSwitch(bool on) : before(AmxEnabled()) { SetAmxEnabled(on); }
-  ~AmxSwitch() { SetAmxEnabled(before); }
-  const bool before;
-};
+using testing::AmxSwitch;
 
 // The Highway paths (packed f32 panels), also on machines with AMX.
 TEST(MatMulTest, AllTypesShapesTokens) {

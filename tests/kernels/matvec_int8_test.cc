@@ -142,41 +142,45 @@ TEST(MatVecInt8Test, NonFiniteAndZeroBlocks) {
   }
 }
 
-// Without VNNI the same call runs MatMulInt8 on the copy's slabs, which is bit-identical too.
+// At every ISA level: the AVX-512 kernel, the AVX2 ones (vpmaddubsw; AVX-VNNI), and at the
+// scalar level MatMulInt8 on the copy's slabs; all bit-identical to the reference.
 TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
   std::mt19937 rng(26);
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
   int i = 0;
-  for (DType type : kTypes) {
-    for (int64_t cols : {32, 96, 128, 544, 2048}) {
-      for (int64_t rows : {1, 15, 16, 17, 33, 100, 256}) {
-        const int64_t stride = RowBytes(type, cols) + (i % 2 == 1 ? 6 : 0);
-        const auto m = RandomMatrix(type, rows, cols, stride, rng);
-        MatrixView w{type, m.data(), rows, cols, stride};
-        const auto pk = QuantInterleaved::Pack(w);
-        ASSERT_TRUE(pk->Matches(w));
-        ASSERT_EQ(QuantInterleaved::PackedBytes(w), pk->groups() * pk->group_stride());
-        ASSERT_EQ(pk->group_stride() % 64, 0);
-        w.packed = pk.get();
-        const auto x = RandomActivations(cols, rng);
-        std::vector<float> ref(rows), got(rows + 1, NAN);
-        got[rows] = 12345.0f;  // must stay: the last partial group writes only its rows
-        MatMulInt8Ref(w, x.data(), 1, ref.data());
-        MatVecInt8(w, x.data(), got.data(), pools[i % 3]);
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(got[r], ref[r])
-              << DTypeName(type) << " rows=" << rows << " cols=" << cols << " r=" << r;
+  testing::ForEachIsa([&](const char* isa) {
+    SCOPED_TRACE(isa);
+    for (DType type : kTypes) {
+      for (int64_t cols : {32, 96, 128, 544, 2048}) {
+        for (int64_t rows : {1, 15, 16, 17, 33, 100, 256}) {
+          const int64_t stride = RowBytes(type, cols) + (i % 2 == 1 ? 6 : 0);
+          const auto m = RandomMatrix(type, rows, cols, stride, rng);
+          MatrixView w{type, m.data(), rows, cols, stride};
+          const auto pk = QuantInterleaved::Pack(w);
+          ASSERT_TRUE(pk->Matches(w));
+          ASSERT_EQ(QuantInterleaved::PackedBytes(w), pk->groups() * pk->group_stride());
+          ASSERT_EQ(pk->group_stride() % 64, 0);
+          w.packed = pk.get();
+          const auto x = RandomActivations(cols, rng);
+          std::vector<float> ref(rows), got(rows + 1, NAN);
+          got[rows] = 12345.0f;  // must stay: the last partial group writes only its rows
+          MatMulInt8Ref(w, x.data(), 1, ref.data());
+          MatVecInt8(w, x.data(), got.data(), pools[i % 3]);
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(got[r], ref[r])
+                << DTypeName(type) << " rows=" << rows << " cols=" << cols << " r=" << r;
+          }
+          ASSERT_EQ(got[rows], 12345.0f);
+          // And through MatMul's one-token dispatch.
+          std::vector<float> via(rows);
+          MatMul(w, x.data(), 1, via.data(), pools[i % 3]);
+          for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(via[r], ref[r]);
+          ++i;
         }
-        ASSERT_EQ(got[rows], 12345.0f);
-        // And through MatMul's one-token dispatch.
-        std::vector<float> via(rows);
-        MatMul(w, x.data(), 1, via.data(), pools[i % 3]);
-        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(via[r], ref[r]);
-        ++i;
       }
     }
-  }
+  });
 }
 
 // 2-16 tokens on an interleaved copy (decode batches, speculative verification): up to 8
@@ -188,83 +192,89 @@ TEST(MatVecInt8Test, InterleavedTokensAreBitIdenticalToReference) {
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
   int i = 0;
-  for (DType type : kTypes) {
-    for (int64_t cols : {32, 96, 544}) {
-      for (int64_t rows : {15, 17, 100}) {
-        const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
-        MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
-        const auto pk = QuantInterleaved::Pack(w);
-        w.packed = pk.get();
-        for (int64_t tokens = 2; tokens <= kInterleavedMaxTokens; ++tokens) {
-          const auto x = RandomActivations(tokens * cols, rng);
-          std::vector<float> ref(tokens * rows), got(tokens * rows + 1, NAN);
-          got.back() = 12345.0f;
-          MatMulInt8Ref(w, x.data(), tokens, ref.data());
-          MatMul(w, x.data(), tokens, got.data(), pools[i++ % 3]);
-          for (int64_t e = 0; e < tokens * rows; ++e) {
-            ASSERT_EQ(got[e], ref[e]) << DTypeName(type) << " rows=" << rows << " cols=" << cols
-                                      << " tokens=" << tokens << " token " << e / rows
-                                      << " row " << e % rows;
+  testing::ForEachIsa([&](const char* isa) {
+    SCOPED_TRACE(isa);
+    for (DType type : kTypes) {
+      for (int64_t cols : {32, 96, 544}) {
+        for (int64_t rows : {15, 17, 100}) {
+          const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+          MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+          const auto pk = QuantInterleaved::Pack(w);
+          w.packed = pk.get();
+          for (int64_t tokens = 2; tokens <= kInterleavedMaxTokens; ++tokens) {
+            const auto x = RandomActivations(tokens * cols, rng);
+            std::vector<float> ref(tokens * rows), got(tokens * rows + 1, NAN);
+            got.back() = 12345.0f;
+            MatMulInt8Ref(w, x.data(), tokens, ref.data());
+            MatMul(w, x.data(), tokens, got.data(), pools[i++ % 3]);
+            for (int64_t e = 0; e < tokens * rows; ++e) {
+              ASSERT_EQ(got[e], ref[e]) << DTypeName(type) << " rows=" << rows << " cols=" << cols
+                                        << " tokens=" << tokens << " token " << e / rows
+                                        << " row " << e % rows;
+            }
+            ASSERT_EQ(got.back(), 12345.0f);
           }
-          ASSERT_EQ(got.back(), 12345.0f);
         }
       }
     }
-  }
+  });
 }
 
 TEST(MatVecInt8Test, FusedEqualsOneByOne) {
-  if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
   std::mt19937 rng(27);
   ThreadPool pool2(2);
-  for (DType type : kTypes) {
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
-      const int64_t cols = 256;
-      const int64_t rows[3] = {100, 17, 33};
-      std::vector<std::vector<uint8_t>> mats;
-      std::vector<MatrixView> ws;
-      std::vector<std::unique_ptr<QuantInterleaved>> pks;
-      for (int64_t r : rows) {
-        mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
-        ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
-        pks.push_back(QuantInterleaved::Pack(ws.back()));
-        ws.back().packed = pks.back().get();
-      }
-      const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
-      ASSERT_TRUE(CanFuseMatVecInt8(wp, 3));
-      const auto x = RandomActivations(cols, rng);
-      std::vector<float> fused[3], single[3];
-      float* yp[3];
-      for (int i = 0; i < 3; ++i) {
-        fused[i].assign(rows[i], NAN);
-        single[i].assign(rows[i], NAN);
-        yp[i] = fused[i].data();
-        MatVecInt8(ws[i], x.data(), single[i].data(), pool);
-      }
-      MatVecInt8Fused(wp, yp, 3, x.data(), 1, pool);
-      for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " i=" << i;
-      // Several tokens (one and two passes over the rows) equal MatMul per matrix.
-      for (int64_t tokens : {5, 12}) {
-        const auto xt = RandomActivations(tokens * cols, rng);
+  testing::ForEachIsa([&](const char* isa) {
+    SCOPED_TRACE(isa);
+    if (!InterleavedInt8Available()) return;
+    for (DType type : kTypes) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        const int64_t cols = 256;
+        const int64_t rows[3] = {100, 17, 33};
+        std::vector<std::vector<uint8_t>> mats;
+        std::vector<MatrixView> ws;
+        std::vector<std::unique_ptr<QuantInterleaved>> pks;
+        for (int64_t r : rows) {
+          mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
+          ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
+          pks.push_back(QuantInterleaved::Pack(ws.back()));
+          ws.back().packed = pks.back().get();
+        }
+        const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+        ASSERT_TRUE(CanFuseMatVecInt8(wp, 3));
+        const auto x = RandomActivations(cols, rng);
+        std::vector<float> fused[3], single[3];
+        float* yp[3];
         for (int i = 0; i < 3; ++i) {
-          fused[i].assign(tokens * rows[i], NAN);
-          single[i].assign(tokens * rows[i], NAN);
+          fused[i].assign(rows[i], NAN);
+          single[i].assign(rows[i], NAN);
           yp[i] = fused[i].data();
-          MatMul(ws[i], xt.data(), tokens, single[i].data(), pool);
+          MatVecInt8(ws[i], x.data(), single[i].data(), pool);
         }
-        MatVecInt8Fused(wp, yp, 3, xt.data(), tokens, pool);
-        for (int i = 0; i < 3; ++i) {
-          EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " tokens=" << tokens << " i=" << i;
+        MatVecInt8Fused(wp, yp, 3, x.data(), 1, pool);
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " i=" << i;
+        // Several tokens (one and two passes over the rows) equal MatMul per matrix.
+        for (int64_t tokens : {5, 12}) {
+          const auto xt = RandomActivations(tokens * cols, rng);
+          for (int i = 0; i < 3; ++i) {
+            fused[i].assign(tokens * rows[i], NAN);
+            single[i].assign(tokens * rows[i], NAN);
+            yp[i] = fused[i].data();
+            MatMul(ws[i], xt.data(), tokens, single[i].data(), pool);
+          }
+          MatVecInt8Fused(wp, yp, 3, xt.data(), tokens, pool);
+          for (int i = 0; i < 3; ++i) {
+            EXPECT_EQ(fused[i], single[i]) << DTypeName(type) << " tokens=" << tokens << " i=" << i;
+          }
         }
+        // Not fusable: a matrix without an interleaved copy, or another width.
+        ws[1].packed = nullptr;
+        EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
+        ws[1].packed = pks[1].get();
+        ws[2].cols = 128;
+        EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
       }
-      // Not fusable: a matrix without an interleaved copy, or another width.
-      ws[1].packed = nullptr;
-      EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
-      ws[1].packed = pks[1].get();
-      ws[2].cols = 128;
-      EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
     }
-  }
+  });
 }
 
 TEST(QuantInterleavedTest, DequantizeRowEqualsReference) {

@@ -2,6 +2,7 @@
 // qwen2 architectures, on small random models written with our GGUF writer: covers what the
 // golden files do not (qwen2's NeoX rope and Q/K/V biases, partial rotary dims, tied
 // embeddings, rope frequency factors, F32 weights).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf_writer.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_amx.h"
 #include "model/llama_model.h"
 #include "tensor/fp16.h"
@@ -207,11 +209,7 @@ void CheckAgainstReference(const TinySpec& s) {
   // rounding boundaries often enough on these random weights to move K/V by whole f16 ulps.
   // What this test checks is the architecture (rope, biases, tying), not matmul numerics;
   // the golden-file tests run the real models with AMX on.
-  struct Restore {
-    const bool before = kernels::AmxEnabled();
-    ~Restore() { kernels::SetAmxEnabled(before); }
-  } restore;
-  kernels::SetAmxEnabled(false);
+  const kernels::ScopedIsa no_amx(std::min(kernels::ActiveIsa(), kernels::Isa::kAvx512));
   const std::string path = ::testing::TempDir() + "/tiny_" + s.arch + ".gguf";
   Tensors t = WriteTinyModel(s, path);
   auto model = LlamaModel::Load(path);

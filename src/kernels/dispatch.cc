@@ -1,0 +1,145 @@
+// The kernel dispatch table (see dispatch.h).
+
+#include "kernels/dispatch.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_int8.h"
+#include "kernels/matmul_int8_paths.h"
+#include "kernels/matvec_int8.h"
+#include "kernels/matvec_multi.h"
+#include "kernels/quant_interleaved.h"
+
+namespace tarmac::kernels {
+namespace {
+
+Isa Clamp(Isa isa) { return std::min(isa, NativeIsa()); }
+
+// The AVX-512 VNNI + VBMI + GFNI decode kernels (Int8MatVecFast at this level).
+bool Avx512Int8(Isa isa) { return isa >= Isa::kAvx512 && Cpu().avx512vbmi && Cpu().gfni; }
+// The interleaved products (InterleavedInt8Available at this level).
+bool Interleaved(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
+bool Amx(Isa isa) { return isa >= Isa::kAmx; }
+
+}  // namespace
+
+MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
+  isa = Clamp(isa);
+  const bool int8_vec = IsInt8MatVecType(c.type);
+  const bool interleaved = c.prepared == PreparedLayout::kInterleaved && int8_vec;
+  if (c.n_tokens <= 1) {
+    if (interleaved && Interleaved(isa)) return MatMulKernel::kInterleavedInt8;
+    if (int8_vec && Avx512Int8(isa)) return MatMulKernel::kMatVecInt8;
+    // A matrix with an interleaved copy may have released its GGUF bytes: only the int8
+    // kernels read the copy.
+    return interleaved ? MatMulKernel::kMatMulInt8 : MatMulKernel::kMatVec;
+  }
+  // A few tokens (small decode batches, speculative verification) are still bound by reading
+  // the weights: stream each row once rather than pack a copy of the whole matrix, until AMX
+  // tiles win (from kAmxPackedMinTokens with pre-split weights, kAmxPlainMinTokens without:
+  // splitting per call loses to MatVecMulti up to 16; bench/NOTES.md).
+  if (c.n_tokens <= kInterleavedMaxTokens && interleaved && Interleaved(isa)) {
+    return MatMulKernel::kInterleavedInt8;
+  }
+  const int64_t amx_min =
+      c.prepared == PreparedLayout::kAmxSplit ? kAmxPackedMinTokens : kAmxPlainMinTokens;
+  if (c.n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(c.type) &&
+      !(Amx(isa) && c.n_tokens >= amx_min)) {
+    return MatMulKernel::kMatVecMulti;
+  }
+  // Q8_0 / Q4_0 / Q4_K: int8 activations and integer dot products.
+  if (IsInt8MatMulType(c.type)) return MatMulKernel::kMatMulInt8;
+  // Everything else on AMX tiles where the CPU has them (split-bf16, ~f32 exact).
+  if (Amx(isa)) return MatMulKernel::kMatMulAmx;
+  return MatMulKernel::kMatMulPanels;
+}
+
+const char* MatMulKernelName(MatMulKernel k) {
+  switch (k) {
+    case MatMulKernel::kMatVec: return "matvec";
+    case MatMulKernel::kMatVecInt8: return "matvec-int8";
+    case MatMulKernel::kInterleavedInt8: return "interleaved-int8";
+    case MatMulKernel::kMatVecMulti: return "matvec-multi";
+    case MatMulKernel::kMatMulInt8: return "matmul-int8";
+    case MatMulKernel::kMatMulAmx: return "matmul-amx";
+    case MatMulKernel::kMatMulPanels: return "matmul-panels";
+  }
+  return "?";
+}
+
+std::string MatMulKernelVariant(MatMulKernel k, Isa isa) {
+  isa = Clamp(isa);
+  std::string path;
+  switch (k) {
+    case MatMulKernel::kMatVec:
+    case MatMulKernel::kMatVecMulti:
+    case MatMulKernel::kMatMulPanels:
+      path = HighwayTargetName(isa);
+      break;
+    case MatMulKernel::kMatVecInt8:
+      path = "avx512-vnni";
+      break;
+    case MatMulKernel::kInterleavedInt8:
+      path = Avx512Int8(isa)                                  ? "avx512-vnni"
+             : isa >= Isa::kAvx2Vnni && Cpu().avx_vnni        ? "avx2-vnni"
+                                                              : "avx2";
+      break;
+    case MatMulKernel::kMatMulInt8: {
+      const int8_internal::Path* p = int8_internal::BestX86Path(isa);
+      path = p != nullptr ? p->name : "scalar";
+      break;
+    }
+    case MatMulKernel::kMatMulAmx:
+      path = "amx-bf16";
+      break;
+  }
+  return std::string(MatMulKernelName(k)) + " [" + path + "]";
+}
+
+bool WantsInterleavedCopy(DType type, Isa isa) {
+  return QuantInterleaved::Supports(type) && Interleaved(Clamp(isa));
+}
+
+bool WantsAmxCopy(DType type, Isa isa) { return !IsInt8MatMulType(type) && Amx(Clamp(isa)); }
+
+std::string DescribeDispatchTable(Isa isa) {
+  const Isa level = Clamp(isa);
+  std::string out = std::string("kernel dispatch at level ") + IsaName(level) + " (native " +
+                    IsaName(NativeIsa()) + "; TARMAC_ISA lowers it)\n";
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                         DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+  constexpr int64_t kScan = 64;  // past every threshold
+  for (DType t : types) {
+    const PreparedLayout prep = WantsInterleavedCopy(t, level) ? PreparedLayout::kInterleaved
+                                : WantsAmxCopy(t, level)       ? PreparedLayout::kAmxSplit
+                                                               : PreparedLayout::kNone;
+    char head[64];
+    std::snprintf(head, sizeof head, "  %-5s %-12s", std::string(DTypeName(t)).c_str(),
+                  prep == PreparedLayout::kInterleaved ? "interleaved"
+                  : prep == PreparedLayout::kAmxSplit  ? "amx-split"
+                                                       : "gguf");
+    out += head;
+    int64_t start = 1;
+    for (int64_t n = 1; n <= kScan; ++n) {
+      const MatMulKernel k = ChooseMatMulKernel({t, n, prep}, level);
+      if (n < kScan && ChooseMatMulKernel({t, n + 1, prep}, level) == k) continue;
+      char range[32];
+      if (n == kScan) {
+        std::snprintf(range, sizeof range, "%lld+", static_cast<long long>(start));
+      } else if (n == start) {
+        std::snprintf(range, sizeof range, "%lld", static_cast<long long>(n));
+      } else {
+        std::snprintf(range, sizeof range, "%lld-%lld", static_cast<long long>(start),
+                      static_cast<long long>(n));
+      }
+      out += std::string("  ") + range + ": " + MatMulKernelVariant(k, level);
+      start = n + 1;
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace tarmac::kernels

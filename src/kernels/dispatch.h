@@ -1,0 +1,60 @@
+// The kernel dispatch table: which named kernel computes a weight-matrix product, from the
+// weight dtype, the token count, the prepared copy the matrix has, and the ISA level
+// (cpu_features.h). MatMul (matmul.h) runs what ChooseMatMulKernel says, the model asks
+// WantsInterleavedCopy / WantsAmxCopy which copies to prepare at load, and
+// DescribeDispatchTable prints the whole table (`tarmac info`), so "what runs for 12 tokens of
+// Q4_K on this CPU?" is answered here and nowhere else.
+//
+// Pure functions of their arguments (and, for the defaults, of ActiveIsa()); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cpu_features.h"
+#include "tensor/dtype.h"
+
+namespace tarmac::kernels {
+
+enum class MatMulKernel {
+  kMatVec,           // 1 token: f32 accumulation, int16 activations for quantized rows (matvec.h)
+  kMatVecInt8,       // 1 token, Q8_0/Q4_0 GGUF layout, AVX-512 VNNI (matvec_int8.h)
+  kInterleavedInt8,  // 1..16 tokens, Q8_0/Q4_0 interleaved copy (matvec_int8.h)
+  kMatVecMulti,      // 2..16 tokens, rows streamed once (matvec_multi.h)
+  kMatMulInt8,       // GEMM with int8 activations, Q8_0/Q4_0/Q4_K (matmul_int8.h)
+  kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)
+  kMatMulPanels,     // GEMM on f32 panels, Highway (matmul.h)
+};
+
+// The prepared copy a matrix carries in MatrixView::packed.
+enum class PreparedLayout { kNone, kInterleaved, kAmxSplit };
+
+// What decides the kernel. n_tokens >= 1.
+struct MatMulCase {
+  DType type;
+  int64_t n_tokens;
+  PreparedLayout prepared = PreparedLayout::kNone;
+};
+
+MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa);
+inline MatMulKernel ChooseMatMulKernel(const MatMulCase& c) {
+  return ChooseMatMulKernel(c, ActiveIsa());
+}
+
+// "matvec", "matvec-int8", "interleaved-int8", ...; with the code path it takes at a level
+// ("interleaved-int8 [avx2]", "matmul-int8 [amx-int8]", "matvec [AVX3_SPR]").
+const char* MatMulKernelName(MatMulKernel k);
+std::string MatMulKernelVariant(MatMulKernel k, Isa isa);
+
+// Which copies a model prepares at load for a matrix of this dtype (used when one exists).
+bool WantsInterleavedCopy(DType type, Isa isa);
+bool WantsAmxCopy(DType type, Isa isa);
+inline bool WantsInterleavedCopy(DType type) { return WantsInterleavedCopy(type, ActiveIsa()); }
+inline bool WantsAmxCopy(DType type) { return WantsAmxCopy(type, ActiveIsa()); }
+
+// The table at a level, for the weight dtypes of a model (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q6_K) with the copies a model prepares at that level: per dtype, token ranges and their
+// kernels. Multi-line text ending in a newline.
+std::string DescribeDispatchTable(Isa isa);
+
+}  // namespace tarmac::kernels

@@ -1,0 +1,220 @@
+// AVX2 / AVX-VNNI products on interleaved Q8_0 / Q4_0 weights (see matvec_int8_avx2.h).
+
+#include "kernels/matvec_int8_avx2.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TARMAC_MV8A_X86 1
+#include <immintrin.h>
+#define TARMAC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define TARMAC_TARGET_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+#else
+#define TARMAC_MV8A_X86 0
+#endif
+
+namespace tarmac::kernels::mv8_internal {
+
+#if TARMAC_MV8A_X86
+namespace {
+
+constexpr int64_t kQB = 32;
+constexpr int64_t kRows = QuantInterleaved::kRows;
+// Prefetch distance in quant bytes (as the AVX-512 kernel).
+constexpr int64_t kAhead = 3072;
+
+// Tokens' integer sums of one block over one half (8 rows): isum[t] (int32 per row).
+// p: the block's quants at the half's first byte (k-group s at p + 64·s).
+template <bool kQ8, int NT>
+TARMAC_TARGET_AVX2 inline void BlockSumsAvx2(const uint8_t* p, const int32_t* const* xb,
+                                             const int32_t* corr_b, __m256i* isum) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (kQ8) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const __m256i q = _mm256_xor_si256(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s)), flip);
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xb[t][s]), q);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones));
+      }
+    }
+  } else {
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    __m256i s16[NT];
+    for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 4; ++s) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s));
+      const __m256i lo = _mm256_and_si256(raw, nib);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+      for (int t = 0; t < NT; ++t) {
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xb[t][s])));
+        s16[t] = _mm256_add_epi16(s16[t],
+                                  _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xb[t][4 + s])));
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      isum[t] = _mm256_add_epi32(_mm256_set1_epi32(corr_b[t]), _mm256_madd_epi16(s16[t], ones));
+    }
+  }
+}
+
+template <bool kQ8, int NT>
+TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_t* const* xb,
+                                                  const int32_t* corr_b, __m256i* isum) {
+  for (int t = 0; t < NT; ++t) isum[t] = _mm256_set1_epi32(corr_b[t]);
+  if constexpr (kQ8) {  // unsigned bytes qs + 128, corrected by corr
+    for (int s = 0; s < 8; ++s) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s));
+      for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], w, _mm256_set1_epi32(xb[t][s]));
+      }
+    }
+  } else {
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    for (int s = 0; s < 4; ++s) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s));
+      const __m256i lo = _mm256_and_si256(raw, nib);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+      for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], lo, _mm256_set1_epi32(xb[t][s]));
+        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], hi, _mm256_set1_epi32(xb[t][4 + s]));
+      }
+    }
+  }
+}
+
+// NH halves (8 rows each) of group g from half h for NT tokens: one token takes both halves
+// in one pass (two accumulators; the weights stream once, in order), several tokens a half at
+// a time (registers). prefetch: this pass is the group's first (the others find it in cache).
+#define TARMAC_MV8A_HALF(TARGET, SUMS)                                                         \
+  template <bool kQ8, int NT, int NH>                                                         \
+  TARGET void Half##SUMS(const QuantInterleaved& pk, int64_t g, int h, const int8_t* xq,      \
+                         int64_t x_stride, const float* dx, const int32_t* corr, float* y,    \
+                         int64_t y_stride, bool prefetch) {                                   \
+    constexpr int64_t kB = kQ8 ? 512 : 256;                                                   \
+    const int64_t nb = pk.blocks();                                                           \
+    const uint8_t* p = pk.quants(g) + 32 * h;                                                 \
+    const uint16_t* sc = pk.scales(g) + 8 * h;                                                \
+    __m256 acc[NH][NT];                                                                       \
+    for (int j = 0; j < NH; ++j)                                                              \
+      for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();                           \
+    for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {                                     \
+      if (prefetch) {                                                                         \
+        for (int64_t l = 0; l < kB; l += 64) {                                                \
+          _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);           \
+        }                                                                                     \
+        if (b % 2 == 0) {                                                                     \
+          _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);         \
+        }                                                                                     \
+      }                                                                                       \
+      const int32_t* xb[NT];                                                                  \
+      int32_t corr_b[NT];                                                                     \
+      for (int t = 0; t < NT; ++t) {                                                          \
+        xb[t] = reinterpret_cast<const int32_t*>(xq + t * x_stride + b * kQB);                \
+        corr_b[t] = corr[t * nb + b];                                                         \
+      }                                                                                       \
+      for (int j = 0; j < NH; ++j) {                                                          \
+        __m256i isum[NT];                                                                     \
+        SUMS<kQ8, NT>(p + 32 * j, xb, corr_b, isum);                                          \
+        const __m256 dw =                                                                     \
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * j)));   \
+        for (int t = 0; t < NT; ++t) {                                                        \
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b]));             \
+          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), scale, acc[j][t]);         \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+    for (int j = 0; j < NH; ++j) {                                                            \
+      const int64_t row0 = g * kRows + 8 * (h + j);                                           \
+      const int64_t n = std::min<int64_t>(8, pk.rows() - row0);                               \
+      for (int t = 0; t < NT; ++t) {                                                          \
+        if (n == 8) {                                                                         \
+          _mm256_storeu_ps(y + t * y_stride + row0, acc[j][t]);                               \
+        } else if (n > 0) {                                                                   \
+          alignas(32) float tmp[8];                                                           \
+          _mm256_store_ps(tmp, acc[j][t]);                                                    \
+          std::memcpy(y + t * y_stride + row0, tmp, n * sizeof(float));                       \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+  }
+
+TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2, BlockSumsAvx2)
+TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2_VNNI, BlockSumsVnni)
+#undef TARMAC_MV8A_HALF
+
+// Tokens per pass: NT int32 sums and NT f32 accumulators plus the weight vectors fit the 16
+// ymm registers up to 4.
+constexpr int kMaxNT = 4;
+
+template <bool kQ8, bool kVnni>
+void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int64_t x_stride,
+            const float* dx, const int32_t* corr, float* y, int64_t y_stride, int64_t g0,
+            int64_t g1) {
+  const int64_t nb = pk.blocks();
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
+      const int nt = static_cast<int>(std::min<int64_t>(kMaxNT, n_tokens - t0));
+      const int8_t* xt = xq + t0 * x_stride;
+      const float* dt = dx + t0 * nb;
+      const int32_t* ct = corr + t0 * nb;
+      float* yt = y + t0 * y_stride;
+      if (nt == 1) {  // both halves in one pass
+        if constexpr (kVnni) {
+          HalfBlockSumsVnni<kQ8, 1, 2>(pk, g, 0, xt, x_stride, dt, ct, yt, y_stride, t0 == 0);
+        } else {
+          HalfBlockSumsAvx2<kQ8, 1, 2>(pk, g, 0, xt, x_stride, dt, ct, yt, y_stride, t0 == 0);
+        }
+        continue;
+      }
+      for (int h = 0; h < 2; ++h) {
+        if (g * kRows + 8 * h >= pk.rows()) break;
+        const bool pf = t0 == 0 && h == 0;
+#define TARMAC_MV8A_CALL(N)                                                                 \
+  case N:                                                                                   \
+    if constexpr (kVnni) {                                                                  \
+      HalfBlockSumsVnni<kQ8, N, 1>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);       \
+    } else {                                                                                \
+      HalfBlockSumsAvx2<kQ8, N, 1>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);       \
+    }                                                                                       \
+    break;
+        switch (nt) {
+          TARMAC_MV8A_CALL(2)
+          TARMAC_MV8A_CALL(3)
+          TARMAC_MV8A_CALL(4)
+          default: TARMAC_CHECK(false);
+        }
+#undef TARMAC_MV8A_CALL
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, int64_t n_tokens,
+                           const int8_t* xq, int64_t x_stride, const float* dx,
+                           const int32_t* corr, float* y, int64_t y_stride, int64_t g0,
+                           int64_t g1) {
+  TARMAC_CHECK(n_tokens >= 1 && n_tokens <= 16);
+  TARMAC_DCHECK(pk.quant_bytes() == (pk.type() == DType::kQ8_0 ? 512 : 256));
+  const bool q8 = pk.type() == DType::kQ8_0;
+  if (q8 && vnni) return Groups<true, true>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+  if (q8) return Groups<true, false>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+  if (vnni) return Groups<false, true>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+  return Groups<false, false>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+}
+#else
+void InterleavedGroupsAvx2(const QuantInterleaved&, bool, int64_t, const int8_t*, int64_t,
+                           const float*, const int32_t*, float*, int64_t, int64_t, int64_t) {
+  TARMAC_CHECK(false && "x86 only");
+}
+#endif
+
+}  // namespace tarmac::kernels::mv8_internal

@@ -1,0 +1,137 @@
+// The ISA override (cpu_features.h) and the kernel dispatch table (dispatch.h): levels parse
+// and clamp to the CPU, the override reaches Highway and every path predicate, ScopedIsa
+// restores, and the table routes each (dtype, tokens, prepared copy) where the kernels' own
+// headers say (the kernels themselves are checked against their references at every level in
+// their own tests, through testing::ForEachIsa).
+#include "kernels/dispatch.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "hwy/targets.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_int8.h"
+#include "kernels/matmul_int8_amx.h"
+#include "kernels/matvec_int8.h"
+
+namespace tarmac::kernels {
+namespace {
+
+TEST(CpuFeaturesTest, LevelsParseAndName) {
+  for (Isa isa : kAllIsas) EXPECT_EQ(ParseIsa(IsaName(isa)), isa);
+  EXPECT_FALSE(ParseIsa("AVX2").has_value());
+  EXPECT_FALSE(ParseIsa("").has_value());
+  EXPECT_FALSE(ParseIsa("avx512f").has_value());
+}
+
+TEST(CpuFeaturesTest, NativeLevelMatchesFeatures) {
+  const CpuFeatures& f = Cpu();
+  const Isa n = NativeIsa();
+  EXPECT_EQ(n >= Isa::kAvx2, f.avx2 && f.fma && f.f16c);
+  if (n >= Isa::kAvx512) {
+    EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni);
+  }
+  if (n >= Isa::kAmx) {
+    EXPECT_TRUE(f.amx_tile && f.amx_int8 && f.amx_bf16 && f.amx_os);
+  }
+  std::printf("cpu: %s; native level %s\n", DescribeCpu().c_str(), IsaName(n));
+}
+
+TEST(CpuFeaturesTest, OverrideReachesEveryPredicateAndRestores) {
+  const Isa before = ActiveIsa();
+  for (Isa isa : kAllIsas) {
+    {
+      const ScopedIsa forced(isa);
+      const Isa want = std::min(isa, NativeIsa());
+      EXPECT_EQ(ActiveIsa(), want) << IsaName(isa);
+      EXPECT_EQ(AmxEnabled(), want >= Isa::kAmx);
+      EXPECT_EQ(AmxInt8Usable(), want >= Isa::kAmx);
+      if (want < Isa::kAvx512) {
+        EXPECT_FALSE(Int8MatVecFast());
+      }
+      if (Cpu().x86) {
+        EXPECT_EQ(InterleavedInt8Available(), want >= Isa::kAvx2);
+      }
+      const std::string path = Int8MatMulPath();
+      const char* expect = want >= Isa::kAmx      ? "amx-int8"
+                           : want >= Isa::kAvx512 ? "avx512vnni"
+                           : want >= Isa::kAvx2Vnni && Cpu().avx_vnni ? "avx2-vnni"
+                           : want >= Isa::kAvx2   ? "avx2"
+                                                  : "scalar";
+      if (Cpu().x86) {
+        EXPECT_EQ(path, expect) << IsaName(isa);
+      }
+      // Highway follows: the portable kernels' target.
+      if (want < Isa::kAvx512 && want >= Isa::kAvx2) {
+        EXPECT_EQ(std::string(HighwayTargetName(want)), "AVX2");
+        EXPECT_EQ(MatMulHwyTarget(), HWY_AVX2);
+      }
+      if (want == Isa::kScalar) {
+        EXPECT_GT(MatMulHwyTarget(), HWY_AVX2);
+      }
+    }
+    EXPECT_EQ(ActiveIsa(), before);
+  }
+}
+
+TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
+  using K = MatMulKernel;
+  using P = PreparedLayout;
+  const Isa native = NativeIsa();
+  // Scalar: everything portable; an interleaved copy is read only by the int8 GEMM.
+  EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_0, 1, P::kNone}, Isa::kScalar), K::kMatVec);
+  EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_0, 1, P::kInterleaved}, Isa::kScalar), K::kMatMulInt8);
+  EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_0, 5, P::kInterleaved}, Isa::kScalar), K::kMatMulInt8);
+  EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 5, P::kNone}, Isa::kScalar), K::kMatVecMulti);
+  EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kScalar), K::kMatMulPanels);
+  EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_K, 12, P::kNone}, Isa::kScalar), K::kMatMulInt8);
+  EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, 12, P::kNone}, Isa::kScalar), K::kMatVecMulti);
+  EXPECT_FALSE(WantsInterleavedCopy(DType::kQ8_0, Isa::kScalar));
+  EXPECT_FALSE(WantsAmxCopy(DType::kF16, Isa::kScalar));
+  if (native >= Isa::kAvx2 && Cpu().x86) {
+    // AVX2: Q8_0 / Q4_0 decode and small batches on the interleaved copy.
+    EXPECT_TRUE(WantsInterleavedCopy(DType::kQ8_0, Isa::kAvx2));
+    EXPECT_FALSE(WantsInterleavedCopy(DType::kQ4_K, Isa::kAvx2));
+    for (int64_t n : {1, 2, 8, 16}) {
+      EXPECT_EQ(ChooseMatMulKernel({DType::kQ8_0, n, P::kInterleaved}, Isa::kAvx2),
+                K::kInterleavedInt8) << n;
+    }
+    EXPECT_EQ(ChooseMatMulKernel({DType::kQ8_0, 17, P::kInterleaved}, Isa::kAvx2), K::kMatMulInt8);
+    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, Isa::kAvx2), "interleaved-int8 [avx2]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, Isa::kAvx2), "matmul-int8 [avx2]");
+  }
+  if (native >= Isa::kAmx) {
+    EXPECT_TRUE(WantsAmxCopy(DType::kF16, Isa::kAmx));
+    EXPECT_FALSE(WantsAmxCopy(DType::kQ4_0, Isa::kAmx));
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 6, P::kAmxSplit}, Isa::kAmx), K::kMatVecMulti);
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 7, P::kAmxSplit}, Isa::kAmx), K::kMatMulAmx);
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 16, P::kNone}, Isa::kAmx), K::kMatVecMulti);
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAmx), K::kMatMulAmx);
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAvx512), K::kMatMulPanels);
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, Isa::kAmx), "matmul-int8 [amx-int8]");
+  }
+  // A level above the CPU's is clamped to it.
+  EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAmx),
+            ChooseMatMulKernel({DType::kF16, 17, P::kNone}, native));
+}
+
+TEST(DispatchTest, DescribesEveryDtypeAtEveryLevel) {
+  for (Isa isa : kAllIsas) {
+    const std::string t = DescribeDispatchTable(isa);
+    for (const char* name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K"}) {
+      EXPECT_NE(t.find(std::string("  ") + name + " "), std::string::npos) << name << "\n" << t;
+    }
+    // Every dtype's last range is open-ended ("17+: ...").
+    size_t open_ranges = 0;
+    for (size_t at = t.find("+: "); at != std::string::npos; at = t.find("+: ", at + 1)) ++open_ranges;
+    EXPECT_EQ(open_ranges, 7u) << t;
+  }
+  std::printf("%s", DescribeDispatchTable(ActiveIsa()).c_str());
+}
+
+}  // namespace
+}  // namespace tarmac::kernels
