@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu_features.h"
+
 #include "kernels/attention.h"
 #include "kernels/matmul_amx.h"
 #include "tensor/fp16.h"
@@ -53,8 +55,7 @@ struct Kv {
 // The paths run on the Highway tiles (AMX off: its split-bf16 products have their own bound,
 // attention_test.cc), so both sides are f32 sums of the same terms.
 TEST(TreeAttentionTest, TreeTilesMatchReferenceAndPaths) {
-  const bool amx = AmxEnabled();
-  SetAmxEnabled(false);
+  const ScopedIsa no_amx(Isa::kAvx512);  // clamped to this CPU's level
   std::mt19937 rng(23);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   struct Shape { int n_heads, n_kv, head_dim, block_size; };
@@ -129,7 +130,6 @@ TEST(TreeAttentionTest, TreeTilesMatchReferenceAndPaths) {
     }
   }
   EXPECT_GT(paths, 200);
-  SetAmxEnabled(amx);
 }
 
 }  // namespace
