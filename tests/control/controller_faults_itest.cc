@@ -195,6 +195,16 @@ class ControllerFaultsTest : public TempDirTest {
   }
 };
 
+// The floods' request bodies: Q&A greedy over the prompts (premium), creative at temperature
+// 1.5 over the same prompts (standard). `prompts` must outlive the function.
+std::function<Json(int)> FloodBody(const std::vector<std::string>& prompts, bool creative) {
+  return [&prompts, creative](int i) {
+    return Json{{"model", kModel}, {"prompt", prompts[i % prompts.size()]}, {"max_tokens", creative ? 64 : 40},
+                {"temperature", creative ? 1.5 : 0.0}, {"seed", i}, {"ignore_eos", true},
+                {"task", creative ? "creative" : "qa"}, {"sla", creative ? "standard" : "premium"}};
+  };
+}
+
 // --- 1. low-acceptance flood beside greedy Q&A, speculation on --------------------------
 
 struct RunResult2 {
@@ -217,13 +227,7 @@ RunResult2 SpecFlood(ControllerFaultsTest* t, const std::string& log, bool on) {
     return r;
   }
   const std::vector<std::string> prompts = t->QuotePrompts(srv.port(), 4);
-  auto body = [&](bool creative) {
-    return [&prompts, creative](int i) {
-      return Json{{"model", kModel}, {"prompt", prompts[i % prompts.size()]}, {"max_tokens", creative ? 64 : 40},
-                  {"temperature", creative ? 1.5 : 0.0}, {"seed", i}, {"ignore_eos", true},
-                  {"task", creative ? "creative" : "qa"}, {"sla", creative ? "standard" : "premium"}};
-    };
-  };
+  auto body = [&prompts](bool creative) { return FloodBody(prompts, creative); };
   Deadline d(LoadSeconds(14));
   Load creative(srv.port(), 6, body(true), d), qa(srv.port(), 2, body(false), d);
   if (on) {
@@ -317,13 +321,7 @@ DraftFloodResult DraftFlood(ControllerFaultsTest* t, const std::string& log, boo
     return r;
   }
   const std::vector<std::string> prompts = t->QuotePrompts(srv.port(), 4);
-  auto body = [&](bool creative) {
-    return [&prompts, creative](int i) {
-      return Json{{"model", kModel}, {"prompt", prompts[i % prompts.size()]}, {"max_tokens", creative ? 64 : 40},
-                  {"temperature", creative ? 1.5 : 0.0}, {"seed", i}, {"ignore_eos", true},
-                  {"task", creative ? "creative" : "qa"}, {"sla", creative ? "standard" : "premium"}};
-    };
-  };
+  auto body = [&prompts](bool creative) { return FloodBody(prompts, creative); };
   Deadline d(LoadSeconds(16));
   Load creative(srv.port(), 8, body(true), d), qa(srv.port(), 2, body(false), d);
   // Samples the timeline; with the controller on, until the creative drafts are capped (and a
