@@ -111,6 +111,18 @@ std::vector<float> Toy(int prev, float sign) {
   return l;
 }
 
+// The target's joint probability of the next two tokens after `start` (the toy model's
+// logits at temperature 1), [kV * kV]: what two speculative steps must sample.
+std::vector<double> TargetPairProbs(const SamplingParams& tp, int start) {
+  std::vector<double> expect(kV * kV);
+  const auto pa = Probs(tp, Toy(start, 1.0f));
+  for (int a = 0; a < kV; ++a) {
+    const auto pb = Probs(tp, Toy(a, 1.0f));
+    for (int b = 0; b < kV; ++b) expect[a * kV + b] = static_cast<double>(pa[a]) * pb[b];
+  }
+  return expect;
+}
+
 TEST(SpeculativeTest, MultiTokenStepKeepsJointDistribution) {
   for (float draft_sign : {1.0f, -1.0f}) {  // agreeing draft, then a strongly disagreeing one
     const SamplingParams tp = Params(1.0f, 5);
@@ -142,13 +154,7 @@ TEST(SpeculativeTest, MultiTokenStepKeepsJointDistribution) {
       }
       ++counts[out[0] * kV + out[1]];
     }
-    std::vector<double> expect(kV * kV);
-    const auto pa = Probs(tp, Toy(start, 1.0f));
-    for (int a = 0; a < kV; ++a) {
-      const auto pb = Probs(tp, Toy(a, 1.0f));
-      for (int b = 0; b < kV; ++b) expect[a * kV + b] = static_cast<double>(pa[a]) * pb[b];
-    }
-    const double chi = ChiSquare(counts, expect, n);
+    const double chi = ChiSquare(counts, TargetPairProbs(tp, start), n);
     EXPECT_LT(chi, kChi2Crit63) << "draft sign " << draft_sign;
     std::printf("draft sign %+.0f: chi2 %.2f over 64 cells (crit %.2f)\n", draft_sign, chi,
                 kChi2Crit63);
@@ -282,13 +288,7 @@ TEST(SpeculativeTest, TreeStepKeepsJointDistribution) {
       }
       ++counts[out[0] * kV + out[1]];
     }
-    std::vector<double> expect(kV * kV);
-    const auto pa = Probs(tp, Toy(start, 1.0f));
-    for (int a = 0; a < kV; ++a) {
-      const auto pb = Probs(tp, Toy(a, 1.0f));
-      for (int b = 0; b < kV; ++b) expect[a * kV + b] = static_cast<double>(pa[a]) * pb[b];
-    }
-    const double chi = ChiSquare(counts, expect, n);
+    const double chi = ChiSquare(counts, TargetPairProbs(tp, start), n);
     EXPECT_LT(chi, kChi2Crit63) << "draft sign " << draft_sign;
     std::printf("tree, draft sign %+.0f: chi2 %.2f over 64 cells (crit %.2f)\n", draft_sign, chi,
                 kChi2Crit63);
