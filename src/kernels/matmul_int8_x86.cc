@@ -297,6 +297,26 @@ constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
 // up to 4 tokens' int16 sums and f32 accumulators stay in registers (Q8_0: 2 tokens at a time,
 // it keeps two int16 sums per token).
 
+// The block's integer sums for tokens [0, M) into the accumulators: times the weights' and
+// the tokens' scales, then (K-quants) minus the weights' mins times the tokens' sums. Shared
+// by the AVX2 and AVX-VNNI halves (inlined into both; AVX2's target is a subset of VNNI's).
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline void ScaleBlockAvx2(
+    const __m256i* isum, const uint8_t* wp, int64_t b, const float* xd, const float* xs,
+    int64_t ldb, int h, __m256* acc) {
+  const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                  kQuantBytes + 32 * h));
+  for (int m = 0; m < M; ++m) {
+    const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
+    acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(dw, dx), acc[m]);
+  }
+  if (kMins) {
+    const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
+                                                                    kMinsOff + 32 * h));
+    for (int m = 0; m < M; ++m) acc[m] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m]);
+  }
+}
+
 // Half h of the slab for tokens [0, M): c[m][8h .. 8h+8) (+)= the blocks' products.
 template <int M, bool kMins, bool kQ8>
 TARMAC_TARGET_AVX2 inline void HalfAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
@@ -327,20 +347,12 @@ TARMAC_TARGET_AVX2 inline void HalfAvx2(const uint8_t* wp, int64_t nbk, const in
         if (kQ8) hi[m] = _mm256_add_epi16(hi[m], _mm256_maddubs_epi16(wh, xv));
       }
     }
-    const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
-                                                                    kQuantBytes + 32 * h));
+    __m256i isum[M];
     for (int m = 0; m < M; ++m) {
-      __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
-      if (kQ8) isum = _mm256_add_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(hi[m], ones), 4));
-      const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
-      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc[m]);
+      isum[m] = _mm256_add_epi32(_mm256_madd_epi16(lo[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
+      if (kQ8) isum[m] = _mm256_add_epi32(isum[m], _mm256_slli_epi32(_mm256_madd_epi16(hi[m], ones), 4));
     }
-    if (kMins) {
-      const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
-                                                                      kMinsOff + 32 * h));
-      for (int m = 0; m < M; ++m)
-        acc[m] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m]);
-    }
+    ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
   }
   for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
 }
@@ -453,18 +465,7 @@ TARMAC_TARGET_AVX2_VNNI inline void HalfAvxVnni(const uint8_t* wp, int64_t nbk, 
         isum[m] = _mm256_dpbusd_avx_epi32(isum[m], w, _mm256_set1_epi32(xi));
       }
     }
-    const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
-                                                                    kQuantBytes + 32 * h));
-    for (int m = 0; m < M; ++m) {
-      const __m256 dx = _mm256_set1_ps(xd[m * ldb + b]);
-      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(dw, dx), acc[m]);
-    }
-    if (kMins) {
-      const __m256 mn = _mm256_load_ps(reinterpret_cast<const float*>(wp + b * kBlockBytes +
-                                                                      kMinsOff + 32 * h));
-      for (int m = 0; m < M; ++m)
-        acc[m] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xs[m * ldb + b]), acc[m]);
-    }
+    ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
   }
   for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
 }

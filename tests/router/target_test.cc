@@ -168,7 +168,8 @@ TEST(ModelPool, WaitingGaugeCountsTheAdmissionQueue) {
   EXPECT_EQ(pool.admission().Arrive("wp-1m", 1, 10, 0), Admission::Decision::kRun);
   EXPECT_EQ(pool.admission().Arrive("wp-1m", 2, 10, 0), Admission::Decision::kQueued);
   EXPECT_EQ(pool.admission().Arrive("wp-1m", 3, 10, 0), Admission::Decision::kQueued);
-  const metrics::SeriesSnapshot* s = reg->Collect("tarmac:num_requests_waiting", 0).Find({"wp-1m"});
+  const metrics::FamilySnapshot family = reg->Collect("tarmac:num_requests_waiting", 0);
+  const metrics::SeriesSnapshot* s = family.Find({"wp-1m"});
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->value, 2);
 }
