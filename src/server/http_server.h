@@ -87,6 +87,11 @@ struct ServerConfig {
   double request_timeout_s = 600;           // admission wait + generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
+  // Threads that prepare requests off the I/O thread (chat template, tokenizer, grammar
+  // compile), and requests that may wait for one (503 beyond: a flood of costly grammars must
+  // not queue without limit).
+  int prepare_threads = 2;
+  int prepare_queue = 64;
   // The SLO report's per-request bookkeeping (fed by the engines; null: no attainment), and
   // the degradation controller (null: off; then admission is exactly as without it). Both
   // outlive the server's I/O; the controller is stopped before the engines go.

@@ -171,22 +171,10 @@ void Session::RunGeneration(std::optional<cache::RecordedResponse> hit) {
     }
   }
   gen_ = std::make_unique<GenerationJob>(std::move(req), std::move(target));
-  if (auto e = gen_->Prepare()) {
-    gen_.reset();
-    return RespondError(*e);
-  }
-  // The request body is no longer needed; free it now (a long-lived stream must not pin it).
-  parser_.reset();
-  gen_id_ = srv_->next_gen_id++;
   client_gone_ = timed_out_ = false;
   headers_sent_ = false;
   aborted_.reset();
-  ArmTimeout();
-  if (cache_status_ == "hit") {  // no engine, so no admission slot
-    admitted_model_ = gen_->model_name();
-    return StartGeneration();
-  }
-  Admit();
+  PrepareGeneration();
 }
 
 void Session::CountSessionUse(const GenerationJob& job) {
