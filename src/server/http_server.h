@@ -25,7 +25,13 @@
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
 // returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for
-// up to drain_timeout_s, the rest are cancelled, then Run returns.
+// up to drain_timeout_s (requests still preparing too), the rest are cancelled, then Run
+// returns. The destructor waits for preparations still running (their engines must outlive
+// them) and drops the queued ones.
+//
+// Threads: one I/O thread runs every connection; prepare threads (prepare_threads) render,
+// encode and compile grammars for requests that are not cheap (session_prepare.cc), so a costly
+// request stalls no other; the engines have their own.
 //
 // Thread-safety: AddModel, SetReady and Stop may be called from any thread; Run from one.
 #pragma once
