@@ -136,6 +136,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // runs: replayed from a hit, or on its model or route (recorded for the cache when planned).
   struct CacheAnswer;
   void BeginGeneration(GenRequest req, const std::string& tenant);
+  // The response-cache key and bucket from the prompts as the key's model encodes them (none
+  // when it could not encode them).
+  void SetCacheKey(const router::PoolModel& m, const Result<std::vector<std::vector<int32_t>>>& prompts);
+  // Session ownership and the response lookup for pending_, then RunGeneration.
+  void LookUpCache(const std::string& tenant);
   void OnCacheAnswer(CacheAnswer a);
   void RunGeneration(std::optional<cache::RecordedResponse> hit);
   void CountSessionUse(const GenerationJob& job);
