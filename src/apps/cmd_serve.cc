@@ -344,6 +344,12 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--idle-timeout", a->server.idle_timeout_s, "seconds to read a request / keep an idle connection")
       ->capture_default_str()->check(CLI::Range(0.01, 1e7));
+  cmd->add_option("--prepare-threads", a->server.prepare_threads,
+                  "threads that prepare requests off the I/O thread (chat template, tokenizer, grammar compile)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--prepare-queue", a->server.prepare_queue,
+                  "requests that may wait for a prepare thread (503 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--cors-origin", a->server.cors_origins,
                   "let browsers on this origin call the API (repeatable; '*': any origin): CORS headers on responses, "
                   "preflight OPTIONS answered (off by default)");

@@ -105,17 +105,12 @@ CacheService::CacheService(CacheConfig config, std::shared_ptr<metrics::Registry
     store_series_.push_back(registry_->Counters("tarmac:cache_backend_errors_total",
                                                 "Operations the shared backend (Redis) failed.", {"backend"})
                                 .Callback({s->name()}, [s] { return static_cast<double>(s->stats().errors); }));
-    worker_ = std::thread([this] { Work(); });
+    worker_ = std::make_unique<WorkQueue>(1, static_cast<size_t>(config_.worker_queue), WorkQueue::OnStop::kFinishQueued);
   }
 }
 
 CacheService::~CacheService() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (worker_) worker_->Stop();  // before the stores its jobs use go
 }
 
 bool CacheService::Submit(std::function<void()> job) {
@@ -123,27 +118,7 @@ bool CacheService::Submit(std::function<void()> job) {
     job();
     return true;
   }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (stop_ || jobs_.size() >= static_cast<size_t>(config_.worker_queue)) return false;
-    jobs_.push_back(std::move(job));
-  }
-  cv_.notify_one();
-  return true;
-}
-
-void CacheService::Work() {
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, nothing left
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    job();
-  }
+  return worker_->TrySubmit(std::move(job));
 }
 
 metrics::LabelValues CacheService::Labels(CacheKind k, metrics::BucketId bucket) const {

@@ -9,17 +9,14 @@
 // thread otherwise; the job reports back itself (the server posts to its I/O thread).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/status.h"
+#include "base/work_queue.h"
 #include "cache/store.h"
 #include "metrics/registry.h"
 
@@ -80,7 +77,6 @@ class CacheService {
  private:
   CacheService(CacheConfig config, std::shared_ptr<metrics::Registry> registry);
   metrics::LabelValues Labels(CacheKind k, metrics::BucketId bucket) const;
-  void Work();
 
   const CacheConfig config_;
   std::string secret_;
@@ -95,11 +91,7 @@ class CacheService {
   metrics::Family<metrics::Counter>* errors_ = nullptr;
   std::vector<metrics::CallbackHandle> store_series_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::thread worker_;  // blocking stores only
+  std::unique_ptr<WorkQueue> worker_;  // blocking stores only: one thread, finishes its queue
 };
 
 }  // namespace tarmac::cache

@@ -6,7 +6,8 @@
 //   events, through the same renderer, give the same body or chunks; usage counts the whole
 //   prompt as cached (nothing was computed).
 //
-// Not thread-safe: one generation job owns each (as every Target).
+// Not thread-safe: one generation job owns each (as every Target; preparation as Target says:
+// RecordingTarget's Probe is its inner target's, Prepare touches only itself and the inner one).
 #pragma once
 
 #include <functional>
@@ -27,6 +28,11 @@ class RecordingTarget final : public router::Target {
 
   const router::PoolModel& model() const override { return inner_->model(); }
   Result<router::PreparedRequests> Prepare(const router::GenerationSpec& spec) override;
+  bool needs_decision() const override { return inner_->needs_decision(); }
+  Result<router::PreparedRequests> Probe(const router::GenerationSpec& spec) const override { return inner_->Probe(spec); }
+  Status Decide(const router::GenerationSpec& spec, const router::PreparedRequests& probe) override {
+    return inner_->Decide(spec, probe);
+  }
   Status Start(router::PreparedRequests prepared, std::function<void()> notify) override;
   bool Next(size_t choice, engine::TokenEvent* ev) override;
   void Cancel() override;

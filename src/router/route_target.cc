@@ -19,6 +19,7 @@ std::string Join(const std::vector<std::string>& v) {
 RouteTarget::RouteTarget(Router* router, const Router::Route* route, std::string tenant)
     : router_(router), route_(route), tenant_(std::move(tenant)) {
   TARMAC_CHECK(router != nullptr && route != nullptr);
+  base_ = router_->pool_model(route_->config.baseline);  // here: Probe may not read the router
   info_.route = route->config.name;
 }
 
@@ -37,12 +38,16 @@ Status RouteTarget::UseModel(const std::string& name) {
   return Status::Ok();
 }
 
-Status RouteTarget::Decide(const GenerationSpec& spec) {
-  const std::string& baseline = route_->config.baseline;
-  PoolModel* base = router_->pool_model(baseline);
-  if (base == nullptr) return Unavailable(fmt::format("route {}: its baseline {} is not served", info_.route, baseline));
+Result<PreparedRequests> RouteTarget::Probe(const GenerationSpec& spec) const {
+  if (base_ == nullptr)
+    return Unavailable(fmt::format("route {}: its baseline {} is not served", info_.route, route_->config.baseline));
   // The baseline's tokenizer counts the prompt (and checks the request) for the features.
-  TARMAC_ASSIGN_OR_RETURN(PreparedRequests probe, router::Prepare(*base, spec));
+  return router::Prepare(*base_, spec);
+}
+
+Status RouteTarget::Decide(const GenerationSpec& spec, const PreparedRequests& probe) {
+  TARMAC_CHECK(!decided_);
+  const std::string& baseline = route_->config.baseline;
   features_ = router_->Features(spec, probe);
   spec_ = spec;
   spec_.task = features_.task;
@@ -88,7 +93,10 @@ Status RouteTarget::Decide(const GenerationSpec& spec) {
 }
 
 Result<PreparedRequests> RouteTarget::Prepare(const GenerationSpec& spec) {
-  if (!decided_) TARMAC_RETURN_IF_ERROR(Decide(spec));
+  if (!decided_) {
+    TARMAC_ASSIGN_OR_RETURN(PreparedRequests probe, Probe(spec));
+    TARMAC_RETURN_IF_ERROR(Decide(spec, probe));
+  }
   return inner_->Prepare(spec_);
 }
 

@@ -5,7 +5,9 @@
 // baseline. What it decided and
 // how it ended go back to the Router (metrics, feedback, implicit scores).
 //
-// Not thread-safe: one generation job on the server's I/O thread owns it.
+// Not thread-safe: one generation job on the server's I/O thread owns it; Probe (the
+// baseline's encoding, const) may run on any thread, and Prepare once decided on the thread the
+// job hands the target to (Target).
 #pragma once
 
 #include <memory>
@@ -24,6 +26,11 @@ class RouteTarget final : public Target {
 
   const PoolModel& model() const override;
   Result<PreparedRequests> Prepare(const GenerationSpec& spec) override;
+  bool needs_decision() const override { return !decided_; }
+  // The baseline's prepared requests: the features count the prompt with its tokenizer.
+  Result<PreparedRequests> Probe(const GenerationSpec& spec) const override;
+  // Computes the features from the probe, asks the policy, and picks the target that runs.
+  Status Decide(const GenerationSpec& spec, const PreparedRequests& probe) override;
   Status Start(PreparedRequests prepared, std::function<void()> notify) override;
   bool Next(size_t choice, engine::TokenEvent* ev) override { return inner_->Next(choice, ev); }
   void Cancel() override { inner_->Cancel(); }
@@ -35,11 +42,11 @@ class RouteTarget final : public Target {
   const RouteFeatures& features() const { return features_; }
 
  private:
-  Status Decide(const GenerationSpec& spec);
   Status UseModel(const std::string& model);
 
   Router* router_;
   const Router::Route* route_;
+  PoolModel* base_;          // the route's baseline, resolved when made (null: not served)
   std::string tenant_;
   GenerationSpec spec_;      // the request's, with the features' task, SLA tier and risk
   RouteFeatures features_;

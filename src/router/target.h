@@ -5,7 +5,11 @@
 // first k tokens before anything reaches the client) or switch the model that answers.
 //
 // Not thread-safe: one job on the server's I/O thread owns a target; the `notify` given to
-// Start runs on engine threads and must only post a wake-up.
+// Start runs on engine threads and must only post a wake-up. Preparation is the exception, so
+// that the server can run its CPU-bound part (chat template, tokenizer, grammar compile) off
+// the I/O thread: Probe is const and thread-safe; Prepare of a decided target (one that does
+// not needs_decision()) touches only the target and the models' thread-safe engines, so it may
+// run on another thread while the owner hands the target over (and does not touch it).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +40,21 @@ class Target {
   virtual ~Target() = default;
   // The model that answers (its name goes into responses; its tokenizer renders pieces).
   virtual const PoolModel& model() const = 0;
-  // Encodes and checks the spec for this target; errors carry the field.
+  // Encodes and checks the spec for this target; errors carry the field. An undecided target
+  // (needs_decision()) first decides on the caller's thread (Probe, then Decide).
   virtual Result<PreparedRequests> Prepare(const GenerationSpec& spec) = 0;
+  // Whether a choice must be made on the owner's thread before Prepare (a route's policy reads
+  // and updates the router): then Probe computes what the choice reads (any thread), and
+  // Decide makes it (the owner's thread). Errors carry the field, or say no model may serve.
+  virtual bool needs_decision() const { return false; }
+  virtual Result<PreparedRequests> Probe(const GenerationSpec& spec) const {
+    (void)spec;
+    return PreparedRequests{};
+  }
+  virtual Status Decide(const GenerationSpec& spec, const PreparedRequests& probe) {
+    (void)spec, (void)probe;
+    return Status::Ok();
+  }
   // Submits every request; on error nothing stays submitted (and the error says why).
   virtual Status Start(PreparedRequests prepared, std::function<void()> notify) = 0;
   // The next releasable event of choice i, if any. Preconditions: started, i < choices.

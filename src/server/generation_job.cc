@@ -10,6 +10,11 @@ GenerationJob::GenerationJob(GenRequest req, std::unique_ptr<router::Target> tar
   TARMAC_CHECK(target_ != nullptr);
 }
 
+std::optional<ApiError> GenerationJob::Decide(const router::PreparedRequests& probe) {
+  if (Status st = target_->Decide(req_.spec, probe); !st.ok()) return FromStatus(st);
+  return std::nullopt;
+}
+
 std::optional<ApiError> GenerationJob::Prepare() {
   auto p = target_->Prepare(req_.spec);
   if (!p.ok()) return FromStatus(p.status());

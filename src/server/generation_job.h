@@ -5,7 +5,10 @@
 // admission, Start, Poll as events arrive, then the epilogue or body.
 //
 // Not thread-safe: owned by one HTTP session on the server's I/O thread. The notifier given to
-// Start runs on engine threads.
+// Start runs on engine threads. Preparation runs off the I/O thread (session_prepare.cc): the
+// session hands the whole job to a prepare worker and back, and while the worker has it
+// nothing else touches it; Probe and Prepare are safe there (router/target.h), Decide is not
+// (it runs on the I/O thread between them).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,13 @@ class GenerationJob {
  public:
   GenerationJob(GenRequest req, std::unique_ptr<router::Target> target);
 
+  // A routed job chooses its model first: Probe (any thread), then Decide (the I/O thread).
+  bool needs_decision() const { return target_->needs_decision(); }
+  Result<router::PreparedRequests> Probe() const { return target_->Probe(req_.spec); }
+  std::optional<ApiError> Decide(const router::PreparedRequests& probe);
+  // Encodes, compiles the output's grammar and checks every choice for the target (deciding
+  // first when the job needs_decision(), on the caller's thread); on the thread the job is
+  // handed to. May throw (an injected tokenize fault).
   std::optional<ApiError> Prepare();
   // prompt + max_tokens over all choices (for the admission queue).
   int64_t admission_tokens() const { return prepared_.admission_tokens; }
@@ -33,6 +43,7 @@ class GenerationJob {
   // Prompt tokens over all choices (what the tenant's token rate is charged at admission).
   int64_t prompt_tokens() const { return prompt_tokens_; }
   bool streaming() const { return req_.stream; }
+  bool constrained() const { return req_.spec.constrained(); }
   // The model whose admission queue the job waits in (a cascade's changes when it escalates).
   const std::string& model_name() const { return target_->model().name; }
   // Routed requests: the route, and moving to the route's next model (its baseline) when the

@@ -12,6 +12,8 @@ namespace tarmac::server {
 
 Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
   if (config.max_body_bytes <= 0) return InvalidArgument("--max-body-bytes {}: must be > 0", config.max_body_bytes);
+  if (config.prepare_threads < 1) return InvalidArgument("--prepare-threads {}: must be >= 1", config.prepare_threads);
+  if (config.prepare_queue < 1) return InvalidArgument("--prepare-queue {}: must be >= 1", config.prepare_queue);
   if (!config.metrics) config.metrics = std::make_shared<metrics::Registry>();
   TARMAC_ASSIGN_OR_RETURN(std::unique_ptr<cache::CacheService> caches, cache::CacheService::Create(config.cache, config.metrics));
   auto impl = std::make_unique<Impl>(std::move(config));
@@ -31,7 +33,10 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
-  // Engines stop before the sessions that borrow them go away with the io_context.
+  // Preparations still running read the engines: they finish first (queued ones are dropped;
+  // the answers they post are never run). Engines stop before the sessions that borrow them
+  // go away with the io_context.
+  impl_->preparer->Stop();
   impl_->pool.Shutdown();
   impl_->router.reset();
   impl_->inflight.clear();
@@ -169,7 +174,7 @@ void Server::Impl::BeginDrain() {
 }
 
 void Server::Impl::CheckDrained() {
-  if (!draining || stopped || !inflight.empty()) return;
+  if (!draining || stopped || !inflight.empty() || preparing > 0) return;
   stopped = true;
   beast::error_code ec;
   acceptor.close(ec);

@@ -25,7 +25,13 @@
 //
 // Lifecycle: Create binds the listening socket; Run serves (answering 503 until SetReady) and
 // returns after SIGTERM/SIGINT (or Stop): new requests get 503, in-flight ones may finish for
-// up to drain_timeout_s, the rest are cancelled, then Run returns.
+// up to drain_timeout_s (requests still preparing too), the rest are cancelled, then Run
+// returns. The destructor waits for preparations still running (their engines must outlive
+// them) and drops the queued ones.
+//
+// Threads: one I/O thread runs every connection; prepare threads (prepare_threads) render,
+// encode and compile grammars for requests that are not cheap (session_prepare.cc), so a costly
+// request stalls no other; the engines have their own.
 //
 // Thread-safety: AddModel, SetReady and Stop may be called from any thread; Run from one.
 #pragma once
@@ -87,6 +93,11 @@ struct ServerConfig {
   double request_timeout_s = 600;           // admission wait + generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
+  // Threads that prepare requests off the I/O thread (chat template, tokenizer, grammar
+  // compile), and requests that may wait for one (503 beyond: a flood of costly grammars must
+  // not queue without limit).
+  int prepare_threads = 2;
+  int prepare_queue = 64;
   // The SLO report's per-request bookkeeping (fed by the engines; null: no attainment), and
   // the degradation controller (null: off; then admission is exactly as without it). Both
   // outlive the server's I/O; the controller is stopped before the engines go.

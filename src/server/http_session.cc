@@ -463,7 +463,8 @@ void Session::WatchDisconnect() {
     // Pipelined bytes of the next request: keep them for the next read (bounded).
     self->buf_.commit(asio::buffer_copy(self->buf_.prepare(n), asio::buffer(self->watch_buf_, n)));
     if (self->buf_.size() > static_cast<size_t>(self->srv_->config.max_body_bytes) + 65536) return self->OnClientGone();
-    if (self->state_ == State::kQueued || self->state_ == State::kGenerating) self->WatchDisconnect();
+    if (self->state_ == State::kPreparing || self->state_ == State::kQueued || self->state_ == State::kGenerating)
+      self->WatchDisconnect();
   });
 }
 
@@ -482,6 +483,7 @@ void Session::OnClientGone() {
   } else if (state_ == State::kGenerating) {
     gen_->CancelAll();  // FinishGeneration closes once the engine confirms
   } else {
+    if (state_ == State::kPreparing) srv_->metrics.CountRejected("client_gone");  // the job is dropped on return
     Close();
   }
 }

@@ -47,20 +47,26 @@ void Session::HandleTokenize(bool detokenize) {
     Respond(200, "application/json", DumpJson(Json{{"prompt", m->tokenizer->Decode(r.tokens)}}));
     return;
   }
-  TokenizeRequest r;
-  if (auto e = ParseTokenizeRequest(body, &r)) return RespondError(*e);
-  const router::PoolModel* m = srv_->FindModel(r.model);
-  if (!m) return RespondError(NotFound("The model '" + r.model + "' does not exist", "model", "model_not_found"));
-  std::vector<int32_t> ids;
-  if (r.is_chat) {
-    auto enc = m->chat.Encode(r.messages, nullptr, r.add_generation_prompt, *m->tokenizer);
-    if (!enc.ok()) return RespondError(BadRequest("messages", "the chat template rejected the messages: " + enc.status().message()));
-    ids = std::move(enc).value();
-  } else {
-    ids = m->tokenizer->Encode(r.prompt, tok::EncodeOptions{r.add_special_tokens, r.parse_special.value_or(srv_->config.parse_special)});
-  }
-  Respond(200, "application/json",
-          DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}}));
+  auto r = std::make_shared<TokenizeRequest>();
+  if (auto e = ParseTokenizeRequest(body, r.get())) return RespondError(*e);
+  const router::PoolModel* m = srv_->FindModel(r->model);
+  if (!m) return RespondError(NotFound("The model '" + r->model + "' does not exist", "model", "model_not_found"));
+  // Off the I/O thread (session_prepare.cc), as a generation's prompt is.
+  OffIoThread([m, r, parse_special = r->parse_special.value_or(srv_->config.parse_special)]() -> Then {
+    std::vector<int32_t> ids;
+    if (r->is_chat) {
+      auto enc = m->chat.Encode(r->messages, nullptr, r->add_generation_prompt, *m->tokenizer);
+      if (!enc.ok())
+        return [e = BadRequest("messages", "the chat template rejected the messages: " + enc.status().message())](Session* s) {
+          s->RespondError(e);
+        };
+      ids = std::move(enc).value();
+    } else {
+      ids = m->tokenizer->Encode(r->prompt, tok::EncodeOptions{r->add_special_tokens, parse_special});
+    }
+    std::string out = DumpJson(Json{{"count", ids.size()}, {"max_model_len", m->max_context}, {"tokens", ids}});
+    return [out = std::move(out)](Session* s) { s->Respond(200, "application/json", out); };
+  }, CheapToPrepare(false));
 }
 
 void Session::HandleReady() {
@@ -91,9 +97,14 @@ void Session::HandleRender(ApiKind kind, const std::string& tenant) {
   if (!m) return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
   if (kind == ApiKind::kCompletion && req.spec.prompts.size() != 1)
     return RespondError(BadRequest("prompt", fmt::format("render takes one prompt, got {}", req.spec.prompts.size())));
-  auto prepared = router::Prepare(*m, req.spec);
-  if (!prepared.ok()) return RespondError(FromStatus(prepared.status()));
-  Respond(200, "application/json", DumpJson(Json{{"token_ids", prepared->requests.front().request().prompt}}));
+  // Off the I/O thread (session_prepare.cc): a huge prompt or a costly grammar stalls no one.
+  auto spec = std::make_shared<const router::GenerationSpec>(std::move(req.spec));
+  OffIoThread([m, spec]() -> Then {
+    auto prepared = router::Prepare(*m, *spec);
+    if (!prepared.ok()) return [e = FromStatus(prepared.status())](Session* s) { s->RespondError(e); };
+    std::string body = DumpJson(Json{{"token_ids", prepared->requests.front().request().prompt}});
+    return [body = std::move(body)](Session* s) { s->Respond(200, "application/json", body); };
+  }, CheapToPrepare(spec->constrained()));
 }
 
 void Session::HandleFeedback(const std::string& tenant) {

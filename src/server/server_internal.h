@@ -18,6 +18,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "base/work_queue.h"
 #include "cache/cache_service.h"
 #include "cache/recorded_response.h"
 #include "router/model_pool.h"
@@ -45,8 +46,10 @@ struct Server::Impl {
         pool(config.admission, config.metrics),
         limiter(config.rate_limit_rps, config.rate_limit_burst > 0 ? config.rate_limit_burst : std::max(1.0, config.rate_limit_rps)),
         tenant_limiter(config.tenant_limit, config.tenant_limits),
-        metrics(config.metrics), cors(config.cors_origins) {
-    metrics.Watch(&pool.admission(), &open_connections);
+        metrics(config.metrics), cors(config.cors_origins),
+        preparer(std::make_unique<WorkQueue>(config.prepare_threads, static_cast<size_t>(config.prepare_queue),
+                                             WorkQueue::OnStop::kDropQueued)) {
+    metrics.Watch(&pool.admission(), &open_connections, &preparing);
   }
 
   void Accept();
@@ -63,6 +66,7 @@ struct Server::Impl {
 
   ServerConfig config;
   std::atomic<int64_t> open_connections{0};  // before ioc: sessions die with its handlers
+  std::atomic<int64_t> preparing{0};  // requests handed to `preparer` whose answer has not come back (drain waits)
   asio::io_context ioc{1};
   tcp::acceptor acceptor;
   asio::signal_set signals;
@@ -82,6 +86,10 @@ struct Server::Impl {
   std::map<int64_t, std::shared_ptr<Session>> inflight;  // admitted or queued generations
   int64_t next_gen_id = 1;
   std::shared_ptr<cache::CacheService> caches;  // reset by ~Server before the io_context goes
+  // Requests' CPU-bound preparation (templates, tokenizer, grammar compiles; session_prepare.cc)
+  // runs here, off the I/O thread. Stopped first by ~Server: waits for the running jobs while
+  // the engines they read live, drops the queued ones. Destroyed before pool and router.
+  std::unique_ptr<WorkQueue> preparer;
 };
 
 // What a cache endpoint answers (computed off the I/O thread for a shared store).
@@ -109,7 +117,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const std::string& model_name() const;
 
  private:
-  enum class State { kReading, kQueued, kGenerating, kResponding, kLingering, kClosed };
+  // kPreparing: the request's preparation is on a prepare worker (OffIoThread).
+  enum class State { kReading, kPreparing, kQueued, kGenerating, kResponding, kLingering, kClosed };
 
   void DoRead();
   void ReadBody();
@@ -127,9 +136,32 @@ class Session : public std::enable_shared_from_this<Session> {
   // runs: replayed from a hit, or on its model or route (recorded for the cache when planned).
   struct CacheAnswer;
   void BeginGeneration(GenRequest req, const std::string& tenant);
+  // The response-cache key and bucket from the prompts as the key's model encodes them (none
+  // when it could not encode them).
+  void SetCacheKey(const router::PoolModel& m, const Result<std::vector<std::vector<int32_t>>>& prompts);
+  // Session ownership and the response lookup for pending_, then RunGeneration.
+  void LookUpCache(const std::string& tenant);
   void OnCacheAnswer(CacheAnswer a);
   void RunGeneration(std::optional<cache::RecordedResponse> hit);
   void CountSessionUse(const GenerationJob& job);
+  // The generation's preparation (session_prepare.cc): the job goes to a prepare worker (for a
+  // route first its Probe, then Decide back here), is prepared there, and comes back to
+  // OnPrepared, which admits it. A job whose session closed meanwhile is dropped.
+  using JobHolder = std::shared_ptr<std::unique_ptr<GenerationJob>>;
+  void PrepareGeneration();
+  void OnProbed(JobHolder job, const Result<router::PreparedRequests>& probe);
+  void OnPrepared(JobHolder job, const std::optional<ApiError>& error);
+  // Runs work on the server's prepare workers; what it returns then runs back on the I/O thread
+  // (state kResponding) unless the session closed meanwhile. work must be thread-safe and touch
+  // nothing of the session (it gets copies, or what the session handed over). What work throws
+  // answers 500 (InternalError). A full prepare queue answers 503 at once (work never runs).
+  // A cheap request (CheapToPrepare) runs both right here instead: queued behind costly ones it
+  // would wait seconds for what takes microseconds (and what work throws propagates).
+  using Then = std::function<void(Session*)>;
+  void OffIoThread(std::function<Then()> work, bool cheap);
+  // Whether the current request is cheap to prepare: a body under kCheapBodyBytes and no grammar
+  // to compile (a cached grammar would be cheap too, but only a lookup could tell).
+  bool CheapToPrepare(bool constrained) const;
   CacheHeaders RequestCacheHeaders() const;
   // GET/PUT/DELETE /v1/cache/..., /v1/sessions/... (cache_endpoints.cc).
   void HandleCacheApi(const std::string& tenant, http::verb method, const std::string& target);

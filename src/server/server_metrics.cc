@@ -20,7 +20,11 @@ void ServerMetrics::CountResponse(const std::string& route, int status) {
 
 void ServerMetrics::CountRejected(const std::string& reason) { rejected_->With({reason}).Add(); }
 
-void ServerMetrics::Watch(const router::Admission* admission, const std::atomic<int64_t>* open_connections) {
+void ServerMetrics::Watch(const router::Admission* admission, const std::atomic<int64_t>* open_connections,
+                          const std::atomic<int64_t>* preparing) {
+  gauges_.push_back(registry_->Gauges("tarmac:server_requests_preparing",
+                                      "Requests being prepared off the I/O thread (template, tokenizer, grammar), or waiting to be.", {})
+                        .Callback({}, [preparing] { return static_cast<double>(preparing->load()); }));
   gauges_.push_back(registry_->Gauges("tarmac:server_requests_admitted", "Generation requests admitted to the engines.", {})
                         .Callback({}, [admission] { return static_cast<double>(admission->running()); }));
   gauges_.push_back(registry_->Gauges("tarmac:server_requests_queued", "Generation requests in the server's admission queue.", {})

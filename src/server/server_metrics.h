@@ -25,10 +25,12 @@ class ServerMetrics {
 
   // Every HTTP response, by route ("/v1/completions", ..., "other") and status code.
   void CountResponse(const std::string& route, int status);
-  // "queue_full", "rate_limited", "tenant_limited", "unauthorized", "draining", "timeout", "client_gone".
+  // "queue_full", "rate_limited", "tenant_limited", "unauthorized", "draining", "timeout", "client_gone",
+  // "prepare_busy".
   void CountRejected(const std::string& reason);
-  // Preconditions: both outlive this object.
-  void Watch(const router::Admission* admission, const std::atomic<int64_t>* open_connections);
+  // Preconditions: all three outlive this object. preparing: requests on the prepare workers.
+  void Watch(const router::Admission* admission, const std::atomic<int64_t>* open_connections,
+             const std::atomic<int64_t>* preparing);
   // The series llm-d's endpoint picker scrapes, under vLLM's names, for one model (the picker
   // reads the first series of each, so a server registers them for one model only):
   // vllm:num_requests_waiting (engine queue + admission queue), vllm:num_requests_running,

@@ -46,29 +46,43 @@ void Session::BeginGeneration(GenRequest req, const std::string& tenant) {
   cache_key_.clear();
   cache_status_.clear();
   cache_bucket_ = metrics::kNoBucket;
-  if (cache_plan_.active()) {
-    // The key holds the prompts as the model (a route: its baseline) renders them.
-    const std::string& key_model = srv_->IsRoute(req.model) ? srv_->router->baseline(req.model) : req.model;
-    const router::PoolModel* m = srv_->FindModel(key_model);
-    auto prompts = m ? router::EncodePrompts(*m, req.spec)
-                     : Result<std::vector<std::vector<int32_t>>>(tarmac::NotFound("no model '{}'", key_model));
-    if (prompts.ok()) {
-      cache_key_ = cache::ResponseKey(scope_, *prompts, req.key_params);
-      int64_t tokens = 0;
-      for (const auto& p : *prompts) tokens += static_cast<int64_t>(p.size());
-      metrics::RequestFeatures f;
-      f.prompt_tokens = tokens;
-      f.max_tokens = req.spec.max_tokens.value_or(req.spec.chat ? m->max_context - tokens : 16);
-      f.temperature = req.spec.sampling.temperature;
-      f.task = req.spec.task;
-      f.sla = req.spec.sla;
-      f.risk = req.spec.risk;
-      f.priority = req.spec.priority;
-      cache_bucket_ = srv_->config.metrics->buckets().Of(f);
-      cache_status_ = "miss";
-    }  // else: Prepare reports the prompt's problem
-  }
+  // The key holds the prompts as the model (a route: its baseline) renders them.
+  const std::string& key_model = srv_->IsRoute(req.model) ? srv_->router->baseline(req.model) : req.model;
+  const router::PoolModel* m = cache_plan_.active() ? srv_->FindModel(key_model) : nullptr;
+  const bool cheap = CheapToPrepare(false);
   pending_ = std::make_unique<GenRequest>(std::move(req));
+  if (m == nullptr) return LookUpCache(tenant);  // no key (no model: Prepare reports it)
+  // Encoded off the I/O thread (session_prepare.cc); the request is the worker's meanwhile.
+  auto held = std::make_shared<std::unique_ptr<GenRequest>>(std::move(pending_));
+  OffIoThread([m, held, tenant]() -> Then {
+    auto prompts = std::make_shared<Result<std::vector<std::vector<int32_t>>>>(router::EncodePrompts(*m, (*held)->spec));
+    return [m, held, prompts, tenant](Session* s) {
+      s->pending_ = std::move(*held);
+      s->SetCacheKey(*m, *prompts);
+      s->LookUpCache(tenant);
+    };
+  }, cheap);
+}
+
+void Session::SetCacheKey(const router::PoolModel& m, const Result<std::vector<std::vector<int32_t>>>& prompts) {
+  if (!prompts.ok()) return;  // Prepare reports the prompt's problem
+  const GenRequest& req = *pending_;
+  cache_key_ = cache::ResponseKey(scope_, *prompts, req.key_params);
+  int64_t tokens = 0;
+  for (const auto& p : *prompts) tokens += static_cast<int64_t>(p.size());
+  metrics::RequestFeatures f;
+  f.prompt_tokens = tokens;
+  f.max_tokens = req.spec.max_tokens.value_or(req.spec.chat ? m.max_context - tokens : 16);
+  f.temperature = req.spec.sampling.temperature;
+  f.task = req.spec.task;
+  f.sla = req.spec.sla;
+  f.risk = req.spec.risk;
+  f.priority = req.spec.priority;
+  cache_bucket_ = srv_->config.metrics->buckets().Of(f);
+  cache_status_ = "miss";
+}
+
+void Session::LookUpCache(const std::string& tenant) {
   const bool lookup = !cache_key_.empty() && cache_plan_.lookup;
   if (!lookup && session_id_.empty()) return RunGeneration(std::nullopt);
 
@@ -171,22 +185,10 @@ void Session::RunGeneration(std::optional<cache::RecordedResponse> hit) {
     }
   }
   gen_ = std::make_unique<GenerationJob>(std::move(req), std::move(target));
-  if (auto e = gen_->Prepare()) {
-    gen_.reset();
-    return RespondError(*e);
-  }
-  // The request body is no longer needed; free it now (a long-lived stream must not pin it).
-  parser_.reset();
-  gen_id_ = srv_->next_gen_id++;
   client_gone_ = timed_out_ = false;
   headers_sent_ = false;
   aborted_.reset();
-  ArmTimeout();
-  if (cache_status_ == "hit") {  // no engine, so no admission slot
-    admitted_model_ = gen_->model_name();
-    return StartGeneration();
-  }
-  Admit();
+  PrepareGeneration();
 }
 
 void Session::CountSessionUse(const GenerationJob& job) {

@@ -1,10 +1,12 @@
 // Routes over real engines: rules never let a forbidden model serve a request (fallback
-// included) over 100,000 random requests; the cascade with thresholds forced high escalates
-// every request and answers as the large model would, forced low as the small one would;
-// cancelling during the held-back tokens frees both engines' blocks; feedback and implicit
-// scores move the argmin's estimates.
+// included) over 100,000 random requests, half of them prepared in the server's steps (Probe,
+// Decide, Prepare; some probes and prepares on another thread); the cascade with thresholds
+// forced high escalates every request and answers as the large model would, forced low as the
+// small one would; cancelling during the held-back tokens frees both engines' blocks; feedback
+// and implicit scores move the argmin's estimates.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
@@ -122,7 +124,21 @@ TEST(Router, NoRequestIsServedByAModelItsRiskOrTierForbids) {
     s.risk = rng() % 3 == 0 ? Risk::kHigh : Risk::kLow;
     s.risk_given = true;
     auto t = router.MakeTarget("route" + std::to_string(rng() % 4), "t");
-    auto prep = t->Prepare(s);
+    Result<PreparedRequests> prep = Status(StatusCode::kInternal, "unset");
+    if (i % 2 == 0) {
+      prep = t->Prepare(s);
+    } else {  // in steps, as the server does: Probe and Prepare may run on another thread
+      EXPECT_TRUE(t->needs_decision());
+      const bool other_thread = i % 100 == 1;
+      auto probe = other_thread ? std::async(std::launch::async, [&] { return t->Probe(s); }).get() : t->Probe(s);
+      Status d = probe.ok() ? t->Decide(s, *probe) : probe.status();
+      if (d.ok()) {
+        EXPECT_FALSE(t->needs_decision());
+        prep = other_thread ? std::async(std::launch::async, [&] { return t->Prepare(s); }).get() : t->Prepare(s);
+      } else {
+        prep = d;
+      }
+    }
     const std::string sla = s.sla.empty() ? "standard" : s.sla;
     if (prep.ok() && rng() % 5 == 0) {  // its admission refused it: the fallback must obey too
       if (t->Fallback("test").ok()) {
