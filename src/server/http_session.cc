@@ -233,6 +233,11 @@ void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
     srv_->metrics.CountRejected("rate_limited");
     return RespondError(TooManyRequests("rate limit reached for tenant '" + tenant + "'; retry later", retry, "rate_limit_exceeded"));
   }
+  // A tenant at its share is refused before its request is parsed or prepared (Admit checks again).
+  if (auto refused = srv_->tenant_limiter.Precheck(tenant, NowSeconds())) {
+    srv_->metrics.CountRejected("tenant_limited");
+    return RespondError(TooManyRequests(refused->message, refused->retry_after_s, refused->code));
+  }
   GenRequest req;
   if (auto e = ParseGenRequest(parser_->get().body(), kind, &req, srv_->config.parse_defaults)) return RespondError(*e);
   if (auto e = ParseDebugFault(&req.spec.fault)) return RespondError(*e);

@@ -44,10 +44,8 @@ TenantLimiter::Tenant& TenantLimiter::At(const std::string& tenant) {
   return it->second;
 }
 
-std::optional<TenantRefusal> TenantLimiter::Acquire(const std::string& tenant, int64_t id, int64_t prompt_tokens,
-                                                    double now_s) {
+std::optional<TenantRefusal> TenantLimiter::Precheck(const std::string& tenant, double now_s) {
   if (!enabled_) return std::nullopt;
-  TARMAC_CHECK(held_.count(id) == 0);
   Tenant& t = At(tenant);
   const TenantLimit& l = *t.limit;
   if (l.max_concurrent > 0 && t.in_flight >= l.max_concurrent) {
@@ -65,8 +63,17 @@ std::optional<TenantRefusal> TenantLimiter::Acquire(const std::string& tenant, i
                                        tenant, l.tokens_per_s, t.tokens->burst(), wait),
                            wait, "tenant_tokens_exceeded"};
     }
-    t.tokens->Spend(now_s, static_cast<double>(prompt_tokens));
   }
+  return std::nullopt;
+}
+
+std::optional<TenantRefusal> TenantLimiter::Acquire(const std::string& tenant, int64_t id, int64_t prompt_tokens,
+                                                    double now_s) {
+  if (!enabled_) return std::nullopt;
+  TARMAC_CHECK(held_.count(id) == 0);
+  if (auto refused = Precheck(tenant, now_s)) return refused;
+  Tenant& t = At(tenant);
+  if (t.tokens) t.tokens->Spend(now_s, static_cast<double>(prompt_tokens));
   ++t.in_flight;
   held_.emplace(id, tenant);
   return std::nullopt;

@@ -45,6 +45,11 @@ class TenantLimiter {
 
   bool enabled() const { return enabled_; }
   const TenantLimit& LimitOf(const std::string& tenant) const;
+  // Whether a request of `tenant` would be refused at now_s whatever its prompt (at its
+  // concurrency cap, or its token bucket empty): checked before the request is parsed and
+  // prepared, so a capped tenant's flood costs the server no JSON parse or tokenization.
+  // Changes nothing; Acquire checks again.
+  std::optional<TenantRefusal> Precheck(const std::string& tenant, double now_s);
   // Request `id` of `tenant` with `prompt_tokens` (over its choices) wants to start at now_s:
   // admitted (counted in flight, its prompt spent) or refused. Preconditions: id not in flight.
   std::optional<TenantRefusal> Acquire(const std::string& tenant, int64_t id, int64_t prompt_tokens, double now_s);

@@ -35,6 +35,25 @@ TEST(TenantLimiter, ConcurrencyPerTenant) {
   EXPECT_TRUE(l.CheckIntegrity().ok());
 }
 
+TEST(TenantLimiter, PrecheckRefusesWhatAcquireWouldWithoutChangingAnything) {
+  TenantLimiter l({.max_concurrent = 1, .tokens_per_s = 100, .token_burst = 100}, {});
+  EXPECT_FALSE(l.Precheck("a", 0.0));
+  EXPECT_FALSE(l.Acquire("a", 1, 150, 0.0));  // in flight; bucket 100 -> -50
+  auto r = l.Precheck("a", 0.0);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->code, "tenant_concurrency_exceeded");
+  EXPECT_EQ(l.in_flight("a"), 1);
+  l.Release(1, 0, 0.1);
+  r = l.Precheck("a", 0.1);  // no longer at its cap, but still in debt (-40)
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->code, "tenant_tokens_exceeded");
+  EXPECT_FALSE(l.Precheck("b", 0.1));  // another tenant is not affected
+  EXPECT_FALSE(l.Precheck("a", 0.6));  // +60: paid back, and Precheck spent nothing
+  EXPECT_FALSE(l.Precheck("a", 0.6));
+  EXPECT_EQ(l.in_flight("a"), 0);
+  EXPECT_TRUE(l.CheckIntegrity().ok());
+}
+
 TEST(TenantLimiter, PerTenantOverridesTheDefaults) {
   TenantLimiter l({.max_concurrent = 1}, {{"big", {.max_concurrent = 3}}});
   EXPECT_EQ(l.LimitOf("big").max_concurrent, 3);
