@@ -25,13 +25,16 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer. Builds only the unit test
-# binaries (every tests/*/*_test.cc that is not an _itest or _slowtest), not the app.
+# binaries (every tests/*/*_test.cc that is not an _itest or _slowtest), not the app. One test is
+# left out for time (4 minutes under ASan, longer than the rest of the leg on one core): schema
+# sampling over Llama 3's 128k vocabulary; the same paths run with wp-11m's vocabulary.
+ASAN_EXCLUDE := ^GrammarSchemaSampling\.Llama3Vocabulary$$
 UNIT_TEST_BINS := $(shell ls tests/*/*_test.cc | grep -v -e '_itest\.cc$$' -e '_slowtest\.cc$$' | sed -E 's|tests/([^/]+)/([^/]+)\.cc|\1_\2|')
 test-asan: deps
 	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_SANITIZE=ON -DTARMAC_BENCH=OFF >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS) --target $(UNIT_TEST_BINS)
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -L unit --timeout 900
+	  ctest --output-on-failure -j $(JOBS) -L unit -E '$(ASAN_EXCLUDE)' --timeout 900
 
 # The multi-threaded pieces under ThreadSanitizer: the thread pool, the bounded work queue, the scheduler, the engine
 # thread with its client, knobs, events and hooks, the speculative engine's randomised
