@@ -71,9 +71,13 @@ void EngineClient::Shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
+int32_t EngineClient::QueuedLocked() const {
+  return core_->Stats().num_waiting + static_cast<int32_t>(inbox_.size()) + in_transit_;
+}
+
 int32_t EngineClient::num_waiting() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return core_->Stats().num_waiting + static_cast<int32_t>(inbox_.size());
+  return QueuedLocked();
 }
 
 Result<std::shared_ptr<RequestStream>> EngineClient::Submit(EngineRequest r) {
@@ -90,7 +94,7 @@ Result<std::shared_ptr<RequestStream>> EngineClient::Submit(ValidRequest r) {
       return ResourceExhausted("model '{}' is unhealthy: its engine failed ({})", core_->config().model_name, failure_);
     if (stop_) return ResourceExhausted("the engine is shutting down");
     const int32_t limit = max_waiting_.load(std::memory_order_relaxed);
-    if (limit > 0 && core_->Stats().num_waiting + static_cast<int32_t>(inbox_.size()) >= limit)
+    if (limit > 0 && QueuedLocked() >= limit)
       return ResourceExhausted("the engine's queue is full ({} requests waiting)", limit);
     inbox_.push_back({id, std::move(r), stream});
   }
@@ -140,6 +144,7 @@ void EngineClient::Loop() {
       }
       if (stop_) break;
       adds.swap(inbox_);
+      in_transit_ = static_cast<int32_t>(adds.size());
       cancels.swap(cancels_);
       knobs.swap(new_knobs_);
     }
@@ -152,6 +157,10 @@ void EngineClient::Loop() {
         knobs.reset();
       }
       for (Pending& p : adds) AddOne(p);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        in_transit_ = 0;  // in the core's count now
+      }
       for (int64_t id : cancels) core_->Cancel(id);
       adds.clear();
       cancels.clear();
@@ -162,6 +171,7 @@ void EngineClient::Loop() {
         std::lock_guard<std::mutex> lock(mu_);
         for (Pending& p : adds)
           if (p.stream) inbox_.push_back(std::move(p));
+        in_transit_ = 0;
       }
       adds.clear();
       Die(e.what());

@@ -111,6 +111,11 @@ class EngineClient {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending> inbox_;
+  // Requests the step thread took from inbox_ and has not added to the core yet: counted as
+  // waiting, so Submit's max_waiting bound holds while they are in neither place.
+  int32_t in_transit_ = 0;
+  // Waiting requests as Submit's bound counts them (the core's, the inbox, in transit). Holds mu_.
+  int32_t QueuedLocked() const;
   std::vector<int64_t> cancels_;
   std::optional<EngineKnobs> new_knobs_;  // to apply at the next step boundary
   EngineKnobs knobs_;                     // in effect (read back)
