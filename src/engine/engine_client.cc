@@ -156,8 +156,8 @@ void EngineClient::Loop() {
         knobs_ = *knobs;
         knobs.reset();
       }
-      for (Pending& p : adds) AddOne(p);
-      {
+      if (!adds.empty()) {  // most steps take nothing from the inbox: no second lock for them
+        for (Pending& p : adds) AddOne(p);
         std::lock_guard<std::mutex> lock(mu_);
         in_transit_ = 0;  // in the core's count now
       }

@@ -48,7 +48,8 @@ class TenantLimiter {
   // Whether a request of `tenant` would be refused at now_s whatever its prompt (at its
   // concurrency cap, or its token bucket empty): checked before the request is parsed and
   // prepared, so a capped tenant's flood costs the server no JSON parse or tokenization.
-  // Changes nothing; Acquire checks again.
+  // Spends no tokens and counts nothing in flight (it may record a first-seen tenant); Acquire
+  // checks again.
   std::optional<TenantRefusal> Precheck(const std::string& tenant, double now_s);
   // Request `id` of `tenant` with `prompt_tokens` (over its choices) wants to start at now_s:
   // admitted (counted in flight, its prompt spent) or refused. Preconditions: id not in flight.
