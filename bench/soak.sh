@@ -8,6 +8,8 @@
 #   2. the soak: Poisson arrivals at 70% of that for --minutes, the whole mix (chat and
 #      completions, streamed and not, cancelled mid-stream, speculative and opted out, cached
 #      and prefix-sharing), sampling the server's RSS, open fds and threads every 5 s.
+# Then capacity once more on the server as the soak left it: it must be at least 85% of the first
+# (a server whose state slows it with time fails here; the host's own drift moves both).
 # Checks: 0 unexpected errors (anything but a complete 200, cancellations aside); RSS drift
 # under 1% after warm-up (the mean of the last minute against the first minute after the
 # warm-up, which is the first WARMUP_FRAC of the run); open fds and threads once idle after the
@@ -67,6 +69,10 @@ RUNNING=$(metric 'tarmac:num_requests_running')
 WAITING=$(metric 'tarmac:num_requests_waiting')
 REQ_BLOCKS=$(metric 'tarmac:kv_cache_request_blocks')
 curl -s -H "Authorization: Bearer key-acme" "$URL/metrics" > "$OUT/metrics-end.txt"
+# Capacity again, on the server as the soak left it (caches full, every pool and window warm):
+# a server that slowed down with time shows here; the host's own drift shows in both.
+python3 bench/soak_load.py capacity --url "$URL" --keys "$KEYS" --seconds "$CAPACITY_S" \
+  --concurrency "$CAPACITY_CLIENTS" --out "$OUT" > "$OUT/capacity-after.json"
 ALIVE=1
 kill -0 "$SERVE_PID" 2>/dev/null || ALIVE=0
 kill -TERM "$SERVE_PID"
@@ -102,6 +108,8 @@ import json, sys
 out, warm = sys.argv[1], float(sys.argv[2])
 fds0, thr0, fds1, thr1, running, waiting, req_blocks, alive, exit_code, integ = map(float, sys.argv[3:])
 s = json.load(open(f"{out}/soak.json"))
+cap0 = json.load(open(f"{out}/capacity.json"))["requests_per_s"]
+cap1 = json.load(open(f"{out}/capacity-after.json"))["requests_per_s"]
 rows = [l.rstrip("\n").split("\t") for l in open(f"{out}/samples.tsv")][1:]
 t = [float(r[0]) for r in rows]; rss = [float(r[1]) for r in rows]; p99 = [float(r[4]) for r in rows]
 t_end = t[-1]
@@ -117,12 +125,26 @@ checks = {
     "threads": thr1 <= thr0,
     "idle_at_end": alive == 1 and running == 0 and waiting == 0 and req_blocks == 0,
     "clean_exit": exit_code == 0 and integ == 0,
+    "capacity_after": cap1 >= 0.85 * cap0,
 }
+# Latency per kind over the run (fifths), to tell the server's own slowing (some kinds) from load
+# or host drift (all kinds, cached ones too): OUT/latency_by_kind.txt.
+reqs = [l.rstrip("\n").split("\t") for l in open(f"{out}/requests.tsv")][1:]
+span = max(float(r[0]) for r in reqs) / 5 or 1
+with open(f"{out}/latency_by_kind.txt", "w") as f:
+    f.write("kind\t" + "\t".join(f"p50/p99 ms, fifth {i + 1}" for i in range(5)) + "\n")
+    for kind in sorted({r[1] for r in reqs}):
+        cells = []
+        for i in range(5):
+            v = sorted(float(r[5]) for r in reqs if r[1] == kind and min(4, int(float(r[0]) / span)) == i)
+            cells.append(f"{v[len(v) // 2]:.0f}/{v[min(len(v) - 1, int(0.99 * len(v)))]:.0f}" if v else "-")
+        f.write(kind + "\t" + "\t".join(cells) + "\n")
 verdict = "PASS" if all(checks.values()) else "FAIL"
 failed = [k for k, v in checks.items() if not v]
 print(f"SOAK {verdict}: {s['done']} ok + {s['cancelled']} cancelled, {s['errors']} errors in {s['seconds']:.0f} s "
       f"at {s['rate']} req/s; RSS drift {drift * 100:+.2f}% after warm-up ({sum(first)/len(first)/1024:.0f} -> "
       f"{sum(last)/len(last)/1024:.0f} MiB); fds {fds0:.0f}->{fds1:.0f}, threads {thr0:.0f}->{thr1:.0f}; "
+      f"capacity {cap0:.1f} -> {cap1:.1f} req/s after ({cap1 / cap0:.2f}x); "
       f"p99 median {sorted(post)[len(post)//2] if post else float('nan'):.0f} ms, max {max(post) if post else float('nan'):.0f} ms; "
       f"end: running {running:.0f} waiting {waiting:.0f} request blocks {req_blocks:.0f}, exit {exit_code:.0f}, "
       f"integrity failures {integ:.0f}" + (f"; FAILED: {', '.join(failed)}" if failed else "") + f"; plot {out}/soak.png")
