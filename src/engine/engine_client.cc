@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "base/check.h"
+#include "base/clock.h"
 #include "base/cpu_affinity.h"
 #include "engine/engine_core.h"
 
@@ -96,7 +97,7 @@ Result<std::shared_ptr<RequestStream>> EngineClient::Submit(ValidRequest r) {
     const int32_t limit = max_waiting_.load(std::memory_order_relaxed);
     if (limit > 0 && QueuedLocked() >= limit)
       return ResourceExhausted("the engine's queue is full ({} requests waiting)", limit);
-    inbox_.push_back({id, std::move(r), stream});
+    inbox_.push_back({id, std::move(r), stream, NowSeconds()});
   }
   cv_.notify_all();
   return stream;
@@ -192,7 +193,7 @@ void EngineClient::AddOne(Pending& p) {
   std::shared_ptr<RequestStream> stream = std::move(p.stream);
   try {
     CheckFailuresThrow checks_throw;
-    core_->Add(p.id, std::move(p.req), stream);
+    core_->Add(p.id, std::move(p.req), stream, p.submitted_s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tarmac engine '%s': request %lld failed: %s\n", core_->config().model_name.c_str(),
                  static_cast<long long>(p.id), e.what());
@@ -221,7 +222,7 @@ void EngineClient::FailLeftovers() {
   }
   if (failure.empty()) {
     // Requests still queued in the inbox never reached the core: fail them here.
-    for (Pending& p : left) core_->Add(p.id, std::move(p.req), std::move(p.stream));
+    for (Pending& p : left) core_->Add(p.id, std::move(p.req), std::move(p.stream), p.submitted_s);
     core_->AbortAll(ResourceExhausted("the engine shut down before the request finished"));
     return;
   }

@@ -105,6 +105,7 @@ class EngineClient {
     int64_t id;
     ValidRequest req;
     std::shared_ptr<RequestStream> stream;
+    double submitted_s;  // NowSeconds() at Submit: the core's queue time and TTFT start here
   };
   // Adds one request to the core on the step thread; what its set-up throws fails it alone.
   void AddOne(Pending& p);

@@ -115,11 +115,13 @@ Result<ValidRequest> EngineCore::Validate(EngineRequest r) const {
   return ValidRequest(std::move(r), this);
 }
 
-void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStream> stream) {
+void EngineCore::Add(int64_t id, ValidRequest valid, std::shared_ptr<RequestStream> stream, double submitted_s) {
   TARMAC_CHECK(valid.engine_ == this);
   EngineRequest& r = valid.r_;
   ActiveRequest a;
-  a.submit_s = NowSeconds();
+  const double now = NowSeconds();
+  TARMAC_CHECK(submitted_s <= now);
+  a.submit_s = submitted_s < 0 ? now : submitted_s;
   a.sampler = std::make_unique<sampling::Sampler>(r.sampling, model_->config().n_vocab);
   a.sampler->AddPrompt(r.prompt);
   if (r.grammar) a.grammar = std::make_unique<GrammarConstraint>(r.grammar);

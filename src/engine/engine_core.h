@@ -64,9 +64,11 @@ class EngineCore {
   // logit_bias), stop strings, and that it can ever fit (context and KV pool). Errors carry
   // the field. Sets the request's bucket when unset. Thread-safe.
   Result<ValidRequest> Validate(EngineRequest r) const;
-  // Queues a request under `id` (unique); its events go to `stream`.
-  // Preconditions: `r` was validated by this engine.
-  void Add(int64_t id, ValidRequest r, std::shared_ptr<RequestStream> stream);
+  // Queues a request under `id` (unique); its events go to `stream`. submitted_s: when the
+  // caller accepted it (base/clock.h NowSeconds), so its queue time and TTFT include a wait
+  // before it reached the core (EngineClient's inbox, behind the step in progress); < 0: now.
+  // Preconditions: `r` was validated by this engine; submitted_s <= now.
+  void Add(int64_t id, ValidRequest r, std::shared_ptr<RequestStream> stream, double submitted_s = -1);
   // Validate, then Add (nothing queued on error).
   Status Add(int64_t id, EngineRequest r, std::shared_ptr<RequestStream> stream);
   // Ends a request in any state with FinishReason::kCancelled; every block it held returns.

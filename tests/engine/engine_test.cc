@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "base/clock.h"
 #include "common/test_util.h"
 #include "engine_test_util.h"
 
@@ -259,6 +260,35 @@ TEST(EngineClientTest, StreamsCancelsAndRejects) {
   EXPECT_FALSE(client->Submit(Greedy({1, 999999}, 4)).ok());
   EXPECT_FALSE(client->Submit(Greedy({}, 4)).ok());
   EXPECT_FALSE(client->Submit(Greedy({1}, 0)).ok());
+}
+
+// A request submitted while a long step runs waits in the client's inbox until that step ends:
+// its reported queue time and TTFT count that wait (from Submit), as its caller sees it.
+TEST(EngineClientTest, TtftCountsTheWaitBehindTheStepInProgress) {
+  Loaded& m = Get(testing::kWp11m);
+  EngineConfig cfg;
+  cfg.kv.blocks = 64;
+  cfg.threads = 2;
+  auto client = std::move(EngineClient::Create(m.model.get(), m.tok.get(), cfg).value());
+  std::vector<int32_t> long_prompt;
+  const auto prompts = Prompts(*m.tok);
+  while (long_prompt.size() < 480) long_prompt.insert(long_prompt.end(), prompts[0].begin(), prompts[0].end());
+  long_prompt.resize(480);
+  auto a = client->Submit(Greedy(long_prompt, 1));  // one step of 480 prompt tokens
+  ASSERT_TRUE(a.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // its step has begun
+  const double t0 = NowSeconds();
+  auto b = client->Submit(Greedy(prompts[1], 1));
+  ASSERT_TRUE(b.ok());
+  Outcome ob = Drain(**b);
+  const double seen = NowSeconds() - t0;
+  Drain(**a);
+  const RequestMetrics& mb = ob.last.metrics;
+  std::printf("B: seen by the caller %.1f ms, reported ttft %.1f ms, queue %.1f ms\n", seen * 1e3,
+              mb.ttft_s * 1e3, mb.queue_s * 1e3);
+  EXPECT_LE(mb.ttft_s, seen);
+  EXPECT_GE(mb.ttft_s, 0.8 * seen - 1e-3);  // only the stream hand-off is not counted
+  EXPECT_LE(mb.queue_s, mb.ttft_s);
 }
 
 // Create warms the model up first (EngineConfig::warmup); that leaves no trace a dashboard or
