@@ -210,7 +210,7 @@ void BM_MatVec(benchmark::State& state) {
   std::unique_ptr<QuantInterleaved> pk;
   if (state.range(3) == 2) {
     pk = QuantInterleaved::Pack(w);
-    w.packed = pk.get();
+    w.prepared = pk.get();
   }
   for (auto _ : state) {
     if (int8) {
@@ -350,7 +350,7 @@ void BM_Wp11mStep(benchmark::State& state) {
   for (auto _ : state) {
     for (const M& m : ms) {
       MatrixView w = m.w;
-      if (packed) w.packed = m.p.get();
+      if (packed) w.prepared = m.p.get();
       MatMul(w, x.data(), tokens, y.data(), &pool);
     }
     benchmark::DoNotOptimize(y.data());

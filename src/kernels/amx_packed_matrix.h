@@ -15,7 +15,7 @@ namespace tarmac::kernels {
 // (rows rounded up to 32, cols to 32). With it MatMulAmx swaps roles: activations are tile A
 // in their own row-major order and each C tile is 16 tokens × 16 weight rows, stored straight
 // into y; a pass covers whole 16-token tiles (an odd last tile runs alone). Immutable after
-// Pack; reading it is thread-safe. Point MatrixView::packed at it to use it.
+// Pack; reading it is thread-safe. Point MatrixView::prepared at it to use it (PreparedWeights does).
 //
 // Bytes per weight by what lo needs:
 //   BF16: 2, hi only (a bf16 weight is its own hi).
@@ -25,9 +25,11 @@ namespace tarmac::kernels {
 //     matmul_amx.cc). The 32-token matmuls of a prefix hit read their weights from memory,
 //     so the bytes are the time (a bf16 lo would take 4 bytes per weight).
 //   F32 and quantized types (dequantized to f32): 4, hi and lo = RNE(v - hi) as bf16.
-class AmxPackedMatrix {
+class AmxPackedMatrix final : public PreparedMatrix {
  public:
   enum class Lo { kNone, kNibble, kBf16 };
+  static constexpr PreparedLayout kLayout = PreparedLayout::kAmxSplit;
+  PreparedLayout layout() const override { return kLayout; }
 
   // Preconditions: AmxBf16Available(); IsMatVecType(w.type). pool may be nullptr.
   // storage: nullptr (the matrix owns its bytes), or PackedBytes(w) bytes, 64-byte aligned,

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/cpu_features.h"
+#include "tensor/view.h"  // PreparedLayout
 #include "tensor/dtype.h"
 
 namespace tarmac::kernels {
@@ -25,9 +26,6 @@ enum class MatMulKernel {
   kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)
   kMatMulPanels,     // GEMM on f32 panels, Highway (matmul.h)
 };
-
-// The prepared copy a matrix carries in MatrixView::packed.
-enum class PreparedLayout { kNone, kInterleaved, kAmxSplit };
 
 // What decides the kernel. n_tokens >= 1.
 struct MatMulCase {

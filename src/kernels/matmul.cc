@@ -176,11 +176,6 @@ HWY_EXPORT(TargetT);
 
 int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
 
-PreparedLayout PreparedOf(const MatrixView& w) {
-  if (w.packed == nullptr) return PreparedLayout::kNone;
-  return IsInt8MatVecType(w.type) ? PreparedLayout::kInterleaved : PreparedLayout::kAmxSplit;
-}
-
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsMatVecType(w.type));
   TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0);
@@ -188,7 +183,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
   if (n_tokens == 0 || w.rows == 0) return;
   // The choice is the dispatch table's (dispatch.h); this only runs it.
-  switch (ChooseMatMulKernel({w.type, n_tokens, PreparedOf(w)})) {
+  switch (ChooseMatMulKernel({w.type, n_tokens, w.prepared_layout()})) {
     case MatMulKernel::kMatVec:
       return MatVec(w, x, y, pool);
     case MatMulKernel::kMatVecInt8:

@@ -41,7 +41,6 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 // it directly). Same contract as MatMul.
 void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool);
-PreparedLayout PreparedOf(const MatrixView& w);  // the kind of copy in w.packed
 
 // The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
 // hwy::SupportedTargets(), which runs CPUID, slow in a VM (bench/NOTES.md); follows

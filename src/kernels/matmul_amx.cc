@@ -266,7 +266,7 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const bool w_lo = w.type != DType::kBF16;  // bf16 weights are exactly their hi part
   // The pre-split copy (whenever there is one: MatMul sends 7+ tokens here) beats splitting
   // per call at every size measured (bench/NOTES.md).
-  const auto* packed = static_cast<const AmxPackedMatrix*>(w.packed);
+  const AmxPackedMatrix* packed = PreparedAs<AmxPackedMatrix>(w);
   TARMAC_CHECK(packed == nullptr || packed->Matches(w));
   if (packed != nullptr) {
     amx_internal::MatMulAmxPackedOne(w, x, n_tokens, y, pool);

@@ -173,7 +173,7 @@ void MatMulAmxPacked(const MatrixView* const* ws, float* const* ys, int n, const
   const AmxPackedMatrix* ps[kMaxShared];
   int64_t first[kMaxShared + 1] = {0};  // global index of each matrix's first row block
   for (int i = 0; i < n; ++i) {
-    ps[i] = static_cast<const AmxPackedMatrix*>(ws[i]->packed);
+    ps[i] = PreparedAs<AmxPackedMatrix>(*ws[i]);
     TARMAC_CHECK(ps[i] != nullptr && ps[i]->Matches(*ws[i]) && ws[i]->cols == K);
     first[i + 1] = first[i] + (ws[i]->rows + kRowBlock - 1) / kRowBlock;
   }
@@ -281,9 +281,9 @@ bool CanShareMatMulAmx(const MatrixView* const* ws, int n) {
   if (n < 1 || n > kMaxShared || !AmxEnabled()) return false;
   for (int i = 0; i < n; ++i) {
     const MatrixView& w = *ws[i];
-    if (w.packed == nullptr || !IsMatVecType(w.type) || IsInt8MatMulType(w.type) ||
-        w.rows == 0 || w.cols == 0 || w.cols != ws[0]->cols ||
-        !static_cast<const AmxPackedMatrix*>(w.packed)->Matches(w)) {
+    const AmxPackedMatrix* p = PreparedAs<AmxPackedMatrix>(w);
+    if (p == nullptr || !IsMatVecType(w.type) || IsInt8MatMulType(w.type) ||
+        w.rows == 0 || w.cols == 0 || w.cols != ws[0]->cols || !p->Matches(w)) {
       return false;
     }
   }

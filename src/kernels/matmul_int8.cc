@@ -224,9 +224,9 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
       const int64_t nrows = std::clamp<int64_t>(r1 - sr0, 0, kSlabRows);
       uint8_t* dst = packed + s * slab_stride;
       TARMAC_DCHECK(sr0 % kSlabRows == 0);
-      if (w.packed != nullptr && nrows > 0) {
+      if (const QuantInterleaved* copy = PreparedAs<QuantInterleaved>(w); copy != nullptr && nrows > 0) {
         // The interleaved decode copy (its rows past w.rows are zero, as a partial slab needs).
-        path.pack_interleaved(*static_cast<const QuantInterleaved*>(w.packed), sr0 / kSlabRows,
+        path.pack_interleaved(*copy, sr0 / kSlabRows,
                               kb0, nbk, dst);
       } else if (nrows == kSlabRows && gather_ok) {
         path.pack_full(w, sr0, kb0, nbk, dst);

@@ -38,7 +38,7 @@
 // path.
 // Blocks with max|x| < 2^-100 are treated as zero. Non-finite x in a block gives NaN outputs.
 //
-// Q8_0 / Q4_0 weights with a QuantInterleaved copy in w.packed (quant_interleaved.h) are packed
+// Q8_0 / Q4_0 weights with a QuantInterleaved copy (MatrixView::prepared) (quant_interleaved.h) are packed
 // from that copy instead, which is the same integers already in slab order; w.data is then
 // not read (the model may release the GGUF bytes).
 //

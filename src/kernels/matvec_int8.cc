@@ -372,7 +372,7 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   const QuantInterleaved* pk[kMax];
   int64_t first[kMax + 1] = {0};  // global index of each matrix's first row group
   for (int i = 0; i < n; ++i) {
-    pk[i] = static_cast<const QuantInterleaved*>(ws[i]->packed);
+    pk[i] = PreparedAs<QuantInterleaved>(*ws[i]);
     TARMAC_DCHECK(pk[i]->Matches(*ws[i]) && ws[i]->type == type && ws[i]->cols == ws[0]->cols);
     first[i + 1] = first[i] + pk[i]->groups();
   }
@@ -441,7 +441,7 @@ bool InterleavedInt8Available() {
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n) {
   if (n < 1 || n > 4 || !InterleavedInt8Available()) return false;
   for (int i = 0; i < n; ++i) {
-    if (ws[i]->packed == nullptr || !IsInt8MatVecType(ws[i]->type) ||
+    if (PreparedAs<QuantInterleaved>(*ws[i]) == nullptr || !IsInt8MatVecType(ws[i]->type) ||
         ws[i]->type != ws[0]->type || ws[i]->cols != ws[0]->cols || ws[i]->rows == 0) {
       return false;
     }
@@ -464,7 +464,7 @@ void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool)
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
 #if TARMAC_MV8_X86
   if (w.rows == 0) return;
-  if (w.packed != nullptr && InterleavedInt8Available()) {
+  if (PreparedAs<QuantInterleaved>(w) != nullptr && InterleavedInt8Available()) {
     const MatrixView* ws[1] = {&w};
     float* ys[1] = {y};
     return InterleavedProducts(ws, ys, 1, x, 1, pool);

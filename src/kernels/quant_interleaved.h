@@ -31,9 +31,11 @@
 
 namespace tarmac::kernels {
 
-class QuantInterleaved {
+class QuantInterleaved final : public PreparedMatrix {
  public:
   static constexpr int64_t kRows = 16;  // rows per group (int32 lanes of a zmm)
+  static constexpr PreparedLayout kLayout = PreparedLayout::kInterleaved;
+  PreparedLayout layout() const override { return kLayout; }
 
   // Q4_0 and Q8_0.
   static bool Supports(DType type) { return type == DType::kQ4_0 || type == DType::kQ8_0; }

@@ -1,7 +1,5 @@
 #include "model/llama_model.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -74,102 +72,22 @@ Status LlamaModel::Init(int32_t context) {
     rope_swa_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base_swa,
                                    c.rope_freq_scale_swa, factors, c.rope_attn_factor);
   }
-  PackForAmx();
-  PackForDecode();
+  PrepareWeights();
   return Status::Ok();
 }
 
-namespace {
-
-// Gives the whole pages inside [p, p + bytes) back to the OS (anonymous memory reads back as
-// zeros afterwards, a file mapping re-reads the file); partial pages at the ends stay.
-void ReleasePages(const void* p, size_t bytes) {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t b = (a + page - 1) / page * page, e = (a + bytes) / page * page;
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory
-}
-
-}  // namespace
-
-LlamaModel::ArenaPlan LlamaModel::PlanArena(
-    const std::function<int64_t(const MatrixView&, int64_t)>& bytes_of) {
-  ArenaPlan plan;
-  for (MatrixView* w : w_.Projections()) {
-    const int64_t bytes = bytes_of(*w, plan.total);
-    if (bytes < 0) continue;
-    plan.slices.emplace_back(w, plan.total);
-    plan.total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
+void LlamaModel::PrepareWeights() {
+  // A tied embedding shares its bytes with a projection: when that one's interleaved copy
+  // replaces its bytes, token lookup reads its rows from the copy.
+  MatrixView* tied = nullptr;
+  std::vector<MatrixView*> projections = w_.Projections();
+  for (MatrixView* w : projections)
+    if (w->data == w_.tok_embd.data) tied = w;
+  prepared_.Prepare(projections, {.release_source = owned_bytes_.size() > 0, .progress = progress_});
+  if (tied != nullptr) {
+    if (const auto* copy = PreparedAs<kernels::QuantInterleaved>(*tied)) w_.tok_embd.prepared = copy;
+    w_.tok_embd.data = tied->data;  // null when the copy replaced it
   }
-  return plan;
-}
-
-void LlamaModel::PackForDecode() {
-  // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
-  // halves it (quant_interleaved.h). Prefill packs from the copy too (matmul_int8.h), and
-  // token lookup in a tied embedding reads its rows from it, so when the model owns its bytes
-  // (not mmap) the GGUF bytes of a copied matrix are released and the memory use stays the
-  // same: the copies are made one matrix at a time, so the peak is one matrix more. Under mmap
-  // every copy is extra (though the file pages are reclaimable cache): that is capped at 2 GiB
-  // and a quarter of the memory free now, and so is a single matrix, so a large model on a
-  // small machine is not pushed out of memory by its own speed-up. Past the caps a matrix
-  // keeps the per-row kernel.
-  const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
-  const bool owned = owned_bytes_.size() > 0;
-  int64_t extra_left = cap;
-  const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t) -> int64_t {
-    if (!kernels::WantsInterleavedCopy(w.type) || w.rows == 0 || w.cols == 0) return -1;
-    const int64_t bytes = kernels::QuantInterleaved::PackedBytes(w);
-    if (bytes > cap || (!owned && bytes > extra_left)) return -1;
-    if (!owned) extra_left -= bytes;
-    return bytes;
-  });
-  if (plan.slices.empty()) return;
-  // One arena of huge pages (streamed through once per decoded token), not zeroed: Pack
-  // writes every byte of each slice, and a page is first touched when its matrix is packed, so
-  // the memory grows one matrix at a time as the GGUF bytes are released.
-  decode_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
-  ThreadPool pool(ThreadPool::DefaultThreads());
-  int64_t packed = 0;
-  for (const auto& [w, offset] : plan.slices) {
-    if (progress_) progress_("preparing weights (int8 decode)", packed++, static_cast<int64_t>(plan.slices.size()));
-    decode_packed_.push_back(
-        kernels::QuantInterleaved::Pack(*w, &pool, decode_arena_.data() + offset));
-    w->packed = decode_packed_.back().get();
-    decode_packed_bytes_ += kernels::QuantInterleaved::PackedBytes(*w);
-    const bool tied = w->data == w_.tok_embd.data;
-    if (tied) w_.tok_embd.packed = w->packed;  // token lookup reads rows from the copy
-    if (owned) {
-      ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
-      w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
-      if (tied) w_.tok_embd.data = nullptr;
-    }
-  }
-  if (progress_) progress_("preparing weights (int8 decode)", packed, packed);
-}
-
-void LlamaModel::PackForAmx() {
-  // Split the weights that MatMul runs on AMX (non-int8 dtypes) once (2-4 bytes per weight,
-  // AmxPackedMatrix) while they fit the budget; the rest are split per call. All of
-  // them in one arena of huge pages: a prefix hit's few-token step streams the whole copy.
-  constexpr int64_t kBudget = int64_t{1} << 30;
-  const ArenaPlan plan = PlanArena([&](const MatrixView& w, int64_t planned) -> int64_t {
-    if (!kernels::WantsAmxCopy(w.type) || w.rows == 0 || w.cols == 0) return -1;
-    const int64_t bytes = kernels::AmxPackedMatrix::PackedBytes(w);
-    return planned + bytes > kBudget ? -1 : bytes;
-  });
-  if (plan.slices.empty()) return;
-  // Not zeroed: Pack writes every byte of each matrix's slice (the gaps are never read).
-  amx_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
-  int64_t packed = 0;
-  for (const auto& [w, offset] : plan.slices) {
-    if (progress_) progress_("preparing weights (AMX)", packed++, static_cast<int64_t>(plan.slices.size()));
-    amx_packed_.push_back(kernels::AmxPackedMatrix::Pack(*w, nullptr, amx_arena_.data() + offset));
-    w->packed = amx_packed_.back().get();
-    amx_packed_bytes_ += kernels::AmxPackedMatrix::PackedBytes(*w);
-  }
-  if (progress_) progress_("preparing weights (AMX)", packed, packed);
 }
 
 void LlamaModel::EnsureScratch(int32_t n) {
@@ -278,9 +196,8 @@ void LlamaModel::Embed(const ForwardBatch& batch) {
     TARMAC_CHECK(batch.tokens[t] >= 0 && batch.tokens[t] < c.n_vocab);
     TARMAC_CHECK(batch.positions[t] >= 0 && batch.positions[t] < rope_.max_positions());
     TARMAC_CHECK(batch.RopePosition(t) >= 0 && batch.RopePosition(t) <= batch.positions[t]);
-    if (w_.tok_embd.packed != nullptr) {  // tied embedding moved into the decode layout
-      static_cast<const kernels::QuantInterleaved*>(w_.tok_embd.packed)
-          ->DequantizeRow(batch.tokens[t], &x_[t * E]);
+    if (const auto* copy = PreparedAs<kernels::QuantInterleaved>(w_.tok_embd)) {  // tied, replaced
+      copy->DequantizeRow(batch.tokens[t], &x_[t * E]);
     } else {
       kernels::DequantizeRow(w_.tok_embd.type, w_.tok_embd.row(batch.tokens[t]), &x_[t * E], E);
     }

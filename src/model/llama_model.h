@@ -28,8 +28,7 @@
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "kernels/ops.h"
-#include "kernels/matmul_amx.h"
-#include "kernels/quant_interleaved.h"
+#include "kernels/prepared_weights.h"
 #include "model/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -78,27 +77,19 @@ class LlamaModel {
   // Total bytes of weights (what a decode step reads).
   int64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
-  int64_t amx_packed_bytes() const { return amx_packed_bytes_; }
+  int64_t amx_packed_bytes() const { return prepared_.amx_bytes(); }
   // Bytes of Q4_0/Q8_0 weights moved into the interleaved decode layout
   // (kernels/quant_interleaved.h; their GGUF bytes are released unless the file is mapped);
   // 0 without AVX-512 VNNI or without such weights.
-  int64_t decode_packed_bytes() const { return decode_packed_bytes_; }
+  int64_t decode_packed_bytes() const { return prepared_.interleaved_bytes(); }
 
  private:
   LlamaModel() = default;
   Status Init(int32_t context);
   void EnsureScratch(int32_t n_tokens);
-  void PackForAmx();
-  void PackForDecode();
+  // The kernels' copies of the projections (kernels/prepared_weights.h), made once at load.
+  void PrepareWeights();
   ProgressFn progress_;  // set during Load only
-  // One arena's slices for the projection matrices (every layer's, then the output) that
-  // bytes_of accepts: given a matrix and the bytes planned so far, it returns the matrix's
-  // bytes, or -1 to leave it out. Offsets are 64-byte aligned.
-  struct ArenaPlan {
-    std::vector<std::pair<MatrixView*, int64_t>> slices;  // matrix, byte offset
-    int64_t total = 0;                                    // bytes of the arena
-  };
-  ArenaPlan PlanArena(const std::function<int64_t(const MatrixView&, int64_t)>& bytes_of);
   void Project(const MatrixView& w, const float* x, int32_t n_tokens, float* y,
                ThreadPool* pool) const;
   // Project for several matrices with the same input (Q/K/V, gate/up), fused where the
@@ -119,12 +110,7 @@ class LlamaModel {
   kernels::RopeCache rope_;       // global layers
   kernels::RopeCache rope_swa_;   // windowed layers, when config_.separate_swa_rope()
   int64_t weight_bytes_ = 0;
-  AlignedBuffer amx_arena_;  // every AmxPackedMatrix's bytes (huge pages)
-  std::vector<std::unique_ptr<kernels::AmxPackedMatrix>> amx_packed_;  // views point here
-  int64_t amx_packed_bytes_ = 0;
-  AlignedBuffer decode_arena_;  // every QuantInterleaved's bytes (huge pages)
-  std::vector<std::unique_ptr<kernels::QuantInterleaved>> decode_packed_;  // views point here
-  int64_t decode_packed_bytes_ = 0;
+  kernels::PreparedWeights prepared_;  // w_'s views point into it
 
   struct QueryTile {
     int32_t first;  // index of the first token in the batch

@@ -5,8 +5,8 @@
 // same bytes.
 //
 // Owns f32 copies of the 1-D tensors not usable in place (f16/bf16 or unaligned); the matrix
-// views point into the file's bytes, which must outlive this. LlamaModel may later give a
-// view a packed copy (MatrixView::packed) or release its bytes. Not thread-safe to mutate.
+// views point into the file's bytes, which must outlive this. LlamaModel's kernels::PreparedWeights
+// may later give a view a prepared copy (MatrixView::prepared) and release its bytes. Not thread-safe to mutate.
 #pragma once
 
 #include <cstdint>

@@ -131,7 +131,7 @@ TEST(MatMulInt8Test, BitIdenticalToReferenceAllPaths) {
   });
 }
 
-// With a QuantInterleaved copy in w.packed the slabs come from the copy and w.data is never
+// With a QuantInterleaved copy (MatrixView::prepared) the slabs come from the copy and w.data is never
 // read (null here): still bit-identical to the reference on the GGUF bytes, on every path.
 TEST(MatMulInt8Test, FromInterleavedCopyWithoutGgufBytes) {
   std::mt19937 rng(13);
@@ -147,7 +147,7 @@ TEST(MatMulInt8Test, FromInterleavedCopyWithoutGgufBytes) {
             const auto pk = QuantInterleaved::Pack(gguf);
             MatrixView w = gguf;
             w.data = nullptr;
-            w.packed = pk.get();
+            w.prepared = pk.get();
             const auto x = RandomActivations(tokens * cols, rng);
             std::vector<float> ref(tokens * rows), got(tokens * rows, NAN), via(tokens * rows);
             MatMulInt8Ref(gguf, x.data(), tokens, ref.data());

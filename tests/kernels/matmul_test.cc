@@ -172,7 +172,7 @@ TEST(MatMulTest, AmxPackedMatchesReference) {
               type == DType::kBF16 ? 0 : (type == DType::kF16 ? 512 : 2048);
           EXPECT_EQ(AmxPackedMatrix::PackedBytes(w),
                     ((rows + 31) / 32) * ((cols + 31) / 32) * (2048 + lo_bytes));
-          w.packed = p.get();
+          w.prepared = p.get();
           std::vector<float> ref(tokens * rows), got(tokens * rows, NAN);
           MatMulRef(w, x.data(), tokens, ref.data());
           MatMul(w, x.data(), tokens, got.data(), &pool2);
@@ -210,7 +210,7 @@ TEST(MatMulTest, AmxPackedF16IsExactForEveryValue) {
   MatrixView w{DType::kF16, m.data(), rows, cols, cols * 2};
   const auto p = AmxPackedMatrix::Pack(w, nullptr);
   ASSERT_EQ(p->lo_kind(), AmxPackedMatrix::Lo::kNibble);
-  w.packed = p.get();
+  w.prepared = p.get();
   std::vector<float> x(cols * cols, 0.0f), y(cols * rows, NAN);
   for (int64_t t = 0; t < cols; ++t) x[t * cols + t] = 1.0f;
   ThreadPool pool2(2);
@@ -240,7 +240,7 @@ TEST(MatMulTest, AmxSharedEqualsOneByOne) {
     mats.push_back(RandomMatrix(types[i], rows[i], cols, RowBytes(types[i], cols), rng));
     ws.push_back(MatrixView{types[i], mats.back().data(), rows[i], cols, RowBytes(types[i], cols)});
     pks.push_back(AmxPackedMatrix::Pack(ws.back(), &pool2));
-    ws.back().packed = pks.back().get();
+    ws.back().prepared = pks.back().get();
   }
   const MatrixView* wp[4] = {&ws[0], &ws[1], &ws[2], &ws[3]};
   ASSERT_TRUE(CanShareMatMulAmx(wp, 4));
@@ -263,9 +263,9 @@ TEST(MatMulTest, AmxSharedEqualsOneByOne) {
     }
   }
   // Not shareable: no pre-split copy, another width, or AMX off.
-  ws[1].packed = nullptr;
+  ws[1].prepared = nullptr;
   EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
-  ws[1].packed = pks[1].get();
+  ws[1].prepared = pks[1].get();
   ws[2].cols = 256;
   EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
   ws[2].cols = cols;

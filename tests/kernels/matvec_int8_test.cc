@@ -6,7 +6,7 @@
 // (both sides sum at most K/8 rounded f32 terms). Also: results independent of the thread
 // count, the matrix's last byte at the end of readable memory (no over-read), non-finite and
 // zero blocks, the fallback without VNNI (forced lower Highway target), and MatMul's dispatch.
-// With a QuantInterleaved copy in w.packed the kernel sums in the reference's order: results
+// With a QuantInterleaved copy (MatrixView::prepared) the kernel sums in the reference's order: results
 // must be bit-identical to MatMulInt8Ref, for one token and for the 2-16 token batches.
 #include "kernels/matvec_int8.h"
 
@@ -161,7 +161,7 @@ TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
           ASSERT_TRUE(pk->Matches(w));
           ASSERT_EQ(QuantInterleaved::PackedBytes(w), pk->groups() * pk->group_stride());
           ASSERT_EQ(pk->group_stride() % 64, 0);
-          w.packed = pk.get();
+          w.prepared = pk.get();
           const auto x = RandomActivations(cols, rng);
           std::vector<float> ref(rows), got(rows + 1, NAN);
           got[rows] = 12345.0f;  // must stay: the last partial group writes only its rows
@@ -200,7 +200,7 @@ TEST(MatVecInt8Test, InterleavedTokensAreBitIdenticalToReference) {
           const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
           MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
           const auto pk = QuantInterleaved::Pack(w);
-          w.packed = pk.get();
+          w.prepared = pk.get();
           for (int64_t tokens = 2; tokens <= kInterleavedMaxTokens; ++tokens) {
             const auto x = RandomActivations(tokens * cols, rng);
             std::vector<float> ref(tokens * rows), got(tokens * rows + 1, NAN);
@@ -237,7 +237,7 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
           mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
           ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
           pks.push_back(QuantInterleaved::Pack(ws.back()));
-          ws.back().packed = pks.back().get();
+          ws.back().prepared = pks.back().get();
         }
         const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
         ASSERT_TRUE(CanFuseMatVecInt8(wp, 3));
@@ -267,9 +267,9 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
           }
         }
         // Not fusable: a matrix without an interleaved copy, or another width.
-        ws[1].packed = nullptr;
+        ws[1].prepared = nullptr;
         EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
-        ws[1].packed = pks[1].get();
+        ws[1].prepared = pks[1].get();
         ws[2].cols = 128;
         EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
       }

@@ -1,0 +1,122 @@
+// Which matrices get a prepared copy, within what memory, in which arena (see prepared_weights.h).
+
+#include "kernels/prepared_weights.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "base/check.h"
+#include "base/thread_pool.h"
+#include "kernels/dispatch.h"
+
+namespace tarmac::kernels {
+namespace {
+
+// One arena's slices: the matrices bytes_of accepts, each at a 64-byte aligned offset.
+struct ArenaPlan {
+  std::vector<std::pair<MatrixView*, int64_t>> slices;  // matrix, byte offset
+  int64_t total = 0;                                    // bytes of the arena
+};
+
+// bytes_of(matrix, bytes planned so far): the matrix's copy's bytes, or -1 to leave it out.
+template <typename BytesOf>
+ArenaPlan PlanArena(std::span<MatrixView* const> matrices, BytesOf bytes_of) {
+  ArenaPlan plan;
+  for (MatrixView* w : matrices) {
+    if (w->rows == 0 || w->cols == 0) continue;
+    const int64_t bytes = bytes_of(*w, plan.total);
+    if (bytes < 0) continue;
+    plan.slices.emplace_back(w, plan.total);
+    plan.total += (bytes + AlignedBuffer::kAlign - 1) / AlignedBuffer::kAlign * AlignedBuffer::kAlign;
+  }
+  return plan;
+}
+
+// Gives the whole pages inside [p, p + bytes) back to the OS (anonymous memory reads back as
+// zeros afterwards, a file mapping re-reads the file); partial pages at the ends stay.
+void ReleasePages(const void* p, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t b = (a + page - 1) / page * page, e = (a + bytes) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory
+}
+
+void Report(const PreparedWeights::Options& o, const char* stage, int64_t done, int64_t total) {
+  if (o.progress) o.progress(stage, done, total);
+}
+
+}  // namespace
+
+void PreparedWeights::Prepare(std::span<MatrixView* const> matrices, const Options& options) {
+  TARMAC_CHECK(amx_.empty() && interleaved_.empty());
+  for (const MatrixView* w : matrices) TARMAC_CHECK(w->prepared == nullptr);
+  PrepareAmx(matrices, options);
+  PrepareInterleaved(matrices, options);
+}
+
+void PreparedWeights::PrepareAmx(std::span<MatrixView* const> matrices, const Options& options) {
+  // Split the weights that MatMul runs on AMX (non-int8 dtypes) once (2-4 bytes per weight)
+  // while they fit the budget; the rest are split per call. All of them in one arena of huge
+  // pages: a prefix hit's few-token step streams the whole copy.
+  constexpr int64_t kBudget = int64_t{1} << 30;
+  const ArenaPlan plan = PlanArena(matrices, [](const MatrixView& w, int64_t planned) -> int64_t {
+    if (!WantsAmxCopy(w.type)) return -1;
+    const int64_t bytes = AmxPackedMatrix::PackedBytes(w);
+    return planned + bytes > kBudget ? -1 : bytes;
+  });
+  if (plan.slices.empty()) return;
+  // Not zeroed: Pack writes every byte of each matrix's slice (the gaps are never read).
+  amx_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
+  const int64_t n = static_cast<int64_t>(plan.slices.size());
+  for (const auto& [w, offset] : plan.slices) {
+    Report(options, "preparing weights (AMX)", static_cast<int64_t>(amx_.size()), n);
+    amx_.push_back(AmxPackedMatrix::Pack(*w, nullptr, amx_arena_.data() + offset));
+    w->prepared = amx_.back().get();
+    amx_bytes_ += AmxPackedMatrix::PackedBytes(*w);
+  }
+  Report(options, "preparing weights (AMX)", n, n);
+}
+
+void PreparedWeights::PrepareInterleaved(std::span<MatrixView* const> matrices, const Options& options) {
+  // Q4_0 / Q8_0 decode is bound by vector-port work in the GGUF layout; the interleaved copy
+  // halves it (quant_interleaved.h), and prefill packs from it too (matmul_int8.h). With
+  // release_source the copies are made one matrix at a time, each releasing its source, so the
+  // peak is one matrix more; otherwise every copy is extra (though file pages are reclaimable
+  // cache) and so capped at 2 GiB and a quarter of the memory free now, as is a single matrix
+  // either way, so a large model on a small machine is not pushed out of memory by its own
+  // speed-up. Past the caps a matrix keeps the per-row kernel.
+  const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
+  const bool release = options.release_source;
+  int64_t extra_left = cap;
+  const ArenaPlan plan = PlanArena(matrices, [&](const MatrixView& w, int64_t) -> int64_t {
+    if (!WantsInterleavedCopy(w.type) || w.prepared != nullptr) return -1;
+    const int64_t bytes = QuantInterleaved::PackedBytes(w);
+    if (bytes > cap || (!release && bytes > extra_left)) return -1;
+    if (!release) extra_left -= bytes;
+    return bytes;
+  });
+  if (plan.slices.empty()) return;
+  // One arena of huge pages (streamed through once per decoded token), not zeroed: Pack
+  // writes every byte of each slice, and a page is first touched when its matrix is packed, so
+  // the memory grows one matrix at a time as the sources are released.
+  interleaved_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
+  ThreadPool pool(ThreadPool::DefaultThreads());
+  const int64_t n = static_cast<int64_t>(plan.slices.size());
+  for (const auto& [w, offset] : plan.slices) {
+    Report(options, "preparing weights (int8 decode)", static_cast<int64_t>(interleaved_.size()), n);
+    interleaved_.push_back(QuantInterleaved::Pack(*w, &pool, interleaved_arena_.data() + offset));
+    w->prepared = interleaved_.back().get();
+    interleaved_bytes_ += QuantInterleaved::PackedBytes(*w);
+    if (release) {
+      ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
+      w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
+    }
+  }
+  Report(options, "preparing weights (int8 decode)", n, n);
+}
+
+}  // namespace tarmac::kernels
