@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include "kernels/matmul_amx.h"
-#include "kernels/matmul_amx_stream.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matmul_int8_paths.h"
 #include "kernels/matvec_int8.h"
@@ -24,26 +22,6 @@ bool Avx512Int8(Isa isa) { return isa >= Isa::kAvx512 && Cpu().avx512vbmi && Cpu
 // The interleaved products (InterleavedInt8Available at this level).
 bool Interleaved(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 bool Amx(Isa isa) { return isa >= Isa::kAmx; }
-
-// TEMPORARY (measurement): TARMAC_STREAM=off|unpacked|all.
-int StreamMode() {
-  static const int mode = [] {
-    const char* e = std::getenv("TARMAC_STREAM");
-    if (e == nullptr) return 1;
-    if (std::string(e) == "off") return 0;
-    if (std::string(e) == "all") return 2;
-    return 1;
-  }();
-  return mode;
-}
-
-bool UseAmxStream(const MatMulCase& c) {
-  if (!AmxStreamSupports(c.type) || c.n_tokens < kAmxPackedMinTokens ||
-      c.n_tokens > kAmxStreamMaxTokens)
-    return false;
-  const int mode = StreamMode();
-  return mode == 2 || (mode == 1 && c.prepared != PreparedLayout::kAmxSplit);
-}
 
 }  // namespace
 
@@ -65,7 +43,6 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   if (c.n_tokens <= kInterleavedMaxTokens && interleaved && Interleaved(isa)) {
     return MatMulKernel::kInterleavedInt8;
   }
-  if (Amx(isa) && UseAmxStream(c)) return MatMulKernel::kMatMulAmxStream;
   const int64_t amx_min =
       c.prepared == PreparedLayout::kAmxSplit ? kAmxPackedMinTokens : kAmxPlainMinTokens;
   if (c.n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(c.type) &&
@@ -87,7 +64,6 @@ const char* MatMulKernelName(MatMulKernel k) {
     case MatMulKernel::kMatVecMulti: return "matvec-multi";
     case MatMulKernel::kMatMulInt8: return "matmul-int8";
     case MatMulKernel::kMatMulAmx: return "matmul-amx";
-    case MatMulKernel::kMatMulAmxStream: return "matmul-amx-stream";
     case MatMulKernel::kMatMulPanels: return "matmul-panels";
   }
   return "?";
@@ -116,7 +92,6 @@ std::string MatMulKernelVariant(MatMulKernel k, Isa isa) {
       break;
     }
     case MatMulKernel::kMatMulAmx:
-    case MatMulKernel::kMatMulAmxStream:
       path = "amx-bf16";
       break;
   }

@@ -21,7 +21,6 @@ enum class MatMulKernel {
   kMatVecInt8,       // 1 token, Q8_0/Q4_0 GGUF layout, AVX-512 VNNI (matvec_int8.h)
   kInterleavedInt8,  // 1..16 tokens, Q8_0/Q4_0 interleaved copy (matvec_int8.h)
   kMatVecMulti,      // 2..16 tokens, rows streamed once (matvec_multi.h)
-  kMatMulAmxStream,  // 7..16 tokens, F16/BF16/F32 split in registers on AMX (matmul_amx_stream.h)
   kMatMulInt8,       // GEMM with int8 activations, Q8_0/Q4_0/Q4_K (matmul_int8.h)
   kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)
   kMatMulPanels,     // GEMM on f32 panels, Highway (matmul.h)

@@ -12,7 +12,6 @@
 #include "kernels/dequant.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul_amx.h"
-#include "kernels/matmul_amx_stream.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec.h"
@@ -182,18 +181,6 @@ PreparedLayout PreparedOf(const MatrixView& w) {
   return IsInt8MatVecType(w.type) ? PreparedLayout::kInterleaved : PreparedLayout::kAmxSplit;
 }
 
-bool CanShareMatMulAmxStream(const MatrixView* const* ws, int n, int64_t n_tokens) {
-  if (n < 1 || n > kAmxStreamMaxShared || n_tokens < 1) return false;
-  for (int i = 0; i < n; ++i) {
-    const MatrixView& w = *ws[i];
-    if (w.rows == 0 || w.type != ws[0]->type || w.cols != ws[0]->cols ||
-        ChooseMatMulKernel({w.type, n_tokens, PreparedOf(w)}) != MatMulKernel::kMatMulAmxStream) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsMatVecType(w.type));
   TARMAC_CHECK(n_tokens >= 0 && w.rows >= 0);
@@ -218,8 +205,6 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
       return MatMulInt8(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulAmx:
       return MatMulAmx(w, x, n_tokens, y, pool);
-    case MatMulKernel::kMatMulAmxStream:
-      return MatMulAmxStream(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulPanels:
       return MatMulPanels(w, x, n_tokens, y, pool);
   }

@@ -43,11 +43,6 @@ void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* 
                   ThreadPool* pool);
 PreparedLayout PreparedOf(const MatrixView& w);  // the kind of copy in w.packed
 
-// Whether n_tokens of x times the n matrices ws (a layer's Q/K/V, or gate/up) can run as one
-// MatMulAmxStreamShared call: the dispatch table sends each of them to matmul-amx-stream,
-// they share dtype and cols, and 1 <= n <= kAmxStreamMaxShared.
-bool CanShareMatMulAmxStream(const MatrixView* const* ws, int n, int64_t n_tokens);
-
 // The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
 // hwy::SupportedTargets(), which runs CPUID, slow in a VM (bench/NOTES.md); follows
 // hwy::SetSupportedTargetsForTest). MatMulInt8 picks its code path from it.

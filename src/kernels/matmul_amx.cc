@@ -36,6 +36,35 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// B tiles for tokens [t0, t0 + tp) (tp a multiple of 32; tokens >= n_tokens are zero):
+// b_hi/b_lo[j][s] is a 1 KiB tile, row kk = 16 tokens × (k = s·32 + 2kk, s·32 + 2kk + 1).
+// Token tiles [j_begin, j_end) only (threads split the tiles). Row-major split per token into
+// a 2 KiB scratch, then each tile row gathered from 16 tokens.
+TARMAC_AMX void StageActivations(const float* x, int64_t K, int64_t n_tokens, int64_t t0,
+                                 int64_t j_begin, int64_t j_end, int64_t steps, uint32_t* b_hi,
+                                 uint32_t* b_lo) {
+  alignas(64) uint32_t th[256], tl[256];  // [16 tokens][16 pairs]
+  const __m512i idx = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(16));
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    for (int64_t s = 0; s < steps; ++s) {
+      for (int64_t n = 0; n < kTile; ++n) {
+        const int64_t t = t0 + j * kTile + n;
+        const int64_t valid = t < n_tokens ? std::min<int64_t>(kKStep, K - s * kKStep) : 0;
+        Split32(x + t * K + s * kKStep, valid, reinterpret_cast<uint16_t*>(th + n * 16),
+                reinterpret_cast<uint16_t*>(tl + n * 16));
+      }
+      uint32_t* dh = b_hi + (j * steps + s) * 256;
+      uint32_t* dl = b_lo + (j * steps + s) * 256;
+      for (int64_t kk = 0; kk < 16; ++kk) {
+        _mm512_storeu_si512(dh + kk * 16, _mm512_i32gather_epi32(idx, th + kk, 4));
+        _mm512_storeu_si512(dl + kk * 16, _mm512_i32gather_epi32(idx, tl + kk, 4));
+      }
+    }
+  }
+}
+
 // A tiles for weight rows [r0, r0 + 32) and k in [k0, k0 + steps·32) ∩ [0, K):
 // a_hi/a_lo[s][i][m][32] (rows >= r1 and k >= K are zero). k0 is a multiple of the dtype's
 // block size. row: scratch of steps·32 floats.
@@ -256,7 +285,7 @@ void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     uint32_t* b_hi = b_store.as<uint32_t>();
     uint32_t* b_lo = b_hi + b_words;
     auto stage = [&](int64_t j0, int64_t j1, int) {
-      StageActivations(x, K, n_tokens, t0, j0, j1, steps, 0, steps, b_hi, b_lo);
+      StageActivations(x, K, n_tokens, t0, j0, j1, steps, b_hi, b_lo);
     };
     if (pool != nullptr && pool->num_threads() > 1) {
       pool->ParallelFor(tp / kTile, 1, stage);

@@ -9,7 +9,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kernels/amx_split-inl.h"
@@ -34,37 +33,6 @@ TARMAC_AMX inline void Split32(const float* v, int64_t valid, uint16_t* hi, uint
   const int64_t v1 = valid - 16;
   const __mmask16 m1 = v1 >= 16 ? 0xFFFF : (v1 <= 0 ? 0 : (1u << v1) - 1);
   SplitBf16x32(_mm512_maskz_loadu_ps(m0, v), _mm512_maskz_loadu_ps(m1, v + 16), hi, lo);
-}
-
-// B tiles for tokens [t0, t0 + tp) (tp a multiple of 32; tokens >= n_tokens are zero):
-// b_hi/b_lo[j][s] is a 1 KiB tile, row kk = 16 tokens × (k = s·32 + 2kk, s·32 + 2kk + 1).
-// Token tiles [j_begin, j_end) only (threads split the tiles), K steps [s_begin, s_end) of the
-// `steps` the layout holds. Row-major split per token into a 2 KiB scratch, then each tile row
-// gathered from 16 tokens.
-TARMAC_AMX inline void StageActivations(const float* x, int64_t K, int64_t n_tokens, int64_t t0,
-                                 int64_t j_begin, int64_t j_end, int64_t steps,
-                                 int64_t s_begin, int64_t s_end, uint32_t* b_hi,
-                                 uint32_t* b_lo) {
-  alignas(64) uint32_t th[256], tl[256];  // [16 tokens][16 pairs]
-  const __m512i idx = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-      _mm512_set1_epi32(16));
-  for (int64_t j = j_begin; j < j_end; ++j) {
-    for (int64_t s = s_begin; s < s_end; ++s) {
-      for (int64_t n = 0; n < kTile; ++n) {
-        const int64_t t = t0 + j * kTile + n;
-        const int64_t valid = t < n_tokens ? std::min<int64_t>(kKStep, K - s * kKStep) : 0;
-        Split32(x + t * K + s * kKStep, valid, reinterpret_cast<uint16_t*>(th + n * 16),
-                reinterpret_cast<uint16_t*>(tl + n * 16));
-      }
-      uint32_t* dh = b_hi + (j * steps + s) * 256;
-      uint32_t* dl = b_lo + (j * steps + s) * 256;
-      for (int64_t kk = 0; kk < 16; ++kk) {
-        _mm512_storeu_si512(dh + kk * 16, _mm512_i32gather_epi32(idx, th + kk, 4));
-        _mm512_storeu_si512(dl + kk * 16, _mm512_i32gather_epi32(idx, tl + kk, 4));
-      }
-    }
-  }
 }
 
 // The 2×2 block both kernels accumulate: C tiles 0-3 += A tiles 4-5 times B tiles 6-7,

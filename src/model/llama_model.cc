@@ -17,7 +17,6 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_amx.h"
-#include "kernels/matmul_amx_stream.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
@@ -202,13 +201,6 @@ void LlamaModel::ProjectShared(std::initializer_list<const MatrixView*> ws,
       kernels::CanFuseMatVecInt8(ws.begin(), static_cast<int>(ws.size()))) {
     kernels::MatVecInt8Fused(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, n_tokens,
                              pool);
-    return;
-  }
-  // A few tokens of weights the dispatch table streams through AMX: one split of x per
-  // thread and one parallel region for all.
-  if (kernels::CanShareMatMulAmxStream(ws.begin(), static_cast<int>(ws.size()), n_tokens)) {
-    kernels::MatMulAmxStreamShared(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x,
-                                   n_tokens, pool);
     return;
   }
   // Pre-split f16/bf16/f32 weights on AMX: one split of x and one parallel region for all.
