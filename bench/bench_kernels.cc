@@ -448,7 +448,7 @@ void Register() {
     benchmark::RegisterBenchmark("BM_VerifyL2/down", BM_VerifyL2)->Args({tokens, 24, 16384})
         ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
   }
-  for (int64_t tokens : {32, 48, 64, 65, 96, 128}) {
+  for (int64_t tokens : {8, 12, 16, 32, 48, 64, 65, 96, 128}) {
     for (int64_t packed : {0, 1}) {
       benchmark::RegisterBenchmark("BM_Wp11mStep", BM_Wp11mStep)->Args({tokens, packed, 2})
           ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);
@@ -456,7 +456,7 @@ void Register() {
           ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);
     }
   }
-  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 9, 16}) {
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 8, 9, 11, 16}) {
     benchmark::RegisterBenchmark("BM_VerifyStack/f16", BM_VerifyStack)
         ->Args({static_cast<int64_t>(DType::kF16), tokens, 2})->UseRealTime()
         ->Unit(benchmark::kMillisecond)->MinTime(1.0);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,11 +35,57 @@ struct BenchArgs {
   bool mmap = false;
   bool read_bandwidth = false;  // also measure the read bandwidth over weight_bytes
   bool explain = false;         // print the kernel dispatch table first
+  // --steps: token counts of one-pass steps from an empty context to time instead (a
+  // speculative verify step's cost curve); empty: the prefill / decode benchmark.
+  std::vector<int> steps;
 };
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Each of a.steps as one Append from an empty context, the sizes alternating within each
+// repetition (so drift hits all of them alike); median milliseconds per size.
+int RunStepCurve(const BenchArgs& a, model::LlamaModel& m) {
+  const int32_t n_vocab = m.config().n_vocab;
+  const int max_n = *std::max_element(a.steps.begin(), a.steps.end());
+  std::vector<int32_t> ids;
+  int64_t s = 12345;
+  const int64_t span = std::max<int64_t>(1, std::min<int64_t>(n_vocab, 2000) - 256);
+  for (int i = 0; i < max_n; ++i) {
+    s = (s * 1103515245 + 12345) % 2147483648LL;
+    ids.push_back(static_cast<int32_t>(std::min<int64_t>(n_vocab - 1, 256 + s % span)));
+  }
+  ThreadPool pool(a.threads);
+  model::SequenceRunner runner(&m, max_n + 16, &pool);
+  std::vector<float> logits;
+  std::vector<std::vector<double>> ms(a.steps.size());
+  for (int r = 0; r < a.reps + 1; ++r) {  // repetition 0 warms up
+    for (size_t i = 0; i < a.steps.size(); ++i) {
+      runner.Reset();
+      const int64_t t0 = NowNanos();
+      if (Status st = runner.Append(std::span<const int32_t>(ids.data(), a.steps[i]), true,
+                                    &logits);
+          !st.ok()) {
+        std::fprintf(stderr, "tarmac bench: %s\n", st.message().c_str());
+        return 1;
+      }
+      if (r > 0) ms[i].push_back((NowNanos() - t0) * 1e-6);
+    }
+  }
+  nlohmann::json curve = nlohmann::json::object();
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const double med = Median(ms[i]);
+    curve[std::to_string(a.steps[i])] = med;
+    if (!a.json) std::printf("step %3d tokens: %8.2f ms\n", a.steps[i], med);
+  }
+  if (a.json) {
+    nlohmann::json j = {{"file", a.model}, {"threads", a.threads}, {"reps", a.reps},
+                        {"step_ms", curve}, {"isa", kernels::IsaName(kernels::ActiveIsa())}};
+    std::printf("%s\n", j.dump().c_str());
+  }
+  return 0;
 }
 
 int RunBenchModel(const BenchArgs& a) {
@@ -48,6 +96,7 @@ int RunBenchModel(const BenchArgs& a) {
   }
   model::LlamaModel& m = *loaded->model;
   if (a.explain) std::printf("%s", kernels::DescribeDispatchTable(kernels::ActiveIsa()).c_str());
+  if (!a.steps.empty()) return RunStepCurve(a, m);
   const int32_t n_vocab = m.config().n_vocab;
   const int ctx = a.prompt_tokens + a.decode + 16;
   // Same generator as the llama.cpp script: ids spread over the vocabulary, no tokenizer.
@@ -123,6 +172,11 @@ void RegisterBench(CLI::App& app, RunFn* run) {
                 "also measure the read bandwidth of these threads over as many bytes as the weights");
   cmd->add_flag("--explain", a->explain,
                 "print the kernel dispatch table (TARMAC_ISA level) before measuring");
+  cmd->add_option("--steps", a->steps,
+                  "instead: time one-pass steps of these token counts from an empty context, "
+                  "all logits (e.g. --steps 1,8,16)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   cmd->add_flag("--mmap", a->mmap, "use weights in place in the file mapping (default: copy into huge pages)");
   cmd->callback([a, run] { *run = [a] { return RunBenchModel(*a); }; });
   RegisterBenchOffline(bench, run);

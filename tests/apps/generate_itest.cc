@@ -115,6 +115,8 @@ TEST_F(GenerateCliTest, BadInputExitsTwoWithAMessage) {
       {"generate", "-m", TARMAC_SOURCE_DIR "/README.md", "-p", "x"},
       {"perplexity", "-m", kWp11m, "-f", "/nonexistent.txt"},
       {"bench", "model", "-m", kWp11m, "--threads", "0"},
+      {"bench", "model", "-m", kWp11m, "--steps", "0"},
+      {"bench", "model", "-m", kWp11m, "--steps", "4,x"},
   };
   for (const auto& args : bad) {
     auto r = Run(args);
@@ -130,6 +132,15 @@ TEST_F(GenerateCliTest, BenchModelPrintsJson) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["prefill_tok_s"].get<double>(), 0.0);
   EXPECT_GT(j["decode_tok_s"].get<double>(), 0.0);
+}
+
+// --steps: one median per size, keyed by the size, every one a positive time.
+TEST_F(GenerateCliTest, BenchModelStepCurve) {
+  auto r = Run({"bench", "model", "-m", kWp11m, "--steps", "1,3,8", "--reps", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["step_ms"].size(), 3u) << r.out;
+  for (const char* n : {"1", "3", "8"}) EXPECT_GT(j["step_ms"][n].get<double>(), 0.0) << n;
 }
 
 }  // namespace
