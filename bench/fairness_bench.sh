@@ -21,5 +21,5 @@ on, off = [], []
 for line in open(sys.argv[1]):
     m = re.search(r"p99 ratio ([0-9.]+)", line)
     if m: (on if "limits on" in line else off).append(float(m.group(1)))
-print(f"p99 flood/alone, median of {len(on)}: limits on {statistics.median(on):.2f} {on}; off {statistics.median(off):.2f} {off}")
+print(f"fresh-request p99 flood/alone, median of {len(on)}: limits on {statistics.median(on):.2f} {on}; off {statistics.median(off):.2f} {off}")
 PY
