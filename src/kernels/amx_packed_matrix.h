@@ -29,7 +29,6 @@ class AmxPackedMatrix final : public PreparedMatrix {
  public:
   enum class Lo { kNone, kNibble, kBf16 };
   static constexpr PreparedLayout kLayout = PreparedLayout::kAmxSplit;
-  PreparedLayout layout() const override { return kLayout; }
 
   // Preconditions: AmxBf16Available(); IsMatVecType(w.type). pool may be nullptr.
   // storage: nullptr (the matrix owns its bytes), or PackedBytes(w) bytes, 64-byte aligned,
@@ -52,6 +51,7 @@ class AmxPackedMatrix final : public PreparedMatrix {
   const uint8_t* nibbles(int64_t blk) const { return nib_ + blk * steps_ * 512; }
 
  private:
+  AmxPackedMatrix() : PreparedMatrix(kLayout) {}
   AlignedBuffer buf_;  // empty when packed into caller's storage
   const uint16_t* hi_ = nullptr;
   const uint16_t* lo_ = nullptr;

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "kernels/cpu_features.h"
-#include "tensor/view.h"  // PreparedLayout
 #include "tensor/dtype.h"
+#include "tensor/view.h"  // PreparedLayout
 
 namespace tarmac::kernels {
 

@@ -58,15 +58,15 @@ constexpr int64_t kAmxPlainMinTokens = 17;  // past MatVecMulti's 16
 
 // Several pre-split matrices of one width times the same x in one call (a layer's Q/K/V, or
 // gate/up): x is split once per pass and one parallel region covers all their row blocks.
-// Possible when CanShareMatMulAmx: 1..4 matrices, each with a matching AmxPackedMatrix in
-// an AmxPackedMatrix copy (MatrixView::prepared), none int8, all with the same cols, and AmxEnabled(). Results equal MatMulAmx per
-// matrix. x: [n_tokens][cols]; ys[i]: [n_tokens][ws[i]->rows].
+// Possible when CanShareMatMulAmx: 1..4 matrices, each with a matching AmxPackedMatrix copy
+// (MatrixView::prepared), none int8, all with the same cols, and AmxEnabled(). Results equal
+// MatMulAmx per matrix. x: [n_tokens][cols]; ys[i]: [n_tokens][ws[i]->rows].
 bool CanShareMatMulAmx(const MatrixView* const* ws, int n);
 void MatMulAmxShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
                      int64_t n_tokens, ThreadPool* pool);
 
-// Same contract as MatMul (matmul.h). Uses w's AmxPackedMatrix copy when it has one. Preconditions: AmxBf16Available(); IsMatVecType(w.type);
-// n_tokens >= 1.
+// Same contract as MatMul (matmul.h). Uses w's AmxPackedMatrix copy when it has one.
+// Preconditions: AmxBf16Available(); IsMatVecType(w.type); n_tokens >= 1.
 void MatMulAmx(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
 }  // namespace tarmac::kernels

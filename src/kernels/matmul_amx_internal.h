@@ -25,7 +25,7 @@ void StageWeightBlock(const MatrixView& w, int64_t r0, int64_t r1, int64_t steps
 // rows: AMX's B layout).
 void TransposeWeightTiles(uint32_t* t, int64_t tiles);
 
-// MatMulAmx for a matrix with a pre-split copy (MatrixView::prepared) (matmul_amx_packed.cc).
+// MatMulAmx for a matrix with a pre-split copy in MatrixView::prepared (matmul_amx_packed.cc).
 void MatMulAmxPackedOne(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                         ThreadPool* pool);
 

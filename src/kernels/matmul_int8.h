@@ -38,8 +38,8 @@
 // path.
 // Blocks with max|x| < 2^-100 are treated as zero. Non-finite x in a block gives NaN outputs.
 //
-// Q8_0 / Q4_0 weights with a QuantInterleaved copy (MatrixView::prepared) (quant_interleaved.h) are packed
-// from that copy instead, which is the same integers already in slab order; w.data is then
+// Q8_0 / Q4_0 weights with a QuantInterleaved copy in MatrixView::prepared (quant_interleaved.h)
+// are packed from that copy instead, which is the same integers already in slab order; w.data is then
 // not read (the model may release the GGUF bytes).
 //
 // Owns nothing; pure functions. Thread-safe per pool (one ParallelFor caller at a time).

@@ -16,7 +16,7 @@
 // one block, and every int32 lane holds an exact partial sum of 8 products of one block, which
 // is converted and scaled by that block's d_w · d_x in f32.
 //
-// With a QuantInterleaved copy (MatrixView::prepared) (made at model load) it takes a faster path: 16
+// With a QuantInterleaved copy in MatrixView::prepared (made at load) it takes a faster path: 16
 // rows per vector, one int32 lane per row (quant_interleaved.h), ~2x less vector work per byte.
 // Its sums run in block order per row, so it is bit-identical to MatMulInt8Ref.
 //
@@ -64,8 +64,8 @@ constexpr int64_t kInterleavedMaxTokens = 16;
 // Products of 1..4 matrices with the same x rows (a layer's Q/K/V, or gate/up; or one matrix)
 // in one call: x is quantized once and one parallel region covers all the matrices' rows, so
 // the threads' weight streams restart less often. Possible when CanFuseMatVecInt8: all with
-// QuantInterleaved copies (MatrixView::prepared), of one type and width, and InterleavedInt8Available(). Per token the
-// results equal MatVecInt8 (bit-identical to MatMulInt8Ref).
+// QuantInterleaved copies, of one type and width, and InterleavedInt8Available(). Per token
+// the results equal MatVecInt8 (bit-identical to MatMulInt8Ref).
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n);
 // x: n_tokens rows of ws[0]->cols floats; ys[i]: n_tokens rows of ws[i]->rows floats each.
 // Preconditions: CanFuseMatVecInt8(ws, n); 1 <= n_tokens <= kInterleavedMaxTokens.

@@ -93,7 +93,7 @@ void PreparedWeights::PrepareInterleaved(std::span<MatrixView* const> matrices, 
   const bool release = options.release_source;
   int64_t extra_left = cap;
   const ArenaPlan plan = PlanArena(matrices, [&](const MatrixView& w, int64_t) -> int64_t {
-    if (!WantsInterleavedCopy(w.type) || w.prepared != nullptr) return -1;
+    if (!WantsInterleavedCopy(w.type)) return -1;  // never a type with an AMX copy
     const int64_t bytes = QuantInterleaved::PackedBytes(w);
     if (bytes > cap || (!release && bytes > extra_left)) return -1;
     if (!release) extra_left -= bytes;

@@ -35,7 +35,6 @@ class QuantInterleaved final : public PreparedMatrix {
  public:
   static constexpr int64_t kRows = 16;  // rows per group (int32 lanes of a zmm)
   static constexpr PreparedLayout kLayout = PreparedLayout::kInterleaved;
-  PreparedLayout layout() const override { return kLayout; }
 
   // Q4_0 and Q8_0.
   static bool Supports(DType type) { return type == DType::kQ4_0 || type == DType::kQ8_0; }
@@ -66,6 +65,7 @@ class QuantInterleaved final : public PreparedMatrix {
   }
 
  private:
+  QuantInterleaved() : PreparedMatrix(kLayout) {}
   static int64_t QuantBytes(DType t) { return t == DType::kQ8_0 ? 512 : 256; }
   static int64_t GroupStride(DType t, int64_t nb) {
     return (nb * (QuantBytes(t) + 32) + 63) / 64 * 64;

@@ -14,12 +14,18 @@ namespace tarmac {
 enum class PreparedLayout { kNone, kInterleaved, kAmxSplit };
 
 // A kernel's own copy of a matrix's weights; MatrixView::prepared points at one. Immutable
-// once made; reading it is thread-safe. Each layout's type derives from this and says its
-// layout in kLayout, so PreparedAs<T> can check the cast.
+// once made; reading it is thread-safe. Each layout's type derives from this, passing its
+// kLayout, so PreparedAs<T> can check the cast.
 class PreparedMatrix {
  public:
-  virtual ~PreparedMatrix() = default;
-  virtual PreparedLayout layout() const = 0;
+  PreparedLayout layout() const { return layout_; }
+
+ protected:
+  explicit PreparedMatrix(PreparedLayout layout) : layout_(layout) {}
+  ~PreparedMatrix() = default;  // owned and destroyed as the derived type
+
+ private:
+  PreparedLayout layout_;
 };
 
 // A row-major matrix of `rows` rows × `cols` elements of `type`; row r starts at

@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 // alone / flood phases, alternating (drift on a shared machine hits both); the environment's
 // TARMAC_FAIRNESS_ROUNDS raises it (bench/fairness_bench.sh: a p99 of many more samples).
 const int kRounds = std::max(4, std::getenv("TARMAC_FAIRNESS_ROUNDS") ? std::atoi(std::getenv("TARMAC_FAIRNESS_ROUNDS")) : 4);
-constexpr int kSamples = 80;      // quiet requests per phase (320 per cell: p99 is not one outlier)
+constexpr int kSamples = 80;      // quiet requests of each kind per phase (320 per cell by default)
 constexpr int kFlooders = 12;     // flooding connections
 constexpr int kFloodCap = 2;      // the flooder's max_concurrent with limits on
 
