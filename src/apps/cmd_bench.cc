@@ -13,6 +13,7 @@
 #include "apps/bench_offline.h"
 #include "apps/bench_route.h"
 #include "apps/bench_serve.h"
+#include "apps/engine_flags.h"
 #include "apps/commands.h"
 #include "apps/model_loading.h"
 #include "apps/plan_probe.h"
@@ -28,6 +29,7 @@ namespace {
 struct BenchArgs {
   std::string model;
   int threads = 1;
+  std::string pin_threads = "auto";
   int prompt_tokens = 512;
   int decode = 128;
   int reps = 3;
@@ -58,6 +60,7 @@ int RunStepCurve(const BenchArgs& a, model::LlamaModel& m) {
     ids.push_back(static_cast<int32_t>(std::min<int64_t>(n_vocab - 1, 256 + s % span)));
   }
   ThreadPool pool(a.threads);
+  PinOwnPool(a.pin_threads, &pool);
   model::SequenceRunner runner(&m, max_n + 16, &pool);
   std::vector<float> logits;
   std::vector<std::vector<double>> ms(a.steps.size());
@@ -108,6 +111,7 @@ int RunBenchModel(const BenchArgs& a) {
     prompt.push_back(static_cast<int32_t>(std::min<int64_t>(n_vocab - 1, 256 + s % span)));
   }
   ThreadPool pool(a.threads);
+  PinOwnPool(a.pin_threads, &pool);
   model::SequenceRunner runner(&m, ctx, &pool);
   std::vector<double> prefill, decode;
   std::vector<float> logits;
@@ -162,6 +166,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   auto* cmd = bench->add_subcommand("model", "prefill and batch-1 decode speed of one model");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-t,--threads", a->threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
+  AddPinThreadsFlag(cmd, &a->pin_threads);
   cmd->add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--decode", a->decode, "decode steps")->capture_default_str()->check(CLI::Range(1, 1 << 20));

@@ -130,6 +130,7 @@ int RunGenerate(const GenerateArgs& a) {
   }
   if (a.engine.spec.mode != "off") return RunGenerateSpeculative(a, m, tokenizer, prompt, sp, ctx);
   ThreadPool pool(a.engine.threads);
+  PinOwnPool(a.engine.pin_threads, &pool);
   model::SequenceRunner runner(&m, ctx, &pool);
   std::fprintf(stderr, "context %d tokens, KV cache f16 %.1f MiB, %d threads\n", ctx,
                runner.kv_bytes() / (1024.0 * 1024.0), a.engine.threads);

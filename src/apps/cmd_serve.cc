@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "apps/commands.h"
 #include "apps/control_flags.h"
 #include "apps/model_loading.h"
@@ -82,6 +84,27 @@ Result<std::vector<ModelToServe>> ModelsToServe(const ServeArgs& a, const config
     out.push_back({path, name, std::nullopt, {}, std::nullopt});
   }
   return out;
+}
+
+// Each model's CPUs: the config's where any model names some (the others unpinned), else the
+// --pin-threads placement of all the models' threads together.
+std::vector<std::vector<int>> ModelCpus(const EngineFlags& f, const std::vector<ModelToServe>& models) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> threads;
+  bool configured = false;
+  for (const ModelToServe& m : models) {
+    out.push_back(m.cpus);
+    threads.push_back(m.threads.value_or(f.threads));
+    configured = configured || !m.cpus.empty();
+  }
+  return configured ? out : EngineCpus(f.pin_threads, threads);
+}
+
+// "2 threads on CPUs 0, 1 (one each)" / "2 threads, unpinned", for the start-up line.
+std::string DescribePlacement(int threads, const std::vector<int>& cpus) {
+  if (cpus.empty()) return fmt::format("{} thread(s), unpinned", threads);
+  return fmt::format("{} thread(s) on CPUs {}{}", threads, fmt::join(cpus, ","),
+                     static_cast<int>(cpus.size()) >= threads ? " (one each)" : " (shared)");
 }
 
 // API keys from --api-key-file, the config's api_key_file and each tenant's own file.
@@ -233,8 +256,10 @@ int RunServe(const ServeArgs& a) {
   specs.reserve(models->size());
   std::vector<LoadedModel> loaded;  // outlive the server's engines (joined below first)
   loaded.reserve(models->size());
+  const std::vector<std::vector<int>> cpus = ModelCpus(a.engine, *models);
   int rc = 0;
-  for (const ModelToServe& mt : *models) {
+  for (size_t i = 0; i < models->size(); ++i) {
+    const ModelToServe& mt = (*models)[i];
     auto lm = LoadModelAndTokenizer(mt.path, /*quiet=*/false, a.mmap, a.engine.max_context);
     if (!lm.ok()) {
       rc = Fail(lm.status());
@@ -253,7 +278,7 @@ int RunServe(const ServeArgs& a) {
     ec.metrics = sc.metrics;
     ec.on_request_finished = sc.slo_tracker->HookFor(mt.name);
     if (mt.threads) ec.threads = *mt.threads;
-    ec.cpus = mt.cpus;
+    ec.cpus = cpus[i];
     if (pub != nullptr) {
       ec.event_capacity = 1 << 16;
       ec.on_events = [pub] { pub->Notify(); };
@@ -265,9 +290,9 @@ int RunServe(const ServeArgs& a) {
       break;
     }
     if (tool_format) (*sm)->tool_format = *tool_format;
-    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB), tool calls: %s\n", mt.name.c_str(),
+    std::fprintf(stderr, "tarmac serve: model '%s': context %d, %d KV blocks (%.1f MiB), tool calls: %s, %s\n", mt.name.c_str(),
                  (*sm)->max_context, (*sm)->engine->config().kv.blocks, (*sm)->engine->kv_bytes() / 1048576.0,
-                 grammar::ToolCallFormatName((*sm)->tool_format));
+                 grammar::ToolCallFormatName((*sm)->tool_format), DescribePlacement(ec.threads, ec.cpus).c_str());
     if (sc.controller) sc.controller->AddModel(mt.name, (*sm)->engine.get());
     if (pub != nullptr) {
       engine::EngineClient* e = (*sm)->engine.get();

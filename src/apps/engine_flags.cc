@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/cpu_affinity.h"
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "model/kv_dtype.h"
@@ -36,6 +37,7 @@ EngineFlags::EngineFlags() : threads(ThreadPool::DefaultThreads()) {
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f, unsigned sets) {
   cmd->add_option("-t,--threads", f->threads, "compute threads per model")->capture_default_str()
       ->check(CLI::Range(1, 256));
+  AddPinThreadsFlag(cmd, &f->pin_threads);
   if (sets & kSchedulerFlags) {
     f->max_running_option = cmd->add_option("--max-running", f->max_running, "requests batched (holding KV) per model")
                                 ->capture_default_str()->check(CLI::Range(1, 1 << 16));
@@ -60,9 +62,29 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f, unsigned sets) {
   if (sets & kSpecFlags) AddSpecFlags(cmd, &f->spec);
 }
 
+void AddPinThreadsFlag(CLI::App* cmd, std::string* pin_threads) {
+  cmd->add_option("--pin-threads", *pin_threads,
+                  "auto: when the models' threads add up to the CPUs this process may use, each "
+                  "thread gets a CPU of its own (two compute threads left on one CPU run at one's "
+                  "speed); off: the OS places them. A config's cpus override it")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "off"}));
+}
+
+std::vector<std::vector<int>> EngineCpus(const std::string& pin_threads, const std::vector<int>& threads) {
+  if (pin_threads == "off") return std::vector<std::vector<int>>(threads.size());
+  return DefaultPlacement(threads, AllowedCpus());
+}
+
+void PinOwnPool(const std::string& pin_threads, ThreadPool* pool) {
+  const std::vector<int> cpus = EngineCpus(pin_threads, {pool->num_threads()})[0];
+  if (cpus.empty()) return;
+  if (Status st = pool->PinWithCaller(cpus); !st.ok()) TLOG_WARN("--pin-threads: {}", st.message());
+}
+
 engine::EngineConfig ToEngineConfig(const EngineFlags& f, const SpecSetup& spec) {
   engine::EngineConfig c;
   c.threads = f.threads;
+  c.cpus = EngineCpus(f.pin_threads, {f.threads})[0];
   c.sched.max_running = f.max_running;
   c.sched.max_batched_tokens = f.max_batched_tokens;
   c.sched.max_context = f.max_context;

@@ -1,7 +1,7 @@
 // The engine flags of the model-running subcommands (generate, bench offline, serve),
 // registered by one helper so that every subcommand has the same names, ranges and defaults
 // (the defaults are engine::EngineConfig's, read from it):
-//   -t/--threads, --max-running, --max-batched-tokens, --max-context, --block-size,
+//   -t/--threads, --pin-threads auto|off, --max-running, --max-batched-tokens, --max-context, --block-size,
 //   --kv-blocks, --kv-memory/--kv-memory-gib (GiB), --kv-dtype, --no-prefix-cache,
 //   --spec off|draft|ngram|auto, --draft-model FILE, --spec-k N, --draft-type q8_0|keep,
 //   --spec-max-slowdown F, --spec-tree WxB|off|auto, --spec-tree-tokens N
@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "model/llama_model.h"
 
@@ -37,6 +38,7 @@ struct SpecArgs {
 
 struct EngineFlags {
   int threads;
+  std::string pin_threads = "auto";  // auto: DefaultPlacement (base/cpu_affinity.h); off: the OS places them
   int max_running, max_batched_tokens, max_context, block_size, kv_blocks;
   double kv_memory_gib = 0;
   std::string kv_dtype = "f16";
@@ -68,7 +70,17 @@ Result<SpecSetup> LoadSpec(const SpecArgs& a, const std::string& target_path);
 // Fills the engine config's speculation fields from a setup.
 void ApplySpec(const SpecSetup& s, engine::EngineConfig* cfg);
 
-// The engine config the flags describe, with the speculation of `spec` (from LoadSpec).
+// --pin-threads (the flag of every subcommand that runs a model): into *pin_threads.
+void AddPinThreadsFlag(CLI::App* cmd, std::string* pin_threads);
+// The CPUs of each of several engines with these thread counts under --pin-threads (empty
+// lists: unpinned).
+std::vector<std::vector<int>> EngineCpus(const std::string& pin_threads, const std::vector<int>& threads);
+// Pins `pool` and the calling thread (the pool's thread 0) as EngineCpus places one engine;
+// a failure to pin only costs speed (a warning).
+void PinOwnPool(const std::string& pin_threads, ThreadPool* pool);
+
+// The engine config the flags describe, with the speculation of `spec` (from LoadSpec); its
+// cpus as for one engine (EngineCpus).
 engine::EngineConfig ToEngineConfig(const EngineFlags& f, const SpecSetup& spec);
 
 }  // namespace tarmac::apps

@@ -22,10 +22,7 @@ constexpr int64_t kSpinNanos = 2'000'000;
 constexpr int64_t kStealAfterNanos = 50'000;
 }  // namespace
 
-int ThreadPool::DefaultThreads() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+int ThreadPool::DefaultThreads() { return static_cast<int>(AllowedCpus().size()); }
 
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(num_threads), slots_(num_threads > 0 ? num_threads : 1) {
@@ -35,8 +32,14 @@ ThreadPool::ThreadPool(int num_threads)
 }
 
 Status ThreadPool::PinWorkers(const std::vector<int>& cpus) {
-  for (std::thread& w : workers_) TARMAC_RETURN_IF_ERROR(PinThread(w, cpus));
+  for (int t = 1; t < num_threads_; ++t)
+    TARMAC_RETURN_IF_ERROR(PinThread(workers_[t - 1], ThreadCpus(cpus, num_threads_, t)));
   return Status::Ok();
+}
+
+Status ThreadPool::PinWithCaller(const std::vector<int>& cpus) {
+  TARMAC_RETURN_IF_ERROR(PinWorkers(cpus));
+  return PinCurrentThread(ThreadCpus(cpus, num_threads_, 0));
 }
 
 ThreadPool::~ThreadPool() {

@@ -39,8 +39,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
-  // Restricts the worker threads (not the caller) to `cpus` (base/cpu_affinity.h).
+  // Restricts worker t to ThreadCpus(cpus, num_threads(), t) (base/cpu_affinity.h): each its
+  // own CPU when there are enough. The caller pins itself (it is thread 0: cpus[0]).
+  // Preconditions: CheckCpus(cpus).ok().
   Status PinWorkers(const std::vector<int>& cpus);
+  // PinWorkers, and the calling thread to thread 0's CPUs: for an owner that calls ParallelFor
+  // from the thread it constructs the pool on.
+  Status PinWithCaller(const std::vector<int>& cpus);
 
   // Splits [0, n) into chunks of `grain` items (the last may be shorter) and calls
   // fn(begin, end, thread_index) for each chunk, thread_index in [0, num_threads()) (the
@@ -54,7 +59,7 @@ class ThreadPool {
         [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<F*>(ctx))(b, e, t); });
   }
 
-  // Default pool size: hardware threads (at least 1).
+  // Default pool size: the CPUs this process may run on (its affinity mask, at least 1).
   static int DefaultThreads();
 
  private:

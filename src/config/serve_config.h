@@ -10,7 +10,9 @@
 //       tier: small               # descriptive
 //       price_per_1k: 0.02        # or "measured" (the default: CPU-seconds per 1000 tokens)
 //       threads: 1                # engine threads (default: --threads)
-//       cpus: [1]                 # CPUs its engine's threads run on (default: any)
+//       cpus: [1]                 # CPUs its engine's threads run on, one each when there are
+//                                 # enough (default: --pin-threads; naming cpus on any model
+//                                 # leaves the models without them unpinned)
 //       allowed_risk: [low]       # default: [low, high]
 //       allowed_sla: [standard]   # default: every tier
 //       max_concurrent: 64        # this model's share of admission (default: the totals)

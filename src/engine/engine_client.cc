@@ -28,7 +28,8 @@ EngineClient::EngineClient(std::unique_ptr<EngineCore> core) : core_(std::move(c
   // waiter returns and destroys it.)
   thread_ = std::thread([this] {
     // Pinning was checked when the config was resolved; a failure here only loses isolation.
-    if (!core_->config().cpus.empty()) (void)PinCurrentThread(core_->config().cpus);
+    if (const EngineConfig& c = core_->config(); !c.cpus.empty())
+      (void)PinCurrentThread(ThreadCpus(c.cpus, c.threads, 0));
     if (core_->config().warmup) core_->Warmup();
     {
       std::lock_guard<std::mutex> lock(mu_);

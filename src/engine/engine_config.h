@@ -59,7 +59,10 @@ struct EngineConfig {
   KvConfig kv;
   SpeculationConfig spec;
   int32_t threads = 1;  // compute threads of this engine's pool
-  std::vector<int> cpus;  // CPUs its threads (step thread and pool) run on; empty: any
+  // CPUs its threads run on, one each (the step thread on cpus[0], pool worker t on cpus[t])
+  // when there are at least as many as threads, else all of them shared (ThreadCpus in
+  // base/cpu_affinity.h); empty: wherever the OS puts them.
+  std::vector<int> cpus;
   // EngineClient::Create runs the model's throwaway warm-up passes on the engine's thread before
   // it returns, so the first request does not pay for first use; counted nowhere.
   bool warmup = true;

@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 
-#include "base/cpu_affinity.h"
 
 namespace tarmac {
 namespace {
@@ -100,34 +99,6 @@ TEST(ThreadPoolTest, CallerRunsChunksOfWorkersThatCannotRun) {
     EXPECT_GT(taken_over.load(), 0);
   }
   ASSERT_EQ(sched_setaffinity(0, sizeof(old_set), &old_set), 0);
-}
-
-}  // namespace
-}  // namespace tarmac
-
-namespace tarmac {
-namespace {
-
-TEST(CpuAffinity, PinsTheCallerAndTheWorkers) {
-  EXPECT_FALSE(CheckCpus({}).ok());
-  EXPECT_EQ(CheckCpus({-1}).field(), "cpus");
-  EXPECT_FALSE(CheckCpus({4000}).ok());
-  ASSERT_TRUE(CheckCpus({0}).ok());
-  std::thread t([] {
-    ASSERT_TRUE(PinCurrentThread({0}).ok());
-    cpu_set_t set;
-    ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-    EXPECT_TRUE(CPU_ISSET(0, &set));
-    EXPECT_EQ(CPU_COUNT(&set), 1);
-  });
-  t.join();
-  ThreadPool pool(2);
-  ASSERT_TRUE(pool.PinWorkers({0}).ok());
-  std::atomic<int> on_cpu0{0};
-  pool.ParallelFor(2, 1, [&](int64_t, int64_t, int thread) {
-    if (thread == 1) on_cpu0 = sched_getcpu() == 0 ? 1 : 2;
-  });
-  EXPECT_NE(on_cpu0.load(), 2);  // the worker ran on CPU 0 (or the caller took its chunk)
 }
 
 }  // namespace
