@@ -42,9 +42,9 @@ test-asan: deps
 # Left out (the same threads as the engine tests, minutes under TSan): the grammar-engine and
 # sliding-window output-equality tests and SpecEngineTest's greedy-output comparisons. Builds only
 # the binaries that hold these tests.
-TSAN_TEST_BINS := base_thread_pool_test base_work_queue_test sched_scheduler_test sched_scheduler_window_test engine_engine_test \
+TSAN_TEST_BINS := base_thread_pool_test base_cpu_affinity_test base_work_queue_test sched_scheduler_test sched_scheduler_window_test engine_engine_test \
   engine_engine_seams_test engine_spec_engine_test router_target_test grammar_matcher_test
-TSAN_TESTS := ^(ThreadPoolTest|WorkQueueTest|SchedulerTest|SchedulerWindowTest|SchedulerSessions|EngineCoreTest|EngineClientTest|EngineKnobsTest|EngineEventsTest|EngineHookTest|EngineBucketsTest|EngineTarget)\.|/EngineTest\.|^SpecEngineTest\.(Random|DraftCatchUp)|^GrammarMatcherTest\.OneCompiledGrammar
+TSAN_TESTS := ^(ThreadPoolTest|CpuAffinity|WorkQueueTest|SchedulerTest|SchedulerWindowTest|SchedulerSessions|EngineCoreTest|EngineClientTest|EngineKnobsTest|EngineEventsTest|EngineHookTest|EngineBucketsTest|EngineTarget)\.|/EngineTest\.|^SpecEngineTest\.(Random|DraftCatchUp)|^GrammarMatcherTest\.OneCompiledGrammar
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_TSAN=ON -DTARMAC_BENCH=OFF >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TEST_BINS)

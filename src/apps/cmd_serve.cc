@@ -363,7 +363,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--tenant-token-burst", a->server.tenant_limit.token_burst,
                   "the per-tenant token bucket's size (0: 10 s of --tenant-token-rate)")
       ->capture_default_str()->check(CLI::Range(0.0, 1e12));
-  cmd->add_option("--request-timeout", a->server.request_timeout_s, "seconds a request may wait and run (408 beyond)")
+  cmd->add_option("--request-timeout", a->server.request_timeout_s, "seconds from a request's arrival to its end: preparation, admission wait and run (408 beyond)")
       ->capture_default_str()->check(CLI::Range(0.001, 1e7));
   cmd->add_option("--drain-timeout", a->server.drain_timeout_s, "seconds in-flight requests may finish after SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 1e7));

@@ -90,7 +90,7 @@ struct ServerConfig {
   // Test aid: a generation request may carry "x-tarmac-debug-fault: NAME" (engine::InjectedFault)
   // to make its own processing fail there. Off: such a request is refused (400).
   bool debug_fault_injection = false;
-  double request_timeout_s = 600;           // admission wait + generation
+  double request_timeout_s = 600;           // from arrival: preparation, admission wait, generation
   double drain_timeout_s = 30;
   double idle_timeout_s = 60;               // reading one request / idle keep-alive
   // Threads that prepare requests off the I/O thread (chat template, tokenizer, grammar

@@ -110,6 +110,7 @@ void Session::OnRead(beast::error_code ec) {
     RespondError(BadRequest("", "malformed HTTP request: " + ec.message(), "bad_request"));
     return;
   }
+  arrived_ = asio::steady_timer::clock_type::now();
   // Nothing a request contains should throw; if something does, answer 500 and keep serving.
   try {
     Handle();
@@ -304,14 +305,26 @@ void Session::Admit() {
   }
 }
 
-void Session::ArmTimeout() {
-  gen_timer_.expires_after(Ms(srv_->config.request_timeout_s));
-  gen_timer_.async_wait([w = weak_from_this()](const beast::error_code& ec) {
+bool Session::ArmTimeout() {
+  const double limit = srv_->config.request_timeout_s;
+  const ApiError timeout{408, fmt::format("the request timed out after {} s (--request-timeout)", limit), "timeout", "", "timeout"};
+  const auto deadline = arrived_ + std::chrono::duration_cast<asio::steady_timer::duration>(std::chrono::duration<double>(limit));
+  if (asio::steady_timer::clock_type::now() >= deadline) {
+    // Spent preparing (a prepare queue, a grammar compile): never admitted, nothing to release.
+    timed_out_ = true;
+    if (gen_->routed()) gen_->Finished(true);
+    gen_.reset();
+    srv_->metrics.CountRejected("timeout");
+    RespondError(timeout);
+    return false;
+  }
+  gen_timer_.expires_at(deadline);
+  gen_timer_.async_wait([w = weak_from_this(), timeout](const beast::error_code& ec) {
     auto s = w.lock();
     if (ec || !s) return;
-    s->Abort(ApiError{408, fmt::format("the request timed out after {} s (--request-timeout)", s->srv_->config.request_timeout_s),
-                      "timeout", "", "timeout"});
+    s->Abort(timeout);
   });
+  return true;
 }
 
 void Session::StartGeneration() {

@@ -196,7 +196,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnClientGone();
   void OnEngineEvents();
   void FinishGeneration();
-  void ArmTimeout();
+  // Arms gen_timer_ for the request's deadline (arrived_ + --request-timeout); false, having
+  // answered 408, when the deadline passed while the request was prepared.
+  bool ArmTimeout();
   // Something threw while handling the current request on the I/O thread (`where`): logs it,
   // drops a generation that has not started, and answers 500 unless an answer is under way.
   void InternalError(const char* where, const std::exception& e);
@@ -210,6 +212,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buf_;
   std::optional<RequestParser> parser_;
   asio::steady_timer read_timer_, gen_timer_;
+  // When the current request was read: --request-timeout counts from here (its preparation,
+  // cache lookup, admission wait and run).
+  asio::steady_timer::time_point arrived_{};
   std::deque<std::string> outq_;
   bool writing_ = false;
   bool response_complete_ = false;  // the whole current response is queued

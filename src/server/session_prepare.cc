@@ -99,7 +99,7 @@ void Session::OnPrepared(JobHolder job, const std::optional<ApiError>& error) {
   // The request body is no longer needed; free it now (a long-lived stream must not pin it).
   parser_.reset();
   gen_id_ = srv_->next_gen_id++;
-  ArmTimeout();
+  if (!ArmTimeout()) return;
   if (cache_status_ == "hit") {  // no engine, so no admission slot
     admitted_model_ = gen_->model_name();
     return StartGeneration();

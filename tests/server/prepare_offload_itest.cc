@@ -146,5 +146,25 @@ TEST_F(PrepareOffloadTest, AFloodOfCostlyRequestsIsRefusedBeyondThePrepareQueue)
   EXPECT_EQ(Post(port(), "/v1/completions", SmallBody()).status, 200);
 }
 
+// --request-timeout counts from the request's arrival: time spent preparing (here a grammar
+// compile longer than the timeout) is part of it, so the request is answered 408 once its
+// preparation ends instead of being admitted with a fresh timeout.
+TEST(PrepareTimeoutTest, PreparationCountsAgainstTheRequestTimeout) {
+  ServerProcess srv({"--prepare-threads", "1", "--request-timeout", "0.3"},
+                    "/tmp/tarmac-prepare-timeout-itest-" + std::to_string(::getpid()) + ".log");
+  ASSERT_TRUE(srv.WaitReady());
+  const auto t0 = Clock::now();
+  const HttpResponse r = Post(srv.port(), "/v1/completions", CostlyBody(10000, "t"));
+  const double took = Since(t0);
+  if (took < 0.6) GTEST_SKIP() << "the compile took " << took << " s: too fast to tell preparation from the run";
+  if (r.status == 400) GTEST_SKIP() << "the grammar limits refused the regex: " << r.body;
+  EXPECT_EQ(r.status, 408) << r.body;
+  EXPECT_NE(r.body.find("--request-timeout"), std::string::npos) << r.body;
+  EXPECT_GE(MetricValue(Get(srv.port(), "/metrics").body, "tarmac:requests_rejected_total{reason=\"timeout\"}"), 1);
+  // Nothing was admitted for it; a cheap request on the same server is served.
+  EXPECT_EQ(Post(srv.port(), "/v1/completions", SmallBody()).status, 200);
+  EXPECT_EQ(MetricValue(Get(srv.port(), "/metrics").body, "tarmac:num_requests_running"), 0);
+}
+
 }  // namespace
 }  // namespace tarmac::testing
