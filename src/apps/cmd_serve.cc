@@ -372,6 +372,9 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--prepare-threads", a->server.prepare_threads,
                   "threads that prepare requests off the I/O thread (chat template, tokenizer, grammar compile)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--prepare-nice", a->server.prepare_nice,
+                  "nice value of the prepare threads (0-19): background work that yields the CPU to the engine's threads")
+      ->capture_default_str()->check(CLI::Range(0, 19));
   cmd->add_option("--prepare-queue", a->server.prepare_queue,
                   "requests that may wait for a prepare thread (503 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));

@@ -1,13 +1,17 @@
 #include "base/work_queue.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "base/check.h"
 
 namespace tarmac {
 
-WorkQueue::WorkQueue(int threads, size_t capacity, OnStop on_stop) : capacity_(capacity), on_stop_(on_stop) {
-  TARMAC_CHECK(threads >= 1 && capacity >= 1);
+WorkQueue::WorkQueue(int threads, size_t capacity, OnStop on_stop, int nice) : capacity_(capacity), on_stop_(on_stop) {
+  TARMAC_CHECK(threads >= 1 && capacity >= 1 && nice >= 0 && nice <= 19);
   threads_.reserve(static_cast<size_t>(threads));
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, nice] { Work(nice); });
 }
 
 WorkQueue::~WorkQueue() { Stop(); }
@@ -41,7 +45,9 @@ size_t WorkQueue::waiting() const {
   return jobs_.size();
 }
 
-void WorkQueue::Work() {
+void WorkQueue::Work(int nice) {
+  // Best effort: a thread left at nice 0 only competes harder.
+  if (nice != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
   for (;;) {
     std::function<void()> job;
     {

@@ -25,8 +25,10 @@ class WorkQueue {
   // destroy them unrun on Stop's thread (work nobody waits for any more).
   enum class OnStop { kFinishQueued, kDropQueued };
 
-  // Preconditions: threads >= 1, capacity >= 1 (jobs waiting, not counting those running).
-  WorkQueue(int threads, size_t capacity, OnStop on_stop);
+  // Preconditions: threads >= 1, capacity >= 1 (jobs waiting, not counting those running),
+  // 0 <= nice <= 19. nice: its threads' nice value (Linux sets it per thread; raising it needs
+  // no privilege), for background work that must yield the CPU to latency-critical threads.
+  WorkQueue(int threads, size_t capacity, OnStop on_stop, int nice = 0);
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
@@ -43,7 +45,7 @@ class WorkQueue {
   size_t capacity() const { return capacity_; }
 
  private:
-  void Work();
+  void Work(int nice);
 
   const size_t capacity_;
   const OnStop on_stop_;

@@ -14,6 +14,8 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
   if (config.max_body_bytes <= 0) return InvalidArgument("--max-body-bytes {}: must be > 0", config.max_body_bytes);
   if (config.prepare_threads < 1) return InvalidArgument("--prepare-threads {}: must be >= 1", config.prepare_threads);
   if (config.prepare_queue < 1) return InvalidArgument("--prepare-queue {}: must be >= 1", config.prepare_queue);
+  if (config.prepare_nice < 0 || config.prepare_nice > 19)
+    return InvalidArgument("--prepare-nice {}: must be in 0..19", config.prepare_nice);
   if (!config.metrics) config.metrics = std::make_shared<metrics::Registry>();
   TARMAC_ASSIGN_OR_RETURN(std::unique_ptr<cache::CacheService> caches, cache::CacheService::Create(config.cache, config.metrics));
   auto impl = std::make_unique<Impl>(std::move(config));

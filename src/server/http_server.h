@@ -98,6 +98,9 @@ struct ServerConfig {
   // not queue without limit).
   int prepare_threads = 2;
   int prepare_queue = 64;
+  // The prepare threads' nice value: a grammar compile or a long prompt's encoding must not take
+  // CPU time from the engine threads generating for everyone (bench/NOTES.md).
+  int prepare_nice = 10;
   // The SLO report's per-request bookkeeping (fed by the engines; null: no attainment), and
   // the degradation controller (null: off; then admission is exactly as without it). Both
   // outlive the server's I/O; the controller is stopped before the engines go.

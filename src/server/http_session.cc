@@ -177,6 +177,7 @@ void Session::Handle() {
     return;
   }
   std::string tenant = "default";
+  tenant_ = tenant;
   if (srv_->config.keys) {
     auto it = req.find(http::field::authorization);
     std::string_view key = it == req.end() ? std::string_view() : BearerToken(std::string_view(it->value().data(), it->value().size()));
@@ -192,6 +193,7 @@ void Session::Handle() {
       return;
     }
     tenant = *t;
+    tenant_ = tenant;
   }
   if (route_ == "/metrics") {
     Respond(200, "text/plain; version=0.0.4; charset=utf-8", srv_->RenderMetrics());

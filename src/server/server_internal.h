@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <utility>  // before Asio: boost 1.74 awaitable.hpp uses std::exchange
 #include <vector>
 
@@ -48,7 +49,7 @@ struct Server::Impl {
         tenant_limiter(config.tenant_limit, config.tenant_limits),
         metrics(config.metrics), cors(config.cors_origins),
         preparer(std::make_unique<WorkQueue>(config.prepare_threads, static_cast<size_t>(config.prepare_queue),
-                                             WorkQueue::OnStop::kDropQueued)) {
+                                             WorkQueue::OnStop::kDropQueued, config.prepare_nice)) {
     metrics.Watch(&pool.admission(), &open_connections, &preparing);
   }
 
@@ -67,6 +68,11 @@ struct Server::Impl {
   ServerConfig config;
   std::atomic<int64_t> open_connections{0};  // before ioc: sessions die with its handlers
   std::atomic<int64_t> preparing{0};  // requests handed to `preparer` whose answer has not come back (drain waits)
+  // The same by tenant (I/O thread only): with API keys a tenant may hold all but a reserve of
+  // the prepare threads and queue, so another tenant's costly request always finds a place.
+  std::unordered_map<std::string, int64_t> preparing_by_tenant;
+  int64_t TenantPrepareShare() const;
+  void ForgetPreparing(const std::string& tenant);
   asio::io_context ioc{1};
   tcp::acceptor acceptor;
   asio::signal_set signals;
@@ -224,6 +230,7 @@ class Session : public std::enable_shared_from_this<Session> {
   State state_ = State::kReading;
   std::string route_;
   std::string request_id_;  // x-request-id of the current request
+  std::string tenant_;      // the current request's ("default" without API keys)
   int status_ = 0;
   // Current generation.
   std::unique_ptr<GenerationJob> gen_;

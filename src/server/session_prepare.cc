@@ -5,6 +5,9 @@
 // on while a costly request prepares.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "server/server_internal.h"
 
 namespace tarmac::server {
@@ -15,6 +18,16 @@ constexpr size_t kCheapBodyBytes = 16 << 10;
 
 }  // namespace
 
+int64_t Server::Impl::TenantPrepareShare() const {
+  const int64_t capacity = config.prepare_threads + config.prepare_queue;
+  return std::max<int64_t>(1, capacity - std::max<int64_t>(1, capacity / 4));
+}
+
+void Server::Impl::ForgetPreparing(const std::string& tenant) {
+  auto it = preparing_by_tenant.find(tenant);
+  if (it != preparing_by_tenant.end() && --it->second <= 0) preparing_by_tenant.erase(it);
+}
+
 bool Session::CheapToPrepare(bool constrained) const {
   return !constrained && parser_ && parser_->get().body().size() < kCheapBodyBytes;
 }
@@ -24,9 +37,17 @@ void Session::OffIoThread(std::function<Then()> work, bool cheap) {
     state_ = State::kResponding;
     return work()(this);
   }
+  int64_t& mine = srv_->preparing_by_tenant[tenant_];
+  if (srv_->config.keys && mine >= srv_->TenantPrepareShare()) {
+    srv_->metrics.CountRejected("prepare_busy");
+    return RespondError(Unavailable(fmt::format("tenant '{}' has {} requests preparing, its share of the prepare threads and "
+                                                "queue (--prepare-threads, --prepare-queue); retry later",
+                                                tenant_, mine),
+                                    1));
+  }
   std::shared_ptr<Session> self = shared_from_this();
   Server::Impl* srv = srv_;
-  auto job = [self, srv, work = std::move(work)]() mutable {
+  auto job = [self, srv, tenant = tenant_, work = std::move(work)]() mutable {
     Then then;
     std::exception_ptr failed;
     try {
@@ -36,8 +57,9 @@ void Session::OffIoThread(std::function<Then()> work, bool cheap) {
       failed = std::current_exception();
     }
     // What `then` holds (the job) is destroyed on the I/O thread, or unrun with the io_context.
-    asio::post(srv->ioc, [self, srv, then = std::move(then), failed] {
+    asio::post(srv->ioc, [self, srv, tenant, then = std::move(then), failed] {
       srv->preparing--;
+      srv->ForgetPreparing(tenant);
       if (self->state_ != State::kClosed) {
         self->state_ = State::kResponding;
         try {
@@ -52,8 +74,10 @@ void Session::OffIoThread(std::function<Then()> work, bool cheap) {
   };
   state_ = State::kPreparing;
   srv_->preparing++;
+  ++mine;
   if (!srv_->preparer->TrySubmit(std::move(job))) {
     srv_->preparing--;
+    srv_->ForgetPreparing(tenant_);
     state_ = State::kResponding;
     srv_->metrics.CountRejected("prepare_busy");
     RespondError(Unavailable(fmt::format("the server is busy preparing other requests ({} waiting, --prepare-queue); "

@@ -1,5 +1,10 @@
 #include "base/work_queue.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -101,6 +106,17 @@ TEST(WorkQueueTest, ConcurrentSubmittersNeverLoseAJob) {
   q.Stop();
   EXPECT_EQ(accepted.load(), 4000);
   EXPECT_EQ(ran.load(), 4000);
+}
+
+// Its threads run at the nice value asked for (the server's prepare threads: 10); the thread
+// that made the queue keeps its own.
+TEST(WorkQueueTest, ThreadsRunAtTheirNiceValue) {
+  const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  WorkQueue q(2, 4, WorkQueue::OnStop::kFinishQueued, 10);
+  std::promise<int> seen;
+  ASSERT_TRUE(q.TrySubmit([&] { seen.set_value(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)))); }));
+  EXPECT_EQ(seen.get_future().get(), std::max(mine, 10));
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))), mine);
 }
 
 }  // namespace

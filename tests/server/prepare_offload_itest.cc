@@ -8,6 +8,8 @@
 // Timing is measured in the test: the bounds are relative to the compile time it measured, and
 // an assertion is skipped (saying so) when the compile turned out too fast to tell.
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <future>
 
 #include <nlohmann/json.hpp>
@@ -164,6 +166,35 @@ TEST(PrepareTimeoutTest, PreparationCountsAgainstTheRequestTimeout) {
   // Nothing was admitted for it; a cheap request on the same server is served.
   EXPECT_EQ(Post(srv.port(), "/v1/completions", SmallBody()).status, 200);
   EXPECT_EQ(MetricValue(Get(srv.port(), "/metrics").body, "tarmac:num_requests_running"), 0);
+}
+
+// With API keys, one tenant's costly requests cannot take the whole prepare capacity (threads
+// + queue): here 1 + 1, so a tenant may hold 1 and another tenant's costly request still finds
+// the queue's place (without the share, tenant a's second request takes it and b is refused).
+TEST(PrepareShareTest, ATenantCannotFillThePrepareQueue) {
+  const std::string keys = "/tmp/tarmac-prepare-share-keys-" + std::to_string(::getpid()) + ".txt";
+  { std::ofstream(keys) << "key-aaaa-0001 a\nkey-bbbb-0001 b\n"; }
+  ServerProcess srv({"--prepare-threads", "1", "--prepare-queue", "1", "--api-key-file", keys},
+                    "/tmp/tarmac-prepare-share-itest-" + std::to_string(::getpid()) + ".log");
+  ASSERT_TRUE(srv.WaitReady());
+  const std::string a = "Authorization: Bearer key-aaaa-0001\r\n", b = "Authorization: Bearer key-bbbb-0001\r\n";
+  auto preparing = [&] { return MetricValue(Get(srv.port(), "/metrics", a).body, "tarmac:server_requests_preparing"); };
+  auto first = std::async(std::launch::async, [&] { return Post(srv.port(), "/v1/completions", CostlyBody(10000, "p"), a); });
+  const auto end = Clock::now() + std::chrono::seconds(30);
+  while (preparing() < 1 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto second = std::async(std::launch::async, [&] { return Post(srv.port(), "/v1/completions", CostlyBody(10000, "q"), a); });
+  // Refused at once (the share), or queued behind the first (no share): either way it settles.
+  while (preparing() < 2 && second.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready && Clock::now() < end) {
+  }
+  const bool held = first.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready;
+  const HttpResponse b_answer = Post(srv.port(), "/v1/completions", CostlyBody(10000, "r"), b);
+  ExpectNormalAnswer(first.get());
+  const HttpResponse a_second = second.get();
+  std::remove(keys.c_str());
+  if (!held) GTEST_SKIP() << "tenant a's first costly request finished before tenant b's came: nothing was held";
+  EXPECT_EQ(a_second.status, 503) << a_second.body;
+  EXPECT_NE(a_second.body.find("tenant 'a' has 1 requests preparing"), std::string::npos) << a_second.body;
+  ExpectNormalAnswer(b_answer);
 }
 
 }  // namespace
