@@ -286,16 +286,20 @@ constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
                         true,               &AmxInt8SignSlabs};
 
 // ------------------------------------------------------------------------------------------
-// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row). All weights enter vpmaddubsw as
-// unsigned nibbles u (0..15) against the signed activations (|q| <= 127), so a product pair
-// is at most 3810 and a block's 8 k-groups add up in int16 (<= 30480) before one vpmaddwd:
-//   Q4_0 / Q4_K: the packed bytes are the nibbles already;
-//   Q8_0: u = w + 128 splits into nibbles, u = 16·hi + lo, and the block sum is
-//         16·sum(hi·q) + sum(lo·q).
-// The offset correction (corr = -offset · sum q) makes the sums the signed ones exactly, so
-// the epilogue (and the results) are the other paths'. Each half (8 rows) runs separately so
-// up to 4 tokens' int16 sums and f32 accumulators stay in registers (Q8_0: 2 tokens at a time,
-// it keeps two int16 sums per token).
+// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row); each half (8 rows) runs over the
+// chunk's blocks for all M tokens of the tile, its int sums and f32 accumulators in registers.
+//   Q4_0 / Q4_K: the packed bytes are unsigned nibbles u (0..15); vpmaddubsw(u, q) pairs are
+//     at most 3810, so a block's 8 k-groups add up in int16 (<= 30480) before one vpmaddwd,
+//     and the offset correction (corr = -offset · sum q) makes the sums the signed ones.
+//   Q8_0: the slabs are made signed after packing (w itself, SignSlabsQ8Avx2) and each
+//     k-group is vpmaddubsw(|w|, sign(q, w)): pairs at most 2·128·127 = 32512, widened to
+//     int32 (vpmaddwd) at once, as two do not fit int16. No correction is needed.
+// The sums are exact, so the epilogue (and the results) are the other paths'.
+
+// An empty asm that makes v live in a register here. GCC otherwise re-associates each int
+// accumulator chain into a tree of all eight k-groups' products, which spilled most of them to
+// the stack (measured: the old kernel stored and reloaded ~1 vector per vpmaddubsw).
+#define TARMAC_PIN_YMM(v) asm("" : "+x"(v))
 
 // The block's integer sums for tokens [0, M) into the accumulators: times the weights' and
 // the tokens' scales, then (K-quants) minus the weights' mins times the tokens' sums. Shared
@@ -317,42 +321,75 @@ TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline void ScaleBlockAvx2(
   }
 }
 
-// Half h of the slab for tokens [0, M): c[m][8h .. 8h+8) (+)= the blocks' products.
-template <int M, bool kMins, bool kQ8>
-TARMAC_TARGET_AVX2 inline void HalfAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
-                                        int64_t ldx, const float* xd, const int32_t* xc,
-                                        const float* xs, int64_t ldb, float* c, int64_t ldc,
-                                        bool load_c, int h) {
+// 4 activation bytes (one k-group of token m) in every int32 lane.
+TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline __m256i BroadcastQ(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Half h of the slab for tokens [0, M), nibble weights (Q4_0, Q4_K): c[m][8h .. 8h+8) (+)=.
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2 inline void HalfNibblesAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                               int64_t ldx, const float* xd, const int32_t* xc,
+                                               const float* xs, int64_t ldb, float* c,
+                                               int64_t ldc, bool load_c, int h) {
   __m256 acc[M];
   for (int m = 0; m < M; ++m) {
     acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
   }
-  const __m256i nib = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
     const int8_t* xb = xq + b * kQB;
-    __m256i lo[M], hi[M];
-    for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm256_setzero_si256();
+    __m256i s16[M];
+    {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb));
+      for (int m = 0; m < M; ++m) s16[m] = _mm256_maddubs_epi16(w, BroadcastQ(xb + m * ldx));
+    }
 #pragma GCC unroll 8
-    for (int k4 = 0; k4 < 8; ++k4) {
+    for (int k4 = 1; k4 < 8; ++k4) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
-      const __m256i wl = kQ8 ? _mm256_and_si256(w, nib) : w;
-      const __m256i wh = kQ8 ? _mm256_and_si256(_mm256_srli_epi16(w, 4), nib) : w;
       for (int m = 0; m < M; ++m) {
-        int32_t xi;
-        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
-        const __m256i xv = _mm256_set1_epi32(xi);
-        lo[m] = _mm256_add_epi16(lo[m], _mm256_maddubs_epi16(wl, xv));
-        if (kQ8) hi[m] = _mm256_add_epi16(hi[m], _mm256_maddubs_epi16(wh, xv));
+        s16[m] = _mm256_add_epi16(s16[m], _mm256_maddubs_epi16(w, BroadcastQ(xb + m * ldx + 4 * k4)));
+        TARMAC_PIN_YMM(s16[m]);
       }
     }
     __m256i isum[M];
     for (int m = 0; m < M; ++m) {
-      isum[m] = _mm256_add_epi32(_mm256_madd_epi16(lo[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
-      if (kQ8) isum[m] = _mm256_add_epi32(isum[m], _mm256_slli_epi32(_mm256_madd_epi16(hi[m], ones), 4));
+      isum[m] = _mm256_add_epi32(_mm256_madd_epi16(s16[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
     }
     ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
+  }
+  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+}
+
+// Half h of the slab for tokens [0, M), signed Q8_0 weights.
+template <int M>
+TARMAC_TARGET_AVX2 inline void HalfSignedAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                              int64_t ldx, const float* xd, int64_t ldb,
+                                              float* c, int64_t ldc, bool load_c, int h) {
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
+    const int8_t* xb = xq + b * kQB;
+    __m256i isum[M];
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i aw = _mm256_sign_epi8(w, w);  // |w|; -128 stays 0x80 = 128 unsigned
+      for (int m = 0; m < M; ++m) {
+        const __m256i sx = _mm256_sign_epi8(BroadcastQ(xb + m * ldx + 4 * k4), w);
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+        isum[m] = k4 == 0 ? p : _mm256_add_epi32(isum[m], p);
+        TARMAC_PIN_YMM(isum[m]);
+      }
+    }
+    ScaleBlockAvx2<M, false>(isum, wp, b, xd, nullptr, ldb, h, acc);
   }
   for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
 }
@@ -363,16 +400,54 @@ TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int
                                  const int32_t* xc, const float* xs, int64_t ldb, int offset,
                                  float* c, int64_t ldc, bool load_c) {
   for (int h = 0; h < 2; ++h) {
-    if (offset == 128) {  // Q8_0: two int16 sums per token, 2 tokens at a time
-      constexpr int M0 = M < 2 ? M : 2;
-      HalfAvx2<M0, kMins, true>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
-      if constexpr (M > 2) {
-        HalfAvx2<M - 2, kMins, true>(wp, nbk, xq + 2 * ldx, ldx, xd + 2 * ldb, xc + 2 * ldb,
-                                     xs + 2 * ldb, ldb, c + 2 * ldc, ldc, load_c, h);
-      }
+    if (!kMins && offset == 128) {
+      HalfSignedAvx2<M>(wp, nbk, xq, ldx, xd, ldb, c, ldc, load_c, h);
     } else {
-      HalfAvx2<M, kMins, false>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
+      HalfNibblesAvx2<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
     }
+  }
+}
+
+// Q8_0 slabs (u = w + 128) to w: the signed tile's operand. Other types keep unsigned nibbles.
+TARMAC_TARGET_AVX2 void SignSlabsQ8Avx2(uint8_t* slabs, int64_t n_blocks, int offset) {
+  if (offset != 128) return;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* q = slabs + b * kBlockBytes;
+    for (int64_t i = 0; i < kQuantBytes; i += 32) {
+      __m256i* p = reinterpret_cast<__m256i*>(q + i);
+      _mm256_store_si256(p, _mm256_xor_si256(_mm256_load_si256(p), flip));
+    }
+  }
+}
+
+// PackSlabInterleaved with vector copies and nibble splits (the scales as there).
+TARMAC_TARGET_AVX2 void PackSlabInterleavedAvx2(const QuantInterleaved& pk, int64_t g, int64_t b0,
+                                                int64_t nbk, uint8_t* dst) {
+  const int64_t qb = pk.quant_bytes();
+  const bool q8 = pk.type() == DType::kQ8_0;
+  const __m256i nib = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* db = dst + b * kBlockBytes;
+    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * s));
+      if (q8) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 32 * s), v);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 256 + 32 * s),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 256 + 32 * s)));
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 32 * s), _mm256_and_si256(v, nib));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 256 + 32 * s),
+                           _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
+      }
+    }
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows + 8));
+    _mm256_store_ps(reinterpret_cast<float*>(db + kQuantBytes), _mm256_cvtph_ps(h0));
+    _mm256_store_ps(reinterpret_cast<float*>(db + kQuantBytes + 32), _mm256_cvtph_ps(h1));
+    _mm256_store_ps(reinterpret_cast<float*>(db + kMinsOff), _mm256_setzero_ps());
+    _mm256_store_ps(reinterpret_cast<float*>(db + kMinsOff + 32), _mm256_setzero_ps());
   }
 }
 
@@ -428,13 +503,26 @@ TARMAC_TARGET_AVX2 void QuantizeRowAvx2(const float* x, int64_t n, int offset, i
   }
 }
 
+template <bool kMins, int... Ms>
+constexpr std::array<TileFn, sizeof...(Ms)> Avx2Tiles(std::integer_sequence<int, Ms...>) {
+  return {&TileAvx2<Ms + 1, kMins>...};
+}
 constexpr int kAvx2MR = 4;
-constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>,
-                                        &TileAvx2<3, false>, &TileAvx2<4, false>};
-constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>,
-                                            &TileAvx2<3, true>, &TileAvx2<4, true>};
-constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowAvx2,
-                         &PackSlabFullScalar, &PackSlabInterleaved};
+constexpr auto kAvx2Tiles = Avx2Tiles<false>(std::make_integer_sequence<int, kAvx2MR>());
+constexpr auto kAvx2TilesMins = Avx2Tiles<true>(std::make_integer_sequence<int, kAvx2MR>());
+constexpr Path kAvx2Path{"avx2",
+                         kAvx2MR,
+                         1,
+                         kAvx2Tiles.data(),
+                         kAvx2TilesMins.data(),
+                         &QuantizeRowAvx2,
+                         &PackSlabFullScalar,
+                         &PackSlabInterleavedAvx2,
+                         nullptr,
+                         nullptr,
+                         false,
+                         false,
+                         &SignSlabsQ8Avx2};
 
 // ------------------------------------------------------------------------------------------
 // AVX-VNNI (Alder Lake and later, Zen 5): the AVX2 slab halves with vpdpbusd on ymm, which
