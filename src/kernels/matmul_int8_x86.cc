@@ -286,14 +286,17 @@ constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
                         true,               &AmxInt8SignSlabs};
 
 // ------------------------------------------------------------------------------------------
-// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row); each half (8 rows) runs over the
-// chunk's blocks for all M tokens of the tile, its int sums and f32 accumulators in registers.
+// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row); int sums and f32 accumulators
+// stay in registers over the chunk's blocks, MR = 6 tokens per tile.
 //   Q4_0 / Q4_K: the packed bytes are unsigned nibbles u (0..15); vpmaddubsw(u, q) pairs are
 //     at most 3810, so a block's 8 k-groups add up in int16 (<= 30480) before one vpmaddwd,
-//     and the offset correction (corr = -offset · sum q) makes the sums the signed ones.
+//     and the offset correction (corr = -offset · sum q) makes the sums the signed ones. Both
+//     halves run together, 3 tokens at a time, so each activation broadcast serves two
+//     vpmaddubsw (the loop is bound by its total uops here, loads included: bench/NOTES.md).
 //   Q8_0: the slabs are made signed after packing (w itself, SignSlabsQ8Avx2) and each
 //     k-group is vpmaddubsw(|w|, sign(q, w)): pairs at most 2·128·127 = 32512, widened to
-//     int32 (vpmaddwd) at once, as two do not fit int16. No correction is needed.
+//     int32 (vpmaddwd) at once, as two do not fit int16. No correction is needed. One half
+//     at a time, all 6 tokens (|w| is computed once per k-group for all of them).
 // The sums are exact, so the epilogue (and the results) are the other paths'.
 
 // An empty asm that makes v live in a register here. GCC otherwise re-associates each int
@@ -328,40 +331,49 @@ TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline __m256i BroadcastQ(cons
   return _mm256_set1_epi32(v);
 }
 
-// Half h of the slab for tokens [0, M), nibble weights (Q4_0, Q4_K): c[m][8h .. 8h+8) (+)=.
+// Both halves of the slab for tokens [0, M), nibble weights: each token's 4 activation bytes
+// are broadcast once for the two halves (M <= 3 keeps the 4M accumulators in registers).
 template <int M, bool kMins>
-TARMAC_TARGET_AVX2 inline void HalfNibblesAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+TARMAC_TARGET_AVX2 inline void SlabNibblesAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
                                                int64_t ldx, const float* xd, const int32_t* xc,
                                                const float* xs, int64_t ldb, float* c,
-                                               int64_t ldc, bool load_c, int h) {
-  __m256 acc[M];
-  for (int m = 0; m < M; ++m) {
-    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t b = 0; b < nbk; ++b) {
-    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
-    const int8_t* xb = xq + b * kQB;
-    __m256i s16[M];
-    {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb));
-      for (int m = 0; m < M; ++m) s16[m] = _mm256_maddubs_epi16(w, BroadcastQ(xb + m * ldx));
+                                               int64_t ldc, bool load_c) {
+  __m256 acc[2][M];
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) {
+      acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
     }
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes;
+    const int8_t* xb = xq + b * kQB;
+    __m256i s16[2][M];
 #pragma GCC unroll 8
-    for (int k4 = 1; k4 < 8; ++k4) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32));
       for (int m = 0; m < M; ++m) {
-        s16[m] = _mm256_add_epi16(s16[m], _mm256_maddubs_epi16(w, BroadcastQ(xb + m * ldx + 4 * k4)));
-        TARMAC_PIN_YMM(s16[m]);
+        const __m256i x = BroadcastQ(xb + m * ldx + 4 * k4);
+        const __m256i p0 = _mm256_maddubs_epi16(w0, x), p1 = _mm256_maddubs_epi16(w1, x);
+        s16[0][m] = k4 == 0 ? p0 : _mm256_add_epi16(s16[0][m], p0);
+        s16[1][m] = k4 == 0 ? p1 : _mm256_add_epi16(s16[1][m], p1);
+        TARMAC_PIN_YMM(s16[0][m]);
+        TARMAC_PIN_YMM(s16[1][m]);
       }
     }
-    __m256i isum[M];
-    for (int m = 0; m < M; ++m) {
-      isum[m] = _mm256_add_epi32(_mm256_madd_epi16(s16[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[M];
+      for (int m = 0; m < M; ++m) {
+        isum[m] = _mm256_add_epi32(_mm256_madd_epi16(s16[h][m], ones),
+                                   _mm256_set1_epi32(xc[m * ldb + b]));
+      }
+      ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc[h]);
     }
-    ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
   }
-  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
+  }
 }
 
 // Half h of the slab for tokens [0, M), signed Q8_0 weights.
@@ -403,7 +415,13 @@ TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int
     if (!kMins && offset == 128) {
       HalfSignedAvx2<M>(wp, nbk, xq, ldx, xd, ldb, c, ldc, load_c, h);
     } else {
-      HalfNibblesAvx2<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
+      if (h == 1) break;  // both halves at once, 3 tokens at a time
+      constexpr int M0 = M < 3 ? M : 3;
+      SlabNibblesAvx2<M0, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c);
+      if constexpr (M > M0) {
+        SlabNibblesAvx2<M - M0, kMins>(wp, nbk, xq + M0 * ldx, ldx, xd + M0 * ldb, xc + M0 * ldb,
+                                       xs + M0 * ldb, ldb, c + M0 * ldc, ldc, load_c);
+      }
     }
   }
 }
@@ -507,7 +525,7 @@ template <bool kMins, int... Ms>
 constexpr std::array<TileFn, sizeof...(Ms)> Avx2Tiles(std::integer_sequence<int, Ms...>) {
   return {&TileAvx2<Ms + 1, kMins>...};
 }
-constexpr int kAvx2MR = 4;
+constexpr int kAvx2MR = 6;
 constexpr auto kAvx2Tiles = Avx2Tiles<false>(std::make_integer_sequence<int, kAvx2MR>());
 constexpr auto kAvx2TilesMins = Avx2Tiles<true>(std::make_integer_sequence<int, kAvx2MR>());
 constexpr Path kAvx2Path{"avx2",
