@@ -545,35 +545,43 @@ constexpr Path kAvx2Path{"avx2",
 // ------------------------------------------------------------------------------------------
 // AVX-VNNI (Alder Lake and later, Zen 5): the AVX2 slab halves with vpdpbusd on ymm, which
 // multiplies the unsigned bytes u = w + offset by the signed activations and accumulates in
-// int32 in one instruction (exact; the offset correction starts the sums), so 6 tokens'
-// sums and accumulators fit the registers.
+// int32 in one instruction (exact; the offset correction starts the sums). MR = 6 tokens per
+// tile, run as two passes of 3 over both halves.
 
+// Both halves for tokens [0, M): one activation broadcast serves both halves' vpdpbusd (a
+// third fewer uops per product; M <= 3 keeps 4M accumulators in registers).
 template <int M, bool kMins>
-TARMAC_TARGET_AVX2_VNNI inline void HalfAvxVnni(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+TARMAC_TARGET_AVX2_VNNI inline void SlabAvxVnni(const uint8_t* wp, int64_t nbk, const int8_t* xq,
                                                 int64_t ldx, const float* xd, const int32_t* xc,
                                                 const float* xs, int64_t ldb, float* c,
-                                                int64_t ldc, bool load_c, int h) {
-  __m256 acc[M];
-  for (int m = 0; m < M; ++m) {
-    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+                                                int64_t ldc, bool load_c) {
+  __m256 acc[2][M];
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) {
+      acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+    }
   }
   for (int64_t b = 0; b < nbk; ++b) {
-    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
+    const uint8_t* wb = wp + b * kBlockBytes;
     const int8_t* xb = xq + b * kQB;
-    __m256i isum[M];
-    for (int m = 0; m < M; ++m) isum[m] = _mm256_set1_epi32(xc[m * ldb + b]);
+    __m256i isum[2][M];
+    for (int m = 0; m < M; ++m) isum[0][m] = isum[1][m] = _mm256_set1_epi32(xc[m * ldb + b]);
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32));
       for (int m = 0; m < M; ++m) {
-        int32_t xi;
-        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
-        isum[m] = _mm256_dpbusd_avx_epi32(isum[m], w, _mm256_set1_epi32(xi));
+        const __m256i x = BroadcastQ(xb + m * ldx + 4 * k4);
+        isum[0][m] = _mm256_dpbusd_avx_epi32(isum[0][m], w0, x);
+        isum[1][m] = _mm256_dpbusd_avx_epi32(isum[1][m], w1, x);
       }
     }
-    ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
+    ScaleBlockAvx2<M, kMins>(isum[0], wp, b, xd, xs, ldb, 0, acc[0]);
+    ScaleBlockAvx2<M, kMins>(isum[1], wp, b, xd, xs, ldb, 1, acc[1]);
   }
-  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
+  }
 }
 
 template <int M, bool kMins>
@@ -581,8 +589,12 @@ TARMAC_TARGET_AVX2_VNNI void TileAvxVnni(const uint8_t* wp, int64_t /*slab_strid
                                          const int8_t* xq, int64_t ldx, const float* xd,
                                          const int32_t* xc, const float* xs, int64_t ldb,
                                          int /*offset*/, float* c, int64_t ldc, bool load_c) {
-  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 0);
-  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 1);
+  constexpr int M0 = M < 3 ? M : 3;
+  SlabAvxVnni<M0, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c);
+  if constexpr (M > M0) {
+    SlabAvxVnni<M - M0, kMins>(wp, nbk, xq + M0 * ldx, ldx, xd + M0 * ldb, xc + M0 * ldb,
+                               xs + M0 * ldb, ldb, c + M0 * ldc, ldc, load_c);
+  }
 }
 
 template <bool kMins, int... Ms>
