@@ -3,12 +3,19 @@
 # 3.21.1, same GGUF, same run), at 1 and 2 threads, one table. Each side's figure is the median
 # of --reps runs; ratios compare best thread count against best thread count.
 #
-# Usage: bench/compare_llamacpp.sh [--reps R] [--decode N] [--isa L1,L2] [MODEL.gguf ...]
+# Usage: bench/compare_llamacpp.sh [--reps R] [--decode N] [--isa L1,L2] [--llama-variant V1,V2]
+#                                  [MODEL.gguf ...]
 #   TARMAC_BIN (default build/bin/tarmac): the tarmac binary to measure.
 #   --isa: measure tarmac at each of these kernel levels (TARMAC_ISA: native, amx, avx512,
-#   avx2-vnni, avx2, scalar) against the same llama.cpp figures; default native only. On a CPU
-#   with AVX-512 this is how AVX2-machine figures are approximated (llama.cpp keeps its own
-#   best path).
+#   avx2-vnni, avx2, scalar); default native only. On a CPU with AVX-512 this is how
+#   AVX2-machine figures are approximated.
+#   --llama-variant: measure llama.cpp with each of these CPU backends of node-llama-cpp's
+#   prebuilt set (GGML_BACKEND_DL: libggml-cpu-<variant>.so; haswell = AVX2+FMA+F16C,
+#   alderlake = that + AVX-VNNI, skylakex / icelake / sapphirerapids = AVX-512 levels) or
+#   native (the loader's pick for this CPU, the default). A variant runs from a copy of
+#   node_modules (hard links) under /tmp/tarmac-bench/llamacpp-<variant> that holds only its
+#   CPU library, so the loader cannot pick another. Every tarmac level is compared with every
+#   variant: e.g. --isa avx2,native --llama-variant haswell,native.
 # Default models: models/wp-11m-f16.gguf, and 1B-class random models in q8_0 and q4_0
 # (made with `tarmac gguf make-random --shape llama-3.2-1b`, cached in /tmp/tarmac-bench).
 set -euo pipefail
@@ -17,11 +24,13 @@ REPS=3
 DECODE=128
 MODELS=()
 ISAS=native
+VARIANTS=native
 while (($#)); do
   case "$1" in
     --reps) REPS="$2"; shift 2 ;;
     --decode) DECODE="$2"; shift 2 ;;
     --isa) ISAS="$2"; shift 2 ;;
+    --llama-variant) VARIANTS="$2"; shift 2 ;;
     *) MODELS+=("$1"); shift ;;
   esac
 done
@@ -40,10 +49,36 @@ if ((${#MODELS[@]} == 0)); then
   done
 fi
 
+# The directory bench_llamacpp.mjs runs from for a llama.cpp CPU variant (see --llama-variant).
+BINS=bench/llamacpp/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+llama_dir() {
+  local v=$1
+  if [[ $v == native ]]; then echo bench/llamacpp; return; fi
+  if [[ ! -f $BINS/libggml-cpu-$v.so ]]; then
+    echo "compare_llamacpp.sh: no llama.cpp CPU variant '$v'; known: native $(cd $BINS && ls libggml-cpu-*.so | sed 's/libggml-cpu-//; s/\.so//' | tr '\n' ' ')" >&2
+    exit 2
+  fi
+  local dir=/tmp/tarmac-bench/llamacpp-$v
+  if [[ ! -f $dir/.complete ]]; then
+    rm -rf "$dir"; mkdir -p "$dir"
+    cp -al bench/llamacpp/node_modules "$dir/node_modules" 2>/dev/null || cp -a bench/llamacpp/node_modules "$dir/node_modules"
+    local f
+    for f in "$dir/${BINS#bench/llamacpp/}"/libggml-cpu-*.so; do
+      [[ $(basename "$f") == libggml-cpu-$v.so ]] || rm "$f"
+    done
+    touch "$dir/.complete"
+  fi
+  cp bench/llamacpp/bench_llamacpp.mjs bench/llamacpp/package.json "$dir/"
+  echo "$dir"
+}
+
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
 IFS=, read -r -a ISA_LIST <<< "$ISAS"
-printf "%-28s %-9s %-8s %3s %12s %12s %12s %12s\n" model isa metric thr tarmac llama.cpp ratio best/best
+IFS=, read -r -a VARIANT_LIST <<< "$VARIANTS"
+declare -A LDIR=()
+for v in "${VARIANT_LIST[@]}"; do LDIR[$v]=$(llama_dir "$v"); done
+printf "%-28s %-9s %-14s %-8s %3s %12s %12s %12s %12s\n" model isa llama.cpp metric thr tarmac llama.cpp ratio best/best
 for m in "${MODELS[@]}"; do
   declare -A T=() L=()
   for th in 1 2; do
@@ -55,18 +90,22 @@ for m in "${MODELS[@]}"; do
       WB=$(field "$o" weight_bytes)
       T[$isa,bw,$th]=$(field "$o" read_bytes_per_s)
     done
-    o=$(node bench/llamacpp/bench_llamacpp.mjs "$m" --threads $th --prompt-tokens 512 --decode "$DECODE" --reps "$REPS")
-    L[prefill,$th]=$(field "$o" prefill_tok_s); L[decode,$th]=$(field "$o" decode_tok_s)
+    for v in "${VARIANT_LIST[@]}"; do
+      o=$(node "${LDIR[$v]}/bench_llamacpp.mjs" "$(realpath "$m")" --threads $th --prompt-tokens 512 --decode "$DECODE" --reps "$REPS")
+      L[$v,prefill,$th]=$(field "$o" prefill_tok_s); L[$v,decode,$th]=$(field "$o" decode_tok_s)
+    done
   done
   for isa in "${ISA_LIST[@]}"; do
-    for metric in prefill decode; do
-      bt=$(python3 -c "print(max(${T[$isa,$metric,1]}, ${T[$isa,$metric,2]}))")
-      bl=$(python3 -c "print(max(${L[$metric,1]}, ${L[$metric,2]}))")
-      for th in 1 2; do
-        printf "%-28s %-9s %-8s %3s %12.1f %12.1f %12.2f %12s\n" "$(basename "$m")" "$isa" "$metric" $th \
-          "${T[$isa,$metric,$th]}" "${L[$metric,$th]}" \
-          "$(python3 -c "print(${T[$isa,$metric,$th]} / ${L[$metric,$th]})")" \
-          "$([[ $th == 2 ]] && python3 -c "print(f'{$bt / $bl:.2f}')" || echo)"
+    for v in "${VARIANT_LIST[@]}"; do
+      for metric in prefill decode; do
+        bt=$(python3 -c "print(max(${T[$isa,$metric,1]}, ${T[$isa,$metric,2]}))")
+        bl=$(python3 -c "print(max(${L[$v,$metric,1]}, ${L[$v,$metric,2]}))")
+        for th in 1 2; do
+          printf "%-28s %-9s %-14s %-8s %3s %12.1f %12.1f %12.2f %12s\n" "$(basename "$m")" "$isa" "$v" "$metric" $th \
+            "${T[$isa,$metric,$th]}" "${L[$v,$metric,$th]}" \
+            "$(python3 -c "print(${T[$isa,$metric,$th]} / ${L[$v,$metric,$th]})")" \
+            "$([[ $th == 2 ]] && python3 -c "print(f'{$bt / $bl:.2f}')" || echo)"
+        done
       done
     done
     # Roofline: weight bytes read per decoded token at the best tarmac decode rate.

@@ -18,8 +18,10 @@
 //                 NR = 16; used where the CPU has AMX and AmxEnabled();
 //   AVX-512 VNNI: vpdpbusd (u8 weights × broadcast s8 activations) into int32 accumulators
 //                 started at corr (so the offset o cancels exactly), MR = 6, NR = 32;
-//   AVX2:         |w| · sign(x, w) by vpmaddubsw + vpmaddwd (no saturation: |w| <= 128,
-//                 |x| <= 127), MR = 2, NR = 16;
+//   AVX2:         Q4_0 / Q4_K: unsigned nibbles × x by vpmaddubsw, summed in int16, one
+//                 vpmaddwd per block; Q8_0: |w| · sign(x, w) by vpmaddubsw + vpmaddwd on
+//                 slabs made signed (no saturation: |w| <= 128, |x| <= 127); MR = 6, NR = 16;
+//   AVX-VNNI:     vpdpbusd on ymm (u8 weights, the VNNI path's correction), MR = 6, NR = 16;
 //   scalar:       the same integers in plain C++.
 // Per block and output: acc = fma(float(isum), dw · dx, acc) (Q4_K then
 // acc = fma(-min, dx · float(sum_b q), acc)) in block order, in f32. isum is

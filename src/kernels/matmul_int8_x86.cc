@@ -286,16 +286,23 @@ constexpr Path kAmxPath{"amx-int8",         kAmxInt8MR,         1,
                         true,               &AmxInt8SignSlabs};
 
 // ------------------------------------------------------------------------------------------
-// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row). All weights enter vpmaddubsw as
-// unsigned nibbles u (0..15) against the signed activations (|q| <= 127), so a product pair
-// is at most 3810 and a block's 8 k-groups add up in int16 (<= 30480) before one vpmaddwd:
-//   Q4_0 / Q4_K: the packed bytes are the nibbles already;
-//   Q8_0: u = w + 128 splits into nibbles, u = 16·hi + lo, and the block sum is
-//         16·sum(hi·q) + sum(lo·q).
-// The offset correction (corr = -offset · sum q) makes the sums the signed ones exactly, so
-// the epilogue (and the results) are the other paths'. Each half (8 rows) runs separately so
-// up to 4 tokens' int16 sums and f32 accumulators stay in registers (Q8_0: 2 tokens at a time,
-// it keeps two int16 sums per token).
+// AVX2: one slab = 2 ymm of 8 rows (one int32 lane per row); int sums and f32 accumulators
+// stay in registers over the chunk's blocks, MR = 6 tokens per tile.
+//   Q4_0 / Q4_K: the packed bytes are unsigned nibbles u (0..15); vpmaddubsw(u, q) pairs are
+//     at most 3810, so a block's 8 k-groups add up in int16 (<= 30480) before one vpmaddwd,
+//     and the offset correction (corr = -offset · sum q) makes the sums the signed ones. Both
+//     halves run together, 3 tokens at a time, so each activation broadcast serves two
+//     vpmaddubsw (the loop is bound by its total uops here, loads included: bench/NOTES.md).
+//   Q8_0: the slabs are made signed after packing (w itself, SignSlabsQ8Avx2) and each
+//     k-group is vpmaddubsw(|w|, sign(q, w)): pairs at most 2·128·127 = 32512, widened to
+//     int32 (vpmaddwd) at once, as two do not fit int16. No correction is needed. One half
+//     at a time, all 6 tokens (|w| is computed once per k-group for all of them).
+// The sums are exact, so the epilogue (and the results) are the other paths'.
+
+// An empty asm that makes v live in a register here. GCC otherwise re-associates each int
+// accumulator chain into a tree of all eight k-groups' products, which spilled most of them to
+// the stack (measured: the old kernel stored and reloaded ~1 vector per vpmaddubsw).
+#define TARMAC_PIN_YMM(v) asm("" : "+x"(v))
 
 // The block's integer sums for tokens [0, M) into the accumulators: times the weights' and
 // the tokens' scales, then (K-quants) minus the weights' mins times the tokens' sums. Shared
@@ -317,42 +324,84 @@ TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline void ScaleBlockAvx2(
   }
 }
 
-// Half h of the slab for tokens [0, M): c[m][8h .. 8h+8) (+)= the blocks' products.
-template <int M, bool kMins, bool kQ8>
-TARMAC_TARGET_AVX2 inline void HalfAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
-                                        int64_t ldx, const float* xd, const int32_t* xc,
-                                        const float* xs, int64_t ldb, float* c, int64_t ldc,
-                                        bool load_c, int h) {
+// 4 activation bytes (one k-group of token m) in every int32 lane.
+TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline __m256i BroadcastQ(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Both halves of the slab for tokens [0, M), nibble weights: each token's 4 activation bytes
+// are broadcast once for the two halves (M <= 3 keeps the 4M accumulators in registers).
+template <int M, bool kMins>
+TARMAC_TARGET_AVX2 inline void SlabNibblesAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                               int64_t ldx, const float* xd, const int32_t* xc,
+                                               const float* xs, int64_t ldb, float* c,
+                                               int64_t ldc, bool load_c) {
+  __m256 acc[2][M];
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) {
+      acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+    }
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* wb = wp + b * kBlockBytes;
+    const int8_t* xb = xq + b * kQB;
+    __m256i s16[2][M];
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32));
+      for (int m = 0; m < M; ++m) {
+        const __m256i x = BroadcastQ(xb + m * ldx + 4 * k4);
+        const __m256i p0 = _mm256_maddubs_epi16(w0, x), p1 = _mm256_maddubs_epi16(w1, x);
+        s16[0][m] = k4 == 0 ? p0 : _mm256_add_epi16(s16[0][m], p0);
+        s16[1][m] = k4 == 0 ? p1 : _mm256_add_epi16(s16[1][m], p1);
+        TARMAC_PIN_YMM(s16[0][m]);
+        TARMAC_PIN_YMM(s16[1][m]);
+      }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[M];
+      for (int m = 0; m < M; ++m) {
+        isum[m] = _mm256_add_epi32(_mm256_madd_epi16(s16[h][m], ones),
+                                   _mm256_set1_epi32(xc[m * ldb + b]));
+      }
+      ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc[h]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
+  }
+}
+
+// Half h of the slab for tokens [0, M), signed Q8_0 weights.
+template <int M>
+TARMAC_TARGET_AVX2 inline void HalfSignedAvx2(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+                                              int64_t ldx, const float* xd, int64_t ldb,
+                                              float* c, int64_t ldc, bool load_c, int h) {
   __m256 acc[M];
   for (int m = 0; m < M; ++m) {
     acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
   }
-  const __m256i nib = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
     const int8_t* xb = xq + b * kQB;
-    __m256i lo[M], hi[M];
-    for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm256_setzero_si256();
+    __m256i isum[M];
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
-      const __m256i wl = kQ8 ? _mm256_and_si256(w, nib) : w;
-      const __m256i wh = kQ8 ? _mm256_and_si256(_mm256_srli_epi16(w, 4), nib) : w;
+      const __m256i aw = _mm256_sign_epi8(w, w);  // |w|; -128 stays 0x80 = 128 unsigned
       for (int m = 0; m < M; ++m) {
-        int32_t xi;
-        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
-        const __m256i xv = _mm256_set1_epi32(xi);
-        lo[m] = _mm256_add_epi16(lo[m], _mm256_maddubs_epi16(wl, xv));
-        if (kQ8) hi[m] = _mm256_add_epi16(hi[m], _mm256_maddubs_epi16(wh, xv));
+        const __m256i sx = _mm256_sign_epi8(BroadcastQ(xb + m * ldx + 4 * k4), w);
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+        isum[m] = k4 == 0 ? p : _mm256_add_epi32(isum[m], p);
+        TARMAC_PIN_YMM(isum[m]);
       }
     }
-    __m256i isum[M];
-    for (int m = 0; m < M; ++m) {
-      isum[m] = _mm256_add_epi32(_mm256_madd_epi16(lo[m], ones), _mm256_set1_epi32(xc[m * ldb + b]));
-      if (kQ8) isum[m] = _mm256_add_epi32(isum[m], _mm256_slli_epi32(_mm256_madd_epi16(hi[m], ones), 4));
-    }
-    ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
+    ScaleBlockAvx2<M, false>(isum, wp, b, xd, nullptr, ldb, h, acc);
   }
   for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
 }
@@ -363,16 +412,60 @@ TARMAC_TARGET_AVX2 void TileAvx2(const uint8_t* wp, int64_t /*slab_stride*/, int
                                  const int32_t* xc, const float* xs, int64_t ldb, int offset,
                                  float* c, int64_t ldc, bool load_c) {
   for (int h = 0; h < 2; ++h) {
-    if (offset == 128) {  // Q8_0: two int16 sums per token, 2 tokens at a time
-      constexpr int M0 = M < 2 ? M : 2;
-      HalfAvx2<M0, kMins, true>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
-      if constexpr (M > 2) {
-        HalfAvx2<M - 2, kMins, true>(wp, nbk, xq + 2 * ldx, ldx, xd + 2 * ldb, xc + 2 * ldb,
-                                     xs + 2 * ldb, ldb, c + 2 * ldc, ldc, load_c, h);
-      }
+    if (!kMins && offset == 128) {
+      HalfSignedAvx2<M>(wp, nbk, xq, ldx, xd, ldb, c, ldc, load_c, h);
     } else {
-      HalfAvx2<M, kMins, false>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, h);
+      if (h == 1) break;  // both halves at once, 3 tokens at a time
+      constexpr int M0 = M < 3 ? M : 3;
+      SlabNibblesAvx2<M0, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c);
+      if constexpr (M > M0) {
+        SlabNibblesAvx2<M - M0, kMins>(wp, nbk, xq + M0 * ldx, ldx, xd + M0 * ldb, xc + M0 * ldb,
+                                       xs + M0 * ldb, ldb, c + M0 * ldc, ldc, load_c);
+      }
     }
+  }
+}
+
+// Q8_0 slabs (u = w + 128) to w: the signed tile's operand. Other types keep unsigned nibbles.
+TARMAC_TARGET_AVX2 void SignSlabsQ8Avx2(uint8_t* slabs, int64_t n_blocks, int offset) {
+  if (offset != 128) return;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* q = slabs + b * kBlockBytes;
+    for (int64_t i = 0; i < kQuantBytes; i += 32) {
+      __m256i* p = reinterpret_cast<__m256i*>(q + i);
+      _mm256_store_si256(p, _mm256_xor_si256(_mm256_load_si256(p), flip));
+    }
+  }
+}
+
+// PackSlabInterleaved with vector copies and nibble splits (the scales as there).
+TARMAC_TARGET_AVX2 void PackSlabInterleavedAvx2(const QuantInterleaved& pk, int64_t g, int64_t b0,
+                                                int64_t nbk, uint8_t* dst) {
+  const int64_t qb = pk.quant_bytes();
+  const bool q8 = pk.type() == DType::kQ8_0;
+  const __m256i nib = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* db = dst + b * kBlockBytes;
+    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * s));
+      if (q8) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 32 * s), v);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 256 + 32 * s),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 256 + 32 * s)));
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 32 * s), _mm256_and_si256(v, nib));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(db + 256 + 32 * s),
+                           _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
+      }
+    }
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows + 8));
+    _mm256_store_ps(reinterpret_cast<float*>(db + kQuantBytes), _mm256_cvtph_ps(h0));
+    _mm256_store_ps(reinterpret_cast<float*>(db + kQuantBytes + 32), _mm256_cvtph_ps(h1));
+    _mm256_store_ps(reinterpret_cast<float*>(db + kMinsOff), _mm256_setzero_ps());
+    _mm256_store_ps(reinterpret_cast<float*>(db + kMinsOff + 32), _mm256_setzero_ps());
   }
 }
 
@@ -428,46 +521,67 @@ TARMAC_TARGET_AVX2 void QuantizeRowAvx2(const float* x, int64_t n, int offset, i
   }
 }
 
-constexpr int kAvx2MR = 4;
-constexpr TileFn kAvx2Tiles[kAvx2MR] = {&TileAvx2<1, false>, &TileAvx2<2, false>,
-                                        &TileAvx2<3, false>, &TileAvx2<4, false>};
-constexpr TileFn kAvx2TilesMins[kAvx2MR] = {&TileAvx2<1, true>, &TileAvx2<2, true>,
-                                            &TileAvx2<3, true>, &TileAvx2<4, true>};
-constexpr Path kAvx2Path{"avx2", kAvx2MR, 1, kAvx2Tiles, kAvx2TilesMins, &QuantizeRowAvx2,
-                         &PackSlabFullScalar, &PackSlabInterleaved};
+template <bool kMins, int... Ms>
+constexpr std::array<TileFn, sizeof...(Ms)> Avx2Tiles(std::integer_sequence<int, Ms...>) {
+  return {&TileAvx2<Ms + 1, kMins>...};
+}
+constexpr int kAvx2MR = 6;
+constexpr auto kAvx2Tiles = Avx2Tiles<false>(std::make_integer_sequence<int, kAvx2MR>());
+constexpr auto kAvx2TilesMins = Avx2Tiles<true>(std::make_integer_sequence<int, kAvx2MR>());
+constexpr Path kAvx2Path{"avx2",
+                         kAvx2MR,
+                         1,
+                         kAvx2Tiles.data(),
+                         kAvx2TilesMins.data(),
+                         &QuantizeRowAvx2,
+                         &PackSlabFullScalar,
+                         &PackSlabInterleavedAvx2,
+                         nullptr,
+                         nullptr,
+                         false,
+                         false,
+                         &SignSlabsQ8Avx2};
 
 // ------------------------------------------------------------------------------------------
 // AVX-VNNI (Alder Lake and later, Zen 5): the AVX2 slab halves with vpdpbusd on ymm, which
 // multiplies the unsigned bytes u = w + offset by the signed activations and accumulates in
-// int32 in one instruction (exact; the offset correction starts the sums), so 6 tokens'
-// sums and accumulators fit the registers.
+// int32 in one instruction (exact; the offset correction starts the sums). MR = 6 tokens per
+// tile, run as two passes of 3 over both halves.
 
+// Both halves for tokens [0, M): one activation broadcast serves both halves' vpdpbusd (a
+// third fewer uops per product; M <= 3 keeps 4M accumulators in registers).
 template <int M, bool kMins>
-TARMAC_TARGET_AVX2_VNNI inline void HalfAvxVnni(const uint8_t* wp, int64_t nbk, const int8_t* xq,
+TARMAC_TARGET_AVX2_VNNI inline void SlabAvxVnni(const uint8_t* wp, int64_t nbk, const int8_t* xq,
                                                 int64_t ldx, const float* xd, const int32_t* xc,
                                                 const float* xs, int64_t ldb, float* c,
-                                                int64_t ldc, bool load_c, int h) {
-  __m256 acc[M];
-  for (int m = 0; m < M; ++m) {
-    acc[m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+                                                int64_t ldc, bool load_c) {
+  __m256 acc[2][M];
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) {
+      acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+    }
   }
   for (int64_t b = 0; b < nbk; ++b) {
-    const uint8_t* wb = wp + b * kBlockBytes + 32 * h;
+    const uint8_t* wb = wp + b * kBlockBytes;
     const int8_t* xb = xq + b * kQB;
-    __m256i isum[M];
-    for (int m = 0; m < M; ++m) isum[m] = _mm256_set1_epi32(xc[m * ldb + b]);
+    __m256i isum[2][M];
+    for (int m = 0; m < M; ++m) isum[0][m] = isum[1][m] = _mm256_set1_epi32(xc[m * ldb + b]);
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + 64 * k4 + 32));
       for (int m = 0; m < M; ++m) {
-        int32_t xi;
-        std::memcpy(&xi, xb + m * ldx + 4 * k4, 4);
-        isum[m] = _mm256_dpbusd_avx_epi32(isum[m], w, _mm256_set1_epi32(xi));
+        const __m256i x = BroadcastQ(xb + m * ldx + 4 * k4);
+        isum[0][m] = _mm256_dpbusd_avx_epi32(isum[0][m], w0, x);
+        isum[1][m] = _mm256_dpbusd_avx_epi32(isum[1][m], w1, x);
       }
     }
-    ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc);
+    ScaleBlockAvx2<M, kMins>(isum[0], wp, b, xd, xs, ldb, 0, acc[0]);
+    ScaleBlockAvx2<M, kMins>(isum[1], wp, b, xd, xs, ldb, 1, acc[1]);
   }
-  for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[m]);
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
+  }
 }
 
 template <int M, bool kMins>
@@ -475,8 +589,12 @@ TARMAC_TARGET_AVX2_VNNI void TileAvxVnni(const uint8_t* wp, int64_t /*slab_strid
                                          const int8_t* xq, int64_t ldx, const float* xd,
                                          const int32_t* xc, const float* xs, int64_t ldb,
                                          int /*offset*/, float* c, int64_t ldc, bool load_c) {
-  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 0);
-  HalfAvxVnni<M, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c, 1);
+  constexpr int M0 = M < 3 ? M : 3;
+  SlabAvxVnni<M0, kMins>(wp, nbk, xq, ldx, xd, xc, xs, ldb, c, ldc, load_c);
+  if constexpr (M > M0) {
+    SlabAvxVnni<M - M0, kMins>(wp, nbk, xq + M0 * ldx, ldx, xd + M0 * ldb, xc + M0 * ldb,
+                               xs + M0 * ldb, ldb, c + M0 * ldc, ldc, load_c);
+  }
 }
 
 template <bool kMins, int... Ms>

@@ -27,6 +27,8 @@
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8_amx.h"
 #include "kernels/quant_interleaved.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::kernels {
@@ -232,6 +234,84 @@ TEST(MatMulInt8Test, EveryPathIsTested) {
   std::string all;
   for (const auto& p : paths) all += p + " ";
   std::printf("int8 paths tested: %s\n", all.c_str());
+}
+
+// The integer extremes of each path's arithmetic: Q8_0 weights -128 and 127 (|w| = 128 is the
+// largest vpmaddubsw operand of the AVX2 signed tile: pairs 2·128·127 = 32512) and Q4_0
+// nibbles 0 and 15 (8 k-groups of 15·127 pairs summed in int16: 30480) against activations
+// that quantize to ±127 with every sign pattern. Bit-identical to the reference on every path,
+// and the reference within f32 rounding of the exact integer products (a wrapped or saturated
+// int16 sum would be off by thousands).
+TEST(MatMulInt8Test, IntegerExtremesDoNotSaturate) {
+  constexpr int64_t kCols = 256, kRows = 32, kTokens = 7;
+  ThreadPool pool2(2);
+  // Weight value of row r, column k (Q8_0 range; Q4_0 uses -8 / 7 for the sign).
+  auto wq = [](int64_t r, int64_t k) -> int {
+    switch (r % 4) {
+      case 0: return -128;
+      case 1: return 127;
+      case 2: return k % 2 == 0 ? -128 : 127;
+      default: return (k / 3 + r) % 2 == 0 ? -128 : 127;
+    }
+  };
+  // Activation sign of token t, column k.
+  auto xs = [](int64_t t, int64_t k) -> float {
+    switch (t % 4) {
+      case 0: return 1.0f;
+      case 1: return -1.0f;
+      case 2: return k % 2 == 0 ? 1.0f : -1.0f;
+      default: return (k / 3 + t) % 2 == 0 ? -1.0f : 1.0f;
+    }
+  };
+  std::vector<float> x(kTokens * kCols);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t k = 0; k < kCols; ++k) x[t * kCols + k] = xs(t, k);
+  }
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    const int64_t rb = RowBytes(type, kCols);
+    std::vector<uint8_t> m(kRows * rb);
+    std::vector<double> exact(kTokens * kRows, 0.0);
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t b = 0; b < kCols / 32; ++b) {
+        if (type == DType::kQ8_0) {
+          auto* blk = reinterpret_cast<BlockQ8_0*>(m.data() + r * rb) + b;
+          blk->d = F32ToF16(1.0f);
+          for (int k = 0; k < 32; ++k) blk->qs[k] = static_cast<int8_t>(wq(r, 32 * b + k));
+        } else {
+          auto* blk = reinterpret_cast<BlockQ4_0*>(m.data() + r * rb) + b;
+          blk->d = F32ToF16(1.0f);
+          for (int k = 0; k < 16; ++k) {
+            const int lo = wq(r, 32 * b + k) < 0 ? 0 : 15, hi = wq(r, 32 * b + k + 16) < 0 ? 0 : 15;
+            blk->qs[k] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+      }
+      for (int64_t t = 0; t < kTokens; ++t) {
+        for (int64_t k = 0; k < kCols; ++k) {
+          const int w = type == DType::kQ8_0 ? wq(r, k) : (wq(r, k) < 0 ? -8 : 7);
+          exact[t * kRows + r] += static_cast<double>(w) * xs(t, k);
+        }
+      }
+    }
+    const MatrixView w{type, m.data(), kRows, kCols, rb};
+    std::vector<float> ref(kTokens * kRows);
+    MatMulInt8Ref(w, x.data(), kTokens, ref.data());
+    for (int64_t i = 0; i < kTokens * kRows; ++i) {
+      // d = 1/127 is rounded to f32: the products within f32 rounding of sum |w x|.
+      ASSERT_NEAR(ref[i], exact[i], 1e-5 * kCols * 128) << DTypeName(type) << " i=" << i;
+    }
+    ForEachInt8Path([&](const char* target) {
+      SCOPED_TRACE(target);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        std::vector<float> got(kTokens * kRows, NAN);
+        MatMulInt8(w, x.data(), kTokens, got.data(), pool);
+        for (int64_t i = 0; i < kTokens * kRows; ++i) {
+          ASSERT_EQ(got[i], ref[i]) << DTypeName(type) << " t=" << i / kRows << " r=" << i % kRows
+                                    << " path=" << Int8MatMulPath();
+        }
+      }
+    });
+  }
 }
 
 TEST(MatMulInt8Test, ActivationQuantization) {
