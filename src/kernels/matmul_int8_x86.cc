@@ -331,6 +331,23 @@ TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline __m256i BroadcastQ(cons
   return _mm256_set1_epi32(v);
 }
 
+// A slab's f32 accumulators for tokens [0, M), both 8-row halves: c's values (K blocks after
+// the first) or zero, and back. Shared by the AVX2 and AVX-VNNI slab loops.
+template <int M>
+TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline void LoadSlabAcc(const float* c, int64_t ldc, bool load_c,
+                                                                       __m256 (&acc)[2][M]) {
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
+  }
+}
+template <int M>
+TARMAC_TARGET_AVX2 __attribute__((always_inline)) inline void StoreSlabAcc(const __m256 (&acc)[2][M], float* c,
+                                                                        int64_t ldc) {
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
+  }
+}
+
 // Both halves of the slab for tokens [0, M), nibble weights: each token's 4 activation bytes
 // are broadcast once for the two halves (M <= 3 keeps the 4M accumulators in registers).
 template <int M, bool kMins>
@@ -339,11 +356,7 @@ TARMAC_TARGET_AVX2 inline void SlabNibblesAvx2(const uint8_t* wp, int64_t nbk, c
                                                const float* xs, int64_t ldb, float* c,
                                                int64_t ldc, bool load_c) {
   __m256 acc[2][M];
-  for (int h = 0; h < 2; ++h) {
-    for (int m = 0; m < M; ++m) {
-      acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
-    }
-  }
+  LoadSlabAcc<M>(c, ldc, load_c, acc);
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* wb = wp + b * kBlockBytes;
     const int8_t* xb = xq + b * kQB;
@@ -371,9 +384,7 @@ TARMAC_TARGET_AVX2 inline void SlabNibblesAvx2(const uint8_t* wp, int64_t nbk, c
       ScaleBlockAvx2<M, kMins>(isum, wp, b, xd, xs, ldb, h, acc[h]);
     }
   }
-  for (int h = 0; h < 2; ++h) {
-    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
-  }
+  StoreSlabAcc<M>(acc, c, ldc);
 }
 
 // Half h of the slab for tokens [0, M), signed Q8_0 weights.
@@ -556,11 +567,7 @@ TARMAC_TARGET_AVX2_VNNI inline void SlabAvxVnni(const uint8_t* wp, int64_t nbk, 
                                                 const float* xs, int64_t ldb, float* c,
                                                 int64_t ldc, bool load_c) {
   __m256 acc[2][M];
-  for (int h = 0; h < 2; ++h) {
-    for (int m = 0; m < M; ++m) {
-      acc[h][m] = load_c ? _mm256_loadu_ps(c + m * ldc + 8 * h) : _mm256_setzero_ps();
-    }
-  }
+  LoadSlabAcc<M>(c, ldc, load_c, acc);
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* wb = wp + b * kBlockBytes;
     const int8_t* xb = xq + b * kQB;
@@ -579,9 +586,7 @@ TARMAC_TARGET_AVX2_VNNI inline void SlabAvxVnni(const uint8_t* wp, int64_t nbk, 
     ScaleBlockAvx2<M, kMins>(isum[0], wp, b, xd, xs, ldb, 0, acc[0]);
     ScaleBlockAvx2<M, kMins>(isum[1], wp, b, xd, xs, ldb, 1, acc[1]);
   }
-  for (int h = 0; h < 2; ++h) {
-    for (int m = 0; m < M; ++m) _mm256_storeu_ps(c + m * ldc + 8 * h, acc[h][m]);
-  }
+  StoreSlabAcc<M>(acc, c, ldc);
 }
 
 template <int M, bool kMins>
