@@ -188,6 +188,46 @@ float SoftmaxChunk(float* HWY_RESTRICT p, int64_t n, float chunk_max, float* m, 
   return c;
 }
 
+// Registers per target: AVX-512 has 32 vector registers, AVX2 16, so the register blocks of
+// the general path below are smaller there (spilled accumulators cost more than the loads
+// they save).
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kPvHeads = 4;  // heads whose P·V sums share each V load: 4 × 4 accumulators
+#else
+constexpr int kPvHeads = 2;  // 2 × 4 accumulators + 4 V vectors of 16 registers
+#endif
+
+// acc[u][d0, d0 + 4N) = corr[u] · acc[u][d0, d0 + 4N) + sum_{j < rows} p[u][j] · v[j][d0, d0 + 4N)
+// for U heads: the running sums stay in registers across the rows, each V load is shared by
+// the U heads. p rows at stride p_stride, acc rows and v rows at stride hd.
+template <int U>
+HWY_INLINE void AccumulatePv(const float* HWY_RESTRICT p, int64_t p_stride,
+                             const float* HWY_RESTRICT vt, int64_t hd, int64_t d0, int64_t rows,
+                             const float* corr, float* HWY_RESTRICT acc) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  using VF = decltype(hn::Zero(df));
+  VF a[U][4];
+  for (int u = 0; u < U; ++u) {
+    const auto vc = hn::Set(df, corr[u]);
+    for (int k = 0; k < 4; ++k) a[u][k] = hn::Mul(hn::LoadU(df, acc + u * hd + d0 + k * N), vc);
+  }
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* HWY_RESTRICT vj = vt + j * hd + d0;
+    const auto v0 = hn::LoadU(df, vj), v1 = hn::LoadU(df, vj + N);
+    const auto v2 = hn::LoadU(df, vj + 2 * N), v3 = hn::LoadU(df, vj + 3 * N);
+    for (int u = 0; u < U; ++u) {
+      const auto pj = hn::Set(df, p[u * p_stride + j]);
+      a[u][0] = hn::MulAdd(pj, v0, a[u][0]);
+      a[u][1] = hn::MulAdd(pj, v1, a[u][1]);
+      a[u][2] = hn::MulAdd(pj, v2, a[u][2]);
+      a[u][3] = hn::MulAdd(pj, v3, a[u][3]);
+    }
+  }
+  for (int u = 0; u < U; ++u)
+    for (int k = 0; k < 4; ++k) hn::StoreU(a[u][k], df, acc + u * hd + d0 + k * N);
+}
+
 // The tile on AMX (attention_amx.h): per chunk of 64 keys, S = Q·Kᵀ on tiles, the online
 // softmax (one update per row per chunk, as in the general path, 16 rows at a time in
 // AmxSoftmaxChunk), O += P·V on tiles.
@@ -374,27 +414,32 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       const int64_t rows = std::min<int64_t>(nbk * bs, pos + 1 - key0);
       const int64_t n_vec = (rows + N - 1) / N;
       const float* HWY_RESTRICT qi = q + i * q_stride + static_cast<int64_t>(h0) * hd;
-      // Scores of up to 4 heads × 4 key vectors at a time: the heads share each K load, the
-      // key vectors each broadcast of q, and the 16 FMA chains are independent.
+      // Scores of up to 4 heads × kKeyVecs key vectors at a time: the heads share each K
+      // load, the key vectors each broadcast of q, and the FMA chains are independent.
+#if HWY_TARGET <= HWY_AVX3
+      constexpr int kKeyVecs = 4;
+#else
+      constexpr int kKeyVecs = 2;  // 4 × 2 accumulators + 2 K vectors of 16 registers
+#endif
       for (int32_t g0 = 0; g0 < group; g0 += 4) {
         const int32_t gn = std::min<int32_t>(4, group - g0);
-        for (int64_t v0 = 0; v0 < n_vec; v0 += 4) {
-          const int64_t nv = std::min<int64_t>(4, n_vec - v0);
-          const float* kb[4];
-          for (int64_t v = 0; v < 4; ++v) {
+        for (int64_t v0 = 0; v0 < n_vec; v0 += kKeyVecs) {
+          const int64_t nv = std::min<int64_t>(kKeyVecs, n_vec - v0);
+          const float* kb[kKeyVecs];
+          for (int64_t v = 0; v < kKeyVecs; ++v) {
             const int64_t key = (v0 + std::min(v, nv - 1)) * N;  // bs_pad multiple of N
             kb[v] = kt + (key / bs_pad) * hd * bs_pad + key % bs_pad;
           }
-          VF a[4][4];
+          VF a[4][kKeyVecs];
           for (int u = 0; u < 4; ++u)
-            for (int v = 0; v < 4; ++v) a[u][v] = hn::Zero(df);
+            for (int v = 0; v < kKeyVecs; ++v) a[u][v] = hn::Zero(df);
           for (int64_t d = 0; d < hd; ++d) {
-            VF k[4];
-            for (int v = 0; v < 4; ++v) k[v] = hn::LoadU(df, kb[v] + d * bs_pad);
+            VF k[kKeyVecs];
+            for (int v = 0; v < kKeyVecs; ++v) k[v] = hn::LoadU(df, kb[v] + d * bs_pad);
             for (int u = 0; u < 4; ++u) {
               if (u >= gn) break;
               const auto qd = hn::Set(df, qi[static_cast<int64_t>(g0 + u) * hd + d]);
-              for (int v = 0; v < 4; ++v) a[u][v] = hn::MulAdd(qd, k[v], a[u][v]);
+              for (int v = 0; v < kKeyVecs; ++v) a[u][v] = hn::MulAdd(qd, k[v], a[u][v]);
             }
           }
           for (int64_t v = 0; v < nv; ++v) {
@@ -423,7 +468,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
         }
       }
       // Online softmax over the chunk, per head: new max, probabilities, correction.
-      float corr[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+      float corr[kPvHeads];
       for (int32_t g = 0; g < group; ++g) {
         const int64_t st = static_cast<int64_t>(i) * group + g;
         float* HWY_RESTRICT p = p_all + g * cw_pad;
@@ -431,38 +476,26 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
         for (int64_t j0 = 0; j0 < rows; j0 += N) vmax = hn::Max(vmax, hn::LoadU(df, p + j0));
         const float c = SoftmaxChunk(p, (rows + N - 1) / N * N,
                                      hn::GetLane(hn::MaxOfLanes(df, vmax)), &s.m[st], &s.l[st]);
-        if (hd == 4 * N) {
-          corr[g % 4] = c;
-          if (g % 4 != 3 && g + 1 != group) continue;
-          // The common head size (64 on AVX-512, 32 on AVX2): the running sums of up to 4
-          // heads stay in registers across the chunk's rows, sharing each V load.
-          const int32_t ga = g / 4 * 4, gn = g + 1 - ga;
-          VF acc[4][4];
-          for (int32_t u = 0; u < 4; ++u)
-            for (int k = 0; k < 4; ++k) acc[u][k] = hn::Zero(df);
-          for (int32_t u = 0; u < 4; ++u) {
-            if (u >= gn) break;
-            const float* HWY_RESTRICT au = s.acc.data() + (st - g + ga + u) * hd;
-            const auto vc = hn::Set(df, corr[u]);
-            for (int k = 0; k < 4; ++k) acc[u][k] = hn::Mul(hn::LoadU(df, au + k * N), vc);
-          }
-          for (int64_t j = 0; j < rows; ++j) {
-            const float* HWY_RESTRICT vj = vt + j * hd;
-            const auto v0 = hn::LoadU(df, vj), v1 = hn::LoadU(df, vj + N);
-            const auto v2 = hn::LoadU(df, vj + 2 * N), v3 = hn::LoadU(df, vj + 3 * N);
-            for (int32_t u = 0; u < 4; ++u) {
-              if (u >= gn) break;
-              const auto pj = hn::Set(df, p_all[(ga + u) * cw_pad + j]);
-              acc[u][0] = hn::MulAdd(pj, v0, acc[u][0]);
-              acc[u][1] = hn::MulAdd(pj, v1, acc[u][1]);
-              acc[u][2] = hn::MulAdd(pj, v2, acc[u][2]);
-              acc[u][3] = hn::MulAdd(pj, v3, acc[u][3]);
+        if (hd % (4 * N) == 0) {
+          // Head sizes of whole 4-vector slices (64 on AVX-512, 32 and 64 on AVX2): the
+          // running sums of kPvHeads heads stay in registers across the chunk's rows, one
+          // slice at a time, sharing each V load.
+          corr[g % kPvHeads] = c;
+          if (g % kPvHeads != kPvHeads - 1 && g + 1 != group) continue;
+          const int32_t ga = g / kPvHeads * kPvHeads, gn = g + 1 - ga;
+          const float* HWY_RESTRICT pa = p_all + ga * cw_pad;
+          float* HWY_RESTRICT aa = s.acc.data() + (st - g + ga) * hd;
+          for (int64_t d0 = 0; d0 < hd; d0 += 4 * N) {
+            switch (gn) {
+              case 1: AccumulatePv<1>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
+#if HWY_TARGET <= HWY_AVX3
+              case 2: AccumulatePv<2>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
+              case 3: AccumulatePv<3>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
+              default: AccumulatePv<4>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
+#else
+              default: AccumulatePv<2>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
+#endif
             }
-          }
-          for (int32_t u = 0; u < 4; ++u) {
-            if (u >= gn) break;
-            float* HWY_RESTRICT au = s.acc.data() + (st - g + ga + u) * hd;
-            for (int k = 0; k < 4; ++k) hn::StoreU(acc[u][k], df, au + k * N);
           }
           continue;
         }

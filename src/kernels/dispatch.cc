@@ -10,6 +10,7 @@
 #include "kernels/matmul_int8_paths.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/panel_packed_matrix.h"
 #include "kernels/quant_interleaved.h"
 
 namespace tarmac::kernels {
@@ -104,6 +105,11 @@ bool WantsInterleavedCopy(DType type, Isa isa) {
 
 bool WantsAmxCopy(DType type, Isa isa) { return !IsInt8MatMulType(type) && Amx(Clamp(isa)); }
 
+bool WantsPanelCopy(DType type, Isa isa) {
+  isa = Clamp(isa);
+  return PanelPackedMatrix::Supports(type) && Cpu().x86 && isa >= Isa::kAvx2 && !Amx(isa);
+}
+
 std::string DescribeDispatchTable(Isa isa) {
   const Isa level = Clamp(isa);
   std::string out = std::string("kernel dispatch at level ") + IsaName(level) + " (native " +
@@ -114,11 +120,13 @@ std::string DescribeDispatchTable(Isa isa) {
   for (DType t : types) {
     const PreparedLayout prep = WantsInterleavedCopy(t, level) ? PreparedLayout::kInterleaved
                                 : WantsAmxCopy(t, level)       ? PreparedLayout::kAmxSplit
+                                : WantsPanelCopy(t, level)     ? PreparedLayout::kF16Panels
                                                                : PreparedLayout::kNone;
     char head[64];
     std::snprintf(head, sizeof head, "  %-5s %-12s", std::string(DTypeName(t)).c_str(),
                   prep == PreparedLayout::kInterleaved ? "interleaved"
                   : prep == PreparedLayout::kAmxSplit  ? "amx-split"
+                  : prep == PreparedLayout::kF16Panels ? "f16-panels"
                                                        : "gguf");
     out += head;
     int64_t start = 1;

@@ -47,8 +47,11 @@ std::string MatMulKernelVariant(MatMulKernel k, Isa isa);
 // Which copies a model prepares at load for a matrix of this dtype (used when one exists).
 bool WantsInterleavedCopy(DType type, Isa isa);
 bool WantsAmxCopy(DType type, Isa isa);
+// F16 GEMM on f32 panels, read from a panel-order copy (x86 with F16C, no AMX).
+bool WantsPanelCopy(DType type, Isa isa);
 inline bool WantsInterleavedCopy(DType type) { return WantsInterleavedCopy(type, ActiveIsa()); }
 inline bool WantsAmxCopy(DType type) { return WantsAmxCopy(type, ActiveIsa()); }
+inline bool WantsPanelCopy(DType type) { return WantsPanelCopy(type, ActiveIsa()); }
 
 // The table at a level, for the weight dtypes of a model (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
 // Q6_K) with the copies a model prepares at that level: per dtype, token ranges and their

@@ -16,6 +16,7 @@
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/panel_packed_matrix.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/quant_ref.h"
 
@@ -26,6 +27,7 @@
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/half_scalar-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tarmac::kernels {
@@ -135,12 +137,28 @@ void PackPanel(const MatrixView& w, int64_t r0, int64_t nr, int64_t k0, int64_t 
   }
 }
 
-// Computes y[t][r] for all tokens and r in [r0, r1), r1 - r0 <= kPanels · PanelWidth().
-void MatMulRowsT(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                 int64_t r1) {
+// Panel p of a PanelPackedMatrix, columns [k0, k0 + kc), as f32 panel[kc][NR]: the copy is in
+// panel order already, so this is a linear conversion (no gathers, no transpose).
+void ConvertPanel(const PanelPackedMatrix& pk, int64_t p, int64_t k0, int64_t kc,
+                  float* HWY_RESTRICT panel) {
+  const int64_t NR = PanelWidth();
+  const auto* src = reinterpret_cast<const hwy::float16_t*>(pk.panel(p)) + k0 * NR;
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t i = 0; i < kc * NR; i += N) hn::Store(hn::PromoteTo(df, hn::LoadU(dh, src + i)), df, panel + i);
+}
+
+// Computes y[t][r] for all tokens and r in [r0, r1), r1 - r0 <= kPanels · PanelWidth(); r0 a
+// multiple of PanelWidth(). pk: w's panel copy when its width is this target's, else null.
+void MatMulRowsT(const MatrixView& w, const PanelPackedMatrix* pk, const float* x,
+                 int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   static constexpr auto kTiles = MakeTileTable(std::make_integer_sequence<int, kMR>());
   const int64_t NR = PanelWidth();
   const int64_t K = w.cols;
+#if !TARMAC_HWY_HARDWARE_F16
+  pk = nullptr;  // never made for these targets (dispatch.h)
+#endif
   thread_local AlignedBuffer scratch;
   const size_t need = sizeof(float) * (NR * kKC + kPanels * kKC * NR);
   if (scratch.size() < need) scratch.Resize(need);
@@ -151,7 +169,11 @@ void MatMulRowsT(const MatrixView& w, const float* x, int64_t n_tokens, float* y
     const int64_t kc = std::min(kKC, K - k0);
     for (int64_t p = 0; p < n_panels; ++p) {
       const int64_t pr0 = r0 + p * NR;
-      PackPanel(w, pr0, std::min(NR, r1 - pr0), k0, kc, rowbuf, panels + p * kKC * NR);
+      if (pk != nullptr && pk->panel_width() == NR) {
+        ConvertPanel(*pk, pr0 / NR, k0, kc, panels + p * kKC * NR);
+      } else {
+        PackPanel(w, pr0, std::min(NR, r1 - pr0), k0, kc, rowbuf, panels + p * kKC * NR);
+      }
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMR) {
       const int64_t m = std::min<int64_t>(kMR, n_tokens - t0);
@@ -175,6 +197,7 @@ HWY_EXPORT(PanelWidthT);
 HWY_EXPORT(TargetT);
 
 int64_t MatMulHwyTarget() { return HWY_DYNAMIC_DISPATCH(TargetT)(); }
+int64_t MatMulPanelWidth() { return HWY_DYNAMIC_DISPATCH(PanelWidthT)(); }
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsMatVecType(w.type));
@@ -219,9 +242,11 @@ void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* 
       std::clamp<int64_t>((w.rows + nr * 4 * threads - 1) / (nr * 4 * threads), 1, 4);
   const int64_t block = nr * panels_per_block;
   const int64_t n_blocks = (w.rows + block - 1) / block;
+  const PanelPackedMatrix* pk = PreparedAs<PanelPackedMatrix>(w);
+  if (pk != nullptr && pk->panel_width() != nr) pk = nullptr;  // packed at another level
   auto run = [&](int64_t b0, int64_t b1, int) {
     for (int64_t b = b0; b < b1; ++b) {
-      HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, x, n_tokens, y, b * block,
+      HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, pk, x, n_tokens, y, b * block,
                                         std::min(w.rows, (b + 1) * block));
     }
   };

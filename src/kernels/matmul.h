@@ -38,9 +38,14 @@ namespace tarmac::kernels {
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
 // MatMul's f32-panel GEMM alone (the dispatch table's matmul-panels; tests and benchmarks call
-// it directly). Same contract as MatMul.
+// it directly). Same contract as MatMul. Reads w's PanelPackedMatrix copy instead of packing
+// panels per call when it has one of MatMulPanelWidth() (the same values: same results).
 void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool);
+
+// The rows per f32 panel of MatMulPanels at the Highway target in use now (2 vectors): the
+// width a PanelPackedMatrix must have to be read (panel_packed_matrix.h).
+int64_t MatMulPanelWidth();
 
 // The Highway target MatMul's dynamic dispatch uses now (cached after the first call, unlike
 // hwy::SupportedTargets(), which runs CPUID, slow in a VM (bench/NOTES.md); follows

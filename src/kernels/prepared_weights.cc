@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kernels/matmul.h"
 
 namespace tarmac::kernels {
 namespace {
@@ -44,6 +45,12 @@ void ReleasePages(const void* p, size_t bytes) {
   if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory
 }
 
+// The cap on copies that are extra memory: 2 GiB and a quarter of the memory free now.
+int64_t ExtraCopyCap() {
+  const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
+}
+
 void Report(const PreparedWeights::Options& o, const char* stage, int64_t done, int64_t total) {
   if (o.progress) o.progress(stage, done, total);
 }
@@ -51,10 +58,11 @@ void Report(const PreparedWeights::Options& o, const char* stage, int64_t done, 
 }  // namespace
 
 void PreparedWeights::Prepare(std::span<MatrixView* const> matrices, const Options& options) {
-  TARMAC_CHECK(amx_.empty() && interleaved_.empty());
+  TARMAC_CHECK(amx_.empty() && interleaved_.empty() && panels_.empty());
   for (const MatrixView* w : matrices) TARMAC_CHECK(w->prepared == nullptr);
   PrepareAmx(matrices, options);
   PrepareInterleaved(matrices, options);
+  PreparePanels(matrices, options);
 }
 
 void PreparedWeights::PrepareAmx(std::span<MatrixView* const> matrices, const Options& options) {
@@ -88,8 +96,7 @@ void PreparedWeights::PrepareInterleaved(std::span<MatrixView* const> matrices, 
   // cache) and so capped at 2 GiB and a quarter of the memory free now, as is a single matrix
   // either way, so a large model on a small machine is not pushed out of memory by its own
   // speed-up. Past the caps a matrix keeps the per-row kernel.
-  const int64_t avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  const int64_t cap = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(avail, 0) / 4);
+  const int64_t cap = ExtraCopyCap();
   const bool release = options.release_source;
   int64_t extra_left = cap;
   const ArenaPlan plan = PlanArena(matrices, [&](const MatrixView& w, int64_t) -> int64_t {
@@ -117,6 +124,34 @@ void PreparedWeights::PrepareInterleaved(std::span<MatrixView* const> matrices, 
     }
   }
   Report(options, "preparing weights (int8 decode)", n, n);
+}
+
+void PreparedWeights::PreparePanels(std::span<MatrixView* const> matrices, const Options& options) {
+  // F16 GEMM without AMX converts and transposes every weight into f32 panels on every call,
+  // a cost per matrix that a few-token step (a prefix hit's) pays in full. The panel copy is
+  // the same f16 values in that order; the matvec kernels keep reading the source, so the
+  // copy is always extra memory, within the cap, in one arena of huge pages in forward order.
+  if (!WantsPanelCopy(DType::kF16)) return;
+  const int64_t width = MatMulPanelWidth();
+  int64_t left = ExtraCopyCap();
+  const ArenaPlan plan = PlanArena(matrices, [&](const MatrixView& w, int64_t) -> int64_t {
+    if (!WantsPanelCopy(w.type) || w.data == nullptr) return -1;
+    const int64_t bytes = PanelPackedMatrix::PackedBytes(w, width);
+    if (bytes > left) return -1;
+    left -= bytes;
+    return bytes;
+  });
+  if (plan.slices.empty()) return;
+  panel_arena_.Resize(static_cast<size_t>(plan.total), /*huge_pages=*/true, /*zero=*/false);
+  ThreadPool pool(ThreadPool::DefaultThreads());
+  const int64_t n = static_cast<int64_t>(plan.slices.size());
+  for (const auto& [w, offset] : plan.slices) {
+    Report(options, "preparing weights (f16 panels)", static_cast<int64_t>(panels_.size()), n);
+    panels_.push_back(PanelPackedMatrix::Pack(*w, width, &pool, panel_arena_.data() + offset));
+    w->prepared = panels_.back().get();
+    panel_bytes_ += PanelPackedMatrix::PackedBytes(*w, width);
+  }
+  Report(options, "preparing weights (f16 panels)", n, n);
 }
 
 }  // namespace tarmac::kernels

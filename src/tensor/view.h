@@ -10,8 +10,9 @@ namespace tarmac {
 
 // The layouts a kernel may prepare a weight matrix in ahead of time (kernels/prepared_weights.h
 // makes them): kInterleaved, a kernels::QuantInterleaved (Q4_0/Q8_0 decode and prefill);
-// kAmxSplit, a kernels::AmxPackedMatrix (the types MatMul runs on AMX tiles).
-enum class PreparedLayout { kNone, kInterleaved, kAmxSplit };
+// kAmxSplit, a kernels::AmxPackedMatrix (the types MatMul runs on AMX tiles); kF16Panels, a
+// kernels::PanelPackedMatrix (F16 GEMM on f32 panels without AMX).
+enum class PreparedLayout { kNone, kInterleaved, kAmxSplit, kF16Panels };
 
 // A kernel's own copy of a matrix's weights; MatrixView::prepared points at one. Immutable
 // once made; reading it is thread-safe. Each layout's type derives from this, passing its

@@ -21,13 +21,15 @@ using testing::AmxSwitch;
 // vector length), block sizes, context lengths (partial last blocks, a single token) and query
 // tile sizes, with scattered block tables. Every query token of a tile must match the
 // materialised double-precision reference for its own causal length within
-// 1e-5 · max|V| (f32 accumulation over <= 200 keys). The Highway paths (AMX off: its tiles
-// are tested below with their own bound).
+// 1e-5 · max|V| (f32 accumulation over <= 200 keys). The Highway paths at every target (AMX
+// off: its tiles are tested below with their own bound).
 TEST(AttentionTest, TilesMatchReference) {
   const AmxSwitch no_amx(false);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   struct Shape { int n_heads, n_kv, head_dim, block_size; };
+  testing::ForEachTarget([&](const char* target) {
+  SCOPED_TRACE(target);
   for (Shape sh : {Shape{1, 1, 8, 4}, Shape{6, 2, 64, 16}, Shape{8, 8, 32, 16},
                    Shape{4, 1, 128, 32}, Shape{9, 3, 64, 16}, Shape{2, 1, 40, 16},
                    Shape{3, 3, 20, 8}, Shape{8, 2, 64, 16}, Shape{4, 2, 64, 16},
@@ -64,6 +66,7 @@ TEST(AttentionTest, TilesMatchReference) {
       }
     }
   }
+  });
 }
 
 // Sliding windows and soft-capped scores, on every path (decode fast path, the general tiles,

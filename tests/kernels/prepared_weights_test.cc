@@ -1,7 +1,7 @@
 // PreparedWeights: at every ISA level each matrix gets the copy the dispatch table wants for
 // its dtype (or none), through a typed handle that refuses the wrong layout; products with the
 // copies equal the int8 reference bit for bit (interleaved) or those without a copy within
-// 1e-4 of the largest output (AMX split-bf16, ~f32 exact; the kernels' own tests bound each
+// 1e-4 of the largest output (AMX split-bf16, ~f32 exact; F16 panels, exact; the kernels' own tests bound each
 // path against its scalar reference); with release_source the interleaved copies replace
 // their sources.
 #include "kernels/prepared_weights.h"
@@ -29,6 +29,7 @@ const DType kTypes[] = {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, D
 PreparedLayout Wanted(DType t) {
   if (WantsAmxCopy(t)) return PreparedLayout::kAmxSplit;
   if (WantsInterleavedCopy(t)) return PreparedLayout::kInterleaved;
+  if (WantsPanelCopy(t)) return PreparedLayout::kF16Panels;
   return PreparedLayout::kNone;
 }
 
@@ -69,7 +70,7 @@ TEST(PreparedWeightsTest, EachMatrixGetsTheCopyItsKernelWantsAndProductsAgree) {
     }
     PreparedWeights pw;
     pw.Prepare(views, {});
-    int64_t amx = 0, interleaved = 0;
+    int64_t amx = 0, interleaved = 0, panels = 0;
     for (size_t i = 0; i < cs.size(); ++i) {
       const MatrixView& w = cs[i].view;
       SCOPED_TRACE(DTypeName(w.type));
@@ -85,6 +86,11 @@ TEST(PreparedWeightsTest, EachMatrixGetsTheCopyItsKernelWantsAndProductsAgree) {
       if (const auto* q = PreparedAs<QuantInterleaved>(w)) {
         EXPECT_TRUE(q->Matches(w));
         interleaved += QuantInterleaved::PackedBytes(w);
+      }
+      if (const auto* p = PreparedAs<PanelPackedMatrix>(w)) {
+        EXPECT_TRUE(p->Matches(w));
+        EXPECT_EQ(p->panel_width(), MatMulPanelWidth());
+        panels += PanelPackedMatrix::PackedBytes(w, p->panel_width());
       }
       for (int64_t n : {1, 8, 32}) {
         const auto x = RandomActivations(n * w.cols, rng);
@@ -105,6 +111,7 @@ TEST(PreparedWeightsTest, EachMatrixGetsTheCopyItsKernelWantsAndProductsAgree) {
     }
     EXPECT_EQ(pw.amx_bytes(), amx);
     EXPECT_EQ(pw.interleaved_bytes(), interleaved);
+    EXPECT_EQ(pw.panel_bytes(), panels);
   });
 }
 
