@@ -136,7 +136,7 @@ int RunBenchModel(const BenchArgs& a) {
   }
   const double pf = Median(prefill), dc = Median(decode);
   // The roofline decode is held to: the same threads reading as many bytes as the weights.
-  const double read_bps = a.read_bandwidth ? MeasureReadBandwidth(m.weight_bytes(), a.threads) : 0;
+  const double read_bps = a.read_bandwidth ? MeasureReadBandwidth(m.weight_bytes(), &pool) : 0;
   if (a.json) {
     nlohmann::json j = {{"file", a.model},          {"threads", a.threads},
                         {"prefill_tokens", a.prompt_tokens}, {"prefill_tok_s", pf},

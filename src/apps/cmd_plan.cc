@@ -319,7 +319,10 @@ int RunPlan(const PlanArgs& a) {
   if (a.measure) {
     auto loaded = LoadModelAndTokenizer(a.model, /*quiet=*/true);
     if (!loaded.ok()) return fail(loaded.status(), 2);
-    if (bandwidth <= 0) bandwidth = MeasureReadBandwidth(static_cast<int64_t>(shape->weight_bytes), a.engine.threads);
+    if (bandwidth <= 0) {
+      ThreadPool readers(a.engine.threads);
+      bandwidth = MeasureReadBandwidth(static_cast<int64_t>(shape->weight_bytes), &readers);
+    }
     engine::EngineConfig cfg = ToEngineConfig(a.engine, SpecSetup{});
     StepProbe probe;
     probe.context = MeanContext(*w);

@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "engine/engine_client.h"
 #include "kernels/ops.h"
+#include "tensor/aligned_buffer.h"
 
 namespace tarmac::apps {
 namespace {
@@ -64,24 +65,25 @@ engine::EngineRequest Request(std::vector<int32_t> prompt, int32_t max_tokens, u
 
 }  // namespace
 
-double MeasureReadBandwidth(int64_t bytes, int threads) {
+double MeasureReadBandwidth(int64_t bytes, ThreadPool* pool) {
+  // Read the way the decode kernels do: from huge pages (the prepared weights' arenas), with
+  // software prefetch, on the pool's own threads (and so on the CPUs they are pinned to), one
+  // contiguous part each.
   const int64_t n = std::max<int64_t>(bytes, 1 << 20) / 64 * 16;  // floats, whole cache lines
-  threads = std::max(1, threads);
-  std::unique_ptr<float[]> buf(new float[static_cast<size_t>(n)]);
-  std::fill(buf.get(), buf.get() + n, 1.0f);  // fault every page in first
+  const int threads = pool->num_threads();
+  AlignedBuffer buf;
+  buf.Resize(static_cast<size_t>(n) * sizeof(float), /*huge_pages=*/true, /*zero=*/false);
+  float* data = buf.as<float>();
+  std::fill(data, data + n, 1.0f);  // fault every page in first
   const int64_t per = n / threads / 16 * 16;
   std::vector<float> sums(static_cast<size_t>(threads));
   double best = 0;
   for (int pass = 0; pass < 5; ++pass) {
     const double t0 = NowSeconds();
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
-        const int64_t len = t == threads - 1 ? n - t * per : per;
-        sums[static_cast<size_t>(t)] = kernels::SumF32(buf.get() + t * per, len);  // the SIMD kernels' loads
-      });
-    }
-    for (auto& t : ts) t.join();
+    pool->ParallelFor(threads, 1, [&](int64_t t, int64_t, int) {  // chunk t runs on thread t
+      const int64_t len = t == threads - 1 ? n - t * per : per;
+      sums[static_cast<size_t>(t)] = kernels::StreamSumF32(data + t * per, len);
+    });
     best = std::max(best, static_cast<double>(n) * 4 / (NowSeconds() - t0));
   }
   return best;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "control/step_cost.h"
 #include "engine/engine_config.h"
 #include "model/llama_model.h"
@@ -22,8 +23,9 @@
 
 namespace tarmac::apps {
 
-// Bytes per second; best of a few passes over `bytes` (>= 1 MiB) with `threads` readers.
-double MeasureReadBandwidth(int64_t bytes, int threads);
+// Bytes per second; best of a few passes over `bytes` (>= 1 MiB) read by the pool's threads
+// (each its own part, as the decode kernels stream the weights).
+double MeasureReadBandwidth(int64_t bytes, ThreadPool* pool);
 
 struct StepProbe {
   int32_t context = 192;                   // KV tokens each decode step attends to

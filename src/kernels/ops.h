@@ -68,6 +68,10 @@ void Axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
 // sum's n·ε (tests measure ≤ 4e-6·Σ|terms| at n = 4097).
 float DotF32(const float* a, const float* b, int64_t n);  // Σ a[i]·b[i]; 0 for n == 0
 float SumF32(const float* x, int64_t n);                  // Σ x[i]; 0 for n == 0
+// SumF32 read the way the weight-streaming (decode) kernels read memory: with software
+// prefetch a few KiB ahead, which keeps more misses in flight than the hardware prefetcher
+// alone. The read-bandwidth probe that decode speed is held to uses it.
+float StreamSumF32(const float* x, int64_t n);
 // Largest element. Preconditions: n >= 1.
 float MaxF32(const float* x, int64_t n);
 // Index of the first element equal to the maximum (greedy sampling picks it; ties go to the

@@ -14,7 +14,7 @@
 //     ~2e-7 for |x| < 5).
 //   GeGlu: Gelu's bound (one more exact-to-rounding multiply).
 //   SoftCap: 4e-6·|ref| + 1e-37 (Highway Tanh is a few ULP; the scaling by 1/cap and cap).
-//   DotF32, SumF32: 1e-6·Σ|terms| (f32 accumulation across 4 vector accumulators).
+//   DotF32, SumF32, StreamSumF32: 1e-6·Σ|terms| (f32 accumulation across 4 vector accumulators).
 //   RopeCache vs RopeNorm/RopeNeox: 1e-6·max|x| (cos/sin rounded to f32, f32 FMA rotation).
 // Each tolerance test prints the largest error it saw so regressions in accuracy are visible.
 
@@ -278,7 +278,7 @@ TEST_P(OpsTest, ElementwiseAreExact) {
 }
 
 TEST_P(OpsTest, ReductionsMatchReference) {
-  ErrorStats dot{"DotF32"}, sum{"SumF32"};
+  ErrorStats dot{"DotF32"}, sum{"SumF32"}, stream{"StreamSumF32"};
   for (float mag : {1e-39f, 1e-3f, 1.0f, 1e4f}) {
     for (int64_t n : kSizes) {
       const auto a = Random(n, mag, 9 + n);
@@ -291,12 +291,15 @@ TEST_P(OpsTest, ReductionsMatchReference) {
       dot.Check(DotF32(a.data(), b.data(), n), ref::Dot(a.data(), b.data(), n), 0.0, 1e-6 * abs_dot,
                 "dot", n, 0);
       sum.Check(SumF32(a.data(), n), ref::Sum(a.data(), n), 0.0, 1e-6 * abs_sum, "sum", n, 0);
+      stream.Check(StreamSumF32(a.data(), n), ref::Sum(a.data(), n), 0.0, 1e-6 * abs_sum,
+                   "stream sum", n, 0);
       ASSERT_EQ(MaxF32(a.data(), n), ref::Max(a.data(), n));
       ASSERT_EQ(ArgMax(a.data(), n), ref::ArgMax(a.data(), n));
     }
   }
   EXPECT_EQ(DotF32(nullptr, nullptr, 0), 0.0f);
   EXPECT_EQ(SumF32(nullptr, 0), 0.0f);
+  EXPECT_EQ(StreamSumF32(nullptr, 0), 0.0f);
 }
 
 TEST_P(OpsTest, ArgMaxTiesAndInfinities) {
