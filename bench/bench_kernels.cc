@@ -32,10 +32,13 @@
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
+#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
+#include "kernels/panel_packed_matrix.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
@@ -319,8 +322,9 @@ void BM_VerifyL2(benchmark::State& state) {
 }
 
 // A batched decode step's matmuls on wp-11m's shapes (6 layers: q 384x384, k/v 128x384,
-// o 384x384, gate/up 1024x384, down 384x1024; f16), T tokens: the AMX path with weights
-// pre-split at load (arg 2 = 1) or split per call (0).
+// o 384x384, gate/up 1024x384, down 384x1024; f16), T tokens, with the copy the model makes at
+// load for this CPU (arg 1 = 1: AMX tiles pre-split, or the panel-order f16 copy; dispatch.h)
+// or none (0: per-call packing). TARMAC_ISA picks the level.
 void BM_Wp11mStep(benchmark::State& state) {
   const int64_t tokens = state.range(0);
   const bool packed = state.range(1) != 0;
@@ -328,7 +332,14 @@ void BM_Wp11mStep(benchmark::State& state) {
   ThreadPool pool(threads);
   const int64_t shapes[][2] = {{384, 384}, {128, 384}, {128, 384}, {384, 384},
                                {1024, 384}, {1024, 384}, {384, 1024}};
-  struct M { MatrixView w; std::unique_ptr<AmxPackedMatrix> p; };
+  struct M {
+    MatrixView w;
+    std::unique_ptr<AmxPackedMatrix> amx;
+    std::unique_ptr<PanelPackedMatrix> panels;
+    const PreparedMatrix* p() const {
+      return amx ? static_cast<const PreparedMatrix*>(amx.get()) : panels.get();
+    }
+  };
   static std::vector<M> ms;
   static std::vector<std::vector<uint8_t>> store;
   if (ms.empty()) {
@@ -338,7 +349,11 @@ void BM_Wp11mStep(benchmark::State& state) {
         FillSaneBytes(store.back().data(), store.back().size());
         M m;
         m.w = MatrixView::Dense(DType::kF16, store.back().data(), sh[0], sh[1]);
-        if (AmxBf16Available()) m.p = AmxPackedMatrix::Pack(m.w, nullptr);
+        if (WantsAmxCopy(DType::kF16, ActiveIsa())) {
+          m.amx = AmxPackedMatrix::Pack(m.w, nullptr);
+        } else if (WantsPanelCopy(DType::kF16)) {
+          m.panels = PanelPackedMatrix::Pack(m.w, MatMulPanelWidth(), nullptr);
+        }
         ms.push_back(std::move(m));
       }
     }
@@ -350,7 +365,7 @@ void BM_Wp11mStep(benchmark::State& state) {
   for (auto _ : state) {
     for (const M& m : ms) {
       MatrixView w = m.w;
-      if (packed) w.prepared = m.p.get();
+      if (packed) w.prepared = m.p();
       MatMul(w, x.data(), tokens, y.data(), &pool);
     }
     benchmark::DoNotOptimize(y.data());
@@ -415,6 +430,9 @@ void Register() {
           ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20, 1})->UseRealTime()
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
+  }
+  // The interleaved kernels run from AVX2 up (TARMAC_ISA=avx2 measures the AVX2 one).
+  if (InterleavedInt8Available()) {
     for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
       const std::string name(DTypeName(type));
       for (int64_t t : kThreads) {
