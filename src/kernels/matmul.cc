@@ -57,11 +57,17 @@ int64_t PanelWidthT() { return PanelWidth(); }
 
 int64_t TargetT() { return HWY_TARGET; }
 
+// Panel values as f32: f32 panels load, f16 panels (the PanelPackedMatrix copy) convert.
+HWY_INLINE hn::Vec<DF> LoadPanel(const float* HWY_RESTRICT p) { return hn::Load(DF(), p); }
+HWY_INLINE hn::Vec<DF> LoadPanel(const hwy::float16_t* HWY_RESTRICT p) {
+  return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+
 // c[m][0..NR) (+)= sum_k x[m][k] * panel[k][0..NR) for m < M. x rows at stride ldx floats,
 // c rows at stride ldc floats. load_c: accumulate onto c (K blocks after the first).
-template <int M>
+template <int M, typename TW>
 HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
-                            const float* HWY_RESTRICT panel, int64_t kc, float* HWY_RESTRICT c,
+                            const TW* HWY_RESTRICT panel, int64_t kc, float* HWY_RESTRICT c,
                             int64_t ldc, bool load_c) {
   const DF df;
   const int64_t N = hn::Lanes(df);
@@ -72,8 +78,8 @@ HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
     acc1[m] = load_c ? hn::LoadU(df, c + m * ldc + N) : hn::Zero(df);
   }
   for (int64_t k = 0; k < kc; ++k) {
-    const V w0 = hn::Load(df, panel + k * 2 * N);
-    const V w1 = hn::Load(df, panel + k * 2 * N + N);
+    const V w0 = LoadPanel(panel + k * 2 * N);
+    const V w1 = LoadPanel(panel + k * 2 * N + N);
     for (int m = 0; m < M; ++m) {
       const V xb = hn::Set(df, x[m * ldx + k]);
       acc0[m] = hn::MulAdd(xb, w0, acc0[m]);
@@ -86,8 +92,8 @@ HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
   }
 }
 
-template <int M>
-void MicroTile(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
+template <int M, typename TW>
+void MicroTile(const float* x, int64_t ldx, const TW* panel, int64_t kc, float* c, int64_t ldc,
                int64_t valid_cols, bool load_c) {
   const int64_t NR = PanelWidth();
   if (valid_cols == NR) return MicroKernel<M>(x, ldx, panel, kc, c, ldc, load_c);
@@ -101,12 +107,13 @@ void MicroTile(const float* x, int64_t ldx, const float* panel, int64_t kc, floa
   for (int m = 0; m < M; ++m) std::memcpy(c + m * ldc, tmp + m * NR, valid_cols * sizeof(float));
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+template <typename TW>
+using TileFn = void (*)(const float*, int64_t, const TW*, int64_t, float*, int64_t, int64_t,
                         bool);
 
-template <int... Ms>
+template <typename TW, int... Ms>
 constexpr auto MakeTileTable(std::integer_sequence<int, Ms...>) {
-  return std::array<TileFn, sizeof...(Ms)>{{static_cast<TileFn>(&MicroTile<Ms + 1>)...}};
+  return std::array<TileFn<TW>, sizeof...(Ms)>{{static_cast<TileFn<TW>>(&MicroTile<Ms + 1, TW>)...}};
 }
 
 // Packs rows [r0, r0 + nr) (nr <= NR), columns [k0, k0 + kc) of w into panel[kc][NR],
@@ -144,32 +151,41 @@ void ConvertPanel(const PanelPackedMatrix& pk, int64_t p, int64_t k0, int64_t kc
   const int64_t NR = PanelWidth();
   const auto* src = reinterpret_cast<const hwy::float16_t*>(pk.panel(p)) + k0 * NR;
   const DF df;
-  const hn::Rebind<hwy::float16_t, DF> dh;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t i = 0; i < kc * NR; i += N) hn::Store(hn::PromoteTo(df, hn::LoadU(dh, src + i)), df, panel + i);
+  for (int64_t i = 0; i < kc * NR; i += N) hn::Store(LoadPanel(src + i), df, panel + i);
 }
 
+// Up to this many token tiles read the f16 copy in place, each converting in registers (the
+// conversion overlaps the FMAs instead of a separate pass that waits on memory); more tiles
+// convert each K block once into f32 scratch, as repeating it would cost more.
+constexpr int64_t kInPlaceTiles = 8;
+
 // Computes y[t][r] for all tokens and r in [r0, r1), r1 - r0 <= kPanels · PanelWidth(); r0 a
-// multiple of PanelWidth(). pk: w's panel copy when its width is this target's, else null.
+// multiple of PanelWidth(). pk: w's panel copy when its width is this target's, else null
+// (each K block's panels are then dequantized and transposed into f32 scratch).
 void MatMulRowsT(const MatrixView& w, const PanelPackedMatrix* pk, const float* x,
                  int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
-  static constexpr auto kTiles = MakeTileTable(std::make_integer_sequence<int, kMR>());
+  static constexpr auto kTiles = MakeTileTable<float>(std::make_integer_sequence<int, kMR>());
+  static constexpr auto kTilesF16 =
+      MakeTileTable<hwy::float16_t>(std::make_integer_sequence<int, kMR>());
   const int64_t NR = PanelWidth();
   const int64_t K = w.cols;
 #if !TARMAC_HWY_HARDWARE_F16
   pk = nullptr;  // never made for these targets (dispatch.h)
 #endif
+  if (pk != nullptr && pk->panel_width() != NR) pk = nullptr;
+  const bool in_place = pk != nullptr && (n_tokens + kMR - 1) / kMR <= kInPlaceTiles;
   thread_local AlignedBuffer scratch;
   const size_t need = sizeof(float) * (NR * kKC + kPanels * kKC * NR);
-  if (scratch.size() < need) scratch.Resize(need);
+  if (!in_place && scratch.size() < need) scratch.Resize(need);
   float* rowbuf = scratch.as<float>();
   float* panels = rowbuf + NR * kKC;
   const int64_t n_panels = (r1 - r0 + NR - 1) / NR;
   for (int64_t k0 = 0; k0 < K; k0 += kKC) {
     const int64_t kc = std::min(kKC, K - k0);
-    for (int64_t p = 0; p < n_panels; ++p) {
+    for (int64_t p = 0; !in_place && p < n_panels; ++p) {
       const int64_t pr0 = r0 + p * NR;
-      if (pk != nullptr && pk->panel_width() == NR) {
+      if (pk != nullptr) {
         ConvertPanel(*pk, pr0 / NR, k0, kc, panels + p * kKC * NR);
       } else {
         PackPanel(w, pr0, std::min(NR, r1 - pr0), k0, kc, rowbuf, panels + p * kKC * NR);
@@ -179,8 +195,15 @@ void MatMulRowsT(const MatrixView& w, const PanelPackedMatrix* pk, const float* 
       const int64_t m = std::min<int64_t>(kMR, n_tokens - t0);
       for (int64_t p = 0; p < n_panels; ++p) {
         const int64_t pr0 = r0 + p * NR;
-        kTiles[m - 1](x + t0 * K + k0, K, panels + p * kKC * NR, kc, y + t0 * w.rows + pr0, w.rows,
-                      std::min(NR, r1 - pr0), k0 > 0);
+        const float* xt = x + t0 * K + k0;
+        float* yt = y + t0 * w.rows + pr0;
+        const int64_t valid = std::min(NR, r1 - pr0);
+        if (in_place) {
+          const auto* src = reinterpret_cast<const hwy::float16_t*>(pk->panel(pr0 / NR)) + k0 * NR;
+          kTilesF16[m - 1](xt, K, src, kc, yt, w.rows, valid, k0 > 0);
+        } else {
+          kTiles[m - 1](xt, K, panels + p * kKC * NR, kc, yt, w.rows, valid, k0 > 0);
+        }
       }
     }
   }

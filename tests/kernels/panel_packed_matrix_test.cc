@@ -49,6 +49,8 @@ TEST(PanelPackedMatrixTest, LayoutIsPanelsOfRowsInKOrderWithZeroPadding) {
   }
 }
 
+// Both ways of reading the copy: in place (few token tiles) and converted once per K block
+// (110 tokens: more than matmul.cc's kInPlaceTiles tiles at every level).
 TEST(PanelPackedMatrixTest, MatMulPanelsFromTheCopyEqualsPackingPerCall) {
   std::mt19937 rng(2);
   ThreadPool pool2(2), pool3(3);
@@ -68,7 +70,7 @@ TEST(PanelPackedMatrixTest, MatMulPanelsFromTheCopyEqualsPackingPerCall) {
         const auto other = PanelPackedMatrix::Pack(plain, width * 2, nullptr);
         MatrixView wrong_width = plain;
         wrong_width.prepared = other.get();
-        for (int64_t tokens : {1, 2, 5, 6, 7, 13, 33}) {
+        for (int64_t tokens : {1, 2, 5, 6, 7, 13, 33, 110}) {
           if (rows * cols * tokens > 2'000'000) continue;
           const auto x = RandomActivations(tokens * cols, rng);
           std::vector<float> want(tokens * rows), got(tokens * rows, NAN),
