@@ -113,7 +113,8 @@ using TileFn = void (*)(const float*, int64_t, const TW*, int64_t, float*, int64
 
 template <typename TW, int... Ms>
 constexpr auto MakeTileTable(std::integer_sequence<int, Ms...>) {
-  return std::array<TileFn<TW>, sizeof...(Ms)>{{static_cast<TileFn<TW>>(&MicroTile<Ms + 1, TW>)...}};
+  return std::array<TileFn<TW>, sizeof...(Ms)>{
+      {static_cast<TileFn<TW>>(&MicroTile<Ms + 1, TW>)...}};
 }
 
 // Packs rows [r0, r0 + nr) (nr <= NR), columns [k0, k0 + kc) of w into panel[kc][NR],

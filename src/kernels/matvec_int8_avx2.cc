@@ -23,8 +23,8 @@ namespace {
 
 constexpr int64_t kQB = 32;
 constexpr int64_t kRows = QuantInterleaved::kRows;
-// Prefetch distance in quant bytes: twice the AVX-512 kernel's, since this kernel computes a
-// block faster than DRAM delivers it only with the data in L2 (bench/NOTES.md).
+// Prefetch distance in quant bytes: twice the AVX-512 kernel's. At 3 KiB a thread here still
+// waited on memory at each block, its time compute plus memory (bench/NOTES.md).
 constexpr int64_t kAhead = 6144;
 
 // Tokens' integer sums of one block over one half (8 rows): isum[t] (int32 per row).
