@@ -32,13 +32,11 @@
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
 #include "kernels/matmul.h"
-#include "kernels/cpu_features.h"
-#include "kernels/dispatch.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
-#include "kernels/panel_packed_matrix.h"
+#include "kernels/prepared_weights.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
@@ -323,8 +321,8 @@ void BM_VerifyL2(benchmark::State& state) {
 
 // A batched decode step's matmuls on wp-11m's shapes (6 layers: q 384x384, k/v 128x384,
 // o 384x384, gate/up 1024x384, down 384x1024; f16), T tokens, with the copy the model makes at
-// load for this CPU (arg 1 = 1: AMX tiles pre-split, or the panel-order f16 copy; dispatch.h)
-// or none (0: per-call packing). TARMAC_ISA picks the level.
+// load for this CPU (arg 1 = 1: PreparedWeights, i.e. AMX tiles pre-split or the panel-order f16
+// copy) or none (0: per-call packing). TARMAC_ISA picks the level.
 void BM_Wp11mStep(benchmark::State& state) {
   const int64_t tokens = state.range(0);
   const bool packed = state.range(1) != 0;
@@ -332,40 +330,29 @@ void BM_Wp11mStep(benchmark::State& state) {
   ThreadPool pool(threads);
   const int64_t shapes[][2] = {{384, 384}, {128, 384}, {128, 384}, {384, 384},
                                {1024, 384}, {1024, 384}, {384, 1024}};
-  struct M {
-    MatrixView w;
-    std::unique_ptr<AmxPackedMatrix> amx;
-    std::unique_ptr<PanelPackedMatrix> panels;
-    const PreparedMatrix* p() const {
-      return amx ? static_cast<const PreparedMatrix*>(amx.get()) : panels.get();
-    }
-  };
-  static std::vector<M> ms;
+  // plain: the GGUF layout; prepared: the same matrices with the copies the model makes.
+  static std::vector<MatrixView> plain, prepared;
   static std::vector<std::vector<uint8_t>> store;
-  if (ms.empty()) {
+  static PreparedWeights copies;
+  if (plain.empty()) {
     for (int l = 0; l < 6; ++l) {
       for (const auto& sh : shapes) {
         store.emplace_back(sh[0] * RowBytes(DType::kF16, sh[1]));
         FillSaneBytes(store.back().data(), store.back().size());
-        M m;
-        m.w = MatrixView::Dense(DType::kF16, store.back().data(), sh[0], sh[1]);
-        if (WantsAmxCopy(DType::kF16, ActiveIsa())) {
-          m.amx = AmxPackedMatrix::Pack(m.w, nullptr);
-        } else if (WantsPanelCopy(DType::kF16)) {
-          m.panels = PanelPackedMatrix::Pack(m.w, MatMulPanelWidth(), nullptr);
-        }
-        ms.push_back(std::move(m));
+        plain.push_back(MatrixView::Dense(DType::kF16, store.back().data(), sh[0], sh[1]));
       }
     }
+    prepared = plain;
+    std::vector<MatrixView*> ptrs;
+    for (MatrixView& m : prepared) ptrs.push_back(&m);
+    copies.Prepare(ptrs, {});
   }
   const auto x = RandomVector(tokens * 1024, 13);
   std::vector<float> y(tokens * 1024);
   double flops = 0;
-  for (const M& m : ms) flops += 2.0 * tokens * m.w.rows * m.w.cols;
+  for (const MatrixView& w : plain) flops += 2.0 * tokens * w.rows * w.cols;
   for (auto _ : state) {
-    for (const M& m : ms) {
-      MatrixView w = m.w;
-      if (packed) w.prepared = m.p();
+    for (const MatrixView& w : packed ? prepared : plain) {
       MatMul(w, x.data(), tokens, y.data(), &pool);
     }
     benchmark::DoNotOptimize(y.data());

@@ -174,7 +174,7 @@ void MatMulRowsT(const MatrixView& w, const PanelPackedMatrix* pk, const float* 
 #if !TARMAC_HWY_HARDWARE_F16
   pk = nullptr;  // never made for these targets (dispatch.h)
 #endif
-  if (pk != nullptr && pk->panel_width() != NR) pk = nullptr;
+  TARMAC_DCHECK(pk == nullptr || pk->panel_width() == NR);  // MatMulPanels drops another width's
   const bool in_place = pk != nullptr && (n_tokens + kMR - 1) / kMR <= kInPlaceTiles;
   thread_local AlignedBuffer scratch;
   const size_t need = sizeof(float) * (NR * kKC + kPanels * kKC * NR);
