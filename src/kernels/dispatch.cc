@@ -29,7 +29,8 @@ bool Amx(Isa isa) { return isa >= Isa::kAmx; }
 MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   isa = Clamp(isa);
   const bool int8_vec = IsInt8MatVecType(c.type);
-  const bool interleaved = c.prepared == PreparedLayout::kInterleaved && int8_vec;
+  const bool interleaved =
+      c.prepared == PreparedLayout::kInterleaved && QuantInterleaved::Supports(c.type);
   if (c.n_tokens <= 1) {
     if (interleaved && Interleaved(isa)) return MatMulKernel::kInterleavedInt8;
     if (int8_vec && Avx512Int8(isa)) return MatMulKernel::kMatVecInt8;
@@ -70,7 +71,7 @@ const char* MatMulKernelName(MatMulKernel k) {
   return "?";
 }
 
-std::string MatMulKernelVariant(MatMulKernel k, Isa isa) {
+std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa) {
   isa = Clamp(isa);
   std::string path;
   switch (k) {
@@ -83,7 +84,7 @@ std::string MatMulKernelVariant(MatMulKernel k, Isa isa) {
       path = "avx512-vnni";
       break;
     case MatMulKernel::kInterleavedInt8:
-      path = Avx512Int8(isa)                                  ? "avx512-vnni"
+      path = Avx512Int8(isa) && type != DType::kQ4_K           ? "avx512-vnni"
              : isa >= Isa::kAvx2Vnni && Cpu().avx_vnni        ? "avx2-vnni"
                                                               : "avx2";
       break;
@@ -142,7 +143,7 @@ std::string DescribeDispatchTable(Isa isa) {
         std::snprintf(range, sizeof range, "%lld-%lld", static_cast<long long>(start),
                       static_cast<long long>(n));
       }
-      out += std::string("  ") + range + ": " + MatMulKernelVariant(k, level);
+      out += std::string("  ") + range + ": " + MatMulKernelVariant(k, t, level);
       start = n + 1;
     }
     out += '\n';

@@ -20,7 +20,7 @@ namespace tarmac::kernels {
 enum class MatMulKernel {
   kMatVec,           // 1 token: f32 accumulation, int16 activations for quantized rows (matvec.h)
   kMatVecInt8,       // 1 token, Q8_0/Q4_0 GGUF layout, AVX-512 VNNI (matvec_int8.h)
-  kInterleavedInt8,  // 1..16 tokens, Q8_0/Q4_0 interleaved copy (matvec_int8.h)
+  kInterleavedInt8,  // 1..16 tokens, Q8_0/Q4_0/Q4_K interleaved copy (matvec_int8.h)
   kMatVecMulti,      // 2..16 tokens, rows streamed once (matvec_multi.h)
   kMatMulInt8,       // GEMM with int8 activations, Q8_0/Q4_0/Q4_K (matmul_int8.h)
   kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)
@@ -40,9 +40,10 @@ inline MatMulKernel ChooseMatMulKernel(const MatMulCase& c) {
 }
 
 // "matvec", "matvec-int8", "interleaved-int8", ...; with the code path it takes at a level
-// ("interleaved-int8 [avx2]", "matmul-int8 [amx-int8]", "matvec [AVX3_SPR]").
+// for weights of a type ("interleaved-int8 [avx2]", "matmul-int8 [amx-int8]", "matvec
+// [AVX3_SPR]").
 const char* MatMulKernelName(MatMulKernel k);
-std::string MatMulKernelVariant(MatMulKernel k, Isa isa);
+std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa);
 
 // Which copies a model prepares at load for a matrix of this dtype (used when one exists).
 bool WantsInterleavedCopy(DType type, Isa isa);

@@ -110,9 +110,9 @@ void PackSlabScalar(const MatrixView& w, int64_t r0, int64_t nrows, int64_t b0, 
 }
 
 // The slab of row group g (rows 16g .. 16g+15), blocks [b0, b0 + nbk), from a QuantInterleaved
-// copy: its quant bytes are already [4-column group][16 rows][4] (Q8_0 as w + 128, Q4_0 as
-// nibble pairs whose low/high halves are column groups s and s + 4), so this is a copy plus
-// the scale conversion.
+// copy: its quant bytes are already [4-column group][16 rows][4] (Q8_0 as w + 128, Q4_0 / Q4_K
+// as nibble pairs whose low/high halves are column groups s and s + 4), so this is a copy plus
+// the scale conversion (Q4_K: and the mins).
 void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
                          uint8_t* dst) {
   const int64_t qb = pk.quant_bytes();
@@ -127,12 +127,25 @@ void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int6
         db[256 + j] = q[j] >> 4;
       }
     }
+    if (pk.type() == DType::kQ4_K) {
+      PackSlabScalesMinsQ4_K(pk, g, b0 + b, db);
+      continue;
+    }
     const uint16_t* sc = pk.scales(g) + (b0 + b) * kSlabRows;
     for (int64_t i = 0; i < kSlabRows; ++i) {
       const float s = F16ToF32(sc[i]);
       std::memcpy(db + kQuantBytes + 4 * i, &s, 4);
     }
     std::memset(db + kMinsOff, 0, kSlabRows * 4);
+  }
+}
+
+void PackSlabScalesMinsQ4_K(const QuantInterleaved& pk, int64_t g, int64_t b, uint8_t* db) {
+  for (int64_t i = 0; i < kSlabRows; ++i) {
+    float s, mn;
+    pk.block_scale_min(g, b, i, &s, &mn);
+    std::memcpy(db + kQuantBytes + 4 * i, &s, 4);
+    std::memcpy(db + kMinsOff + 4 * i, &mn, 4);
   }
 }
 
@@ -181,10 +194,6 @@ namespace {
 // K chunk in 32-blocks: a slab chunk is 16 × 640 = 10 KiB, an MR-token slice of x 6 × 512 B.
 // A multiple of 8 so that chunks start at Q4_K super-blocks.
 constexpr int64_t kKCB = 16;
-
-// u = w + offset: Q8_0 128 (int8 -> uint8), Q4_0 8 (the raw nibble), Q4_K 0 (nibbles are
-// unsigned; the mins go through the per-block activation sums instead).
-int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : t == DType::kQ4_0 ? 8 : 0; }
 
 // Quantized activations of all tokens: q [t][K]; d, corr and s = d · sum_b q [t][K/32].
 struct Acts {
@@ -270,6 +279,8 @@ void MatMulRowsInt8(const Path& path, const MatrixView& w, const Acts& a, int64_
 bool IsInt8MatMulType(DType type) {
   return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K;
 }
+
+int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : t == DType::kQ4_0 ? 8 : 0; }
 
 const char* Int8MatMulPath() { return SelectPath().name; }
 

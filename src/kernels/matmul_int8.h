@@ -66,6 +66,11 @@ void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 // order: MatMulInt8 must match it bit for bit.
 void MatMulInt8Ref(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
+// u = w + offset, the unsigned weight bytes the int8 kernels multiply: Q8_0 128 (int8 ->
+// uint8), Q4_0 8 (the raw nibble), Q4_K 0 (nibbles are unsigned; the mins go through the
+// per-block activation sums instead). The activations' corr = -offset · sum q cancels it.
+int WeightOffset(DType t);
+
 // The activation quantization of one row of n floats (n % 32 == 0), as MatMulInt8 uses it:
 // q[n], d[n/32]. Exposed for tests.
 void QuantizeActivationsQ8Ref(const float* x, int64_t n, int8_t* q, float* d);

@@ -67,6 +67,8 @@ void QuantizeRowScalar(const float* x, int64_t n, int offset, int8_t* q, float* 
 void PackSlabFullScalar(const MatrixView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst);
 void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
                          uint8_t* dst);
+// A Q4_K slab block's 16 f32 scales and mins from the copy's super-block scales (block b).
+void PackSlabScalesMinsQ4_K(const QuantInterleaved& pk, int64_t g, int64_t b, uint8_t* db);
 
 // The x86 path of a level (AMX-INT8, AVX-512 VNNI, AVX-VNNI where the CPU has it, AVX2);
 // nullptr for scalar (or not x86): the scalar path. Precondition: CpuSupports(isa).

@@ -255,6 +255,10 @@ TARMAC_TARGET_VNNI void PackSlabInterleavedAvx512(const QuantInterleaved& pk, in
         _mm512_storeu_si512(db + 256 + 64 * s, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
       }
     }
+    if (pk.type() == DType::kQ4_K) {
+      PackSlabScalesMinsQ4_K(pk, g, b0 + b, db);
+      continue;
+    }
     const __m256i h = _mm256_load_si256(
         reinterpret_cast<const __m256i*>(pk.scales(g) + (b0 + b) * kSlabRows));
     _mm512_storeu_ps(db + kQuantBytes, _mm512_cvtph_ps(h));
@@ -470,6 +474,10 @@ TARMAC_TARGET_AVX2 void PackSlabInterleavedAvx2(const QuantInterleaved& pk, int6
         _mm256_store_si256(reinterpret_cast<__m256i*>(db + 256 + 32 * s),
                            _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
       }
+    }
+    if (pk.type() == DType::kQ4_K) {
+      PackSlabScalesMinsQ4_K(pk, g, b0 + b, db);
+      continue;
     }
     const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows));
     const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows + 8));

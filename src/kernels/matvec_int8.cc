@@ -60,8 +60,6 @@ struct XTail {
   int32_t corr[3];  // -o · sum of the block's quants
 };
 
-int WeightOffset(DType t) { return t == DType::kQ8_0 ? 128 : 8; }
-
 #if TARMAC_MV8_X86
 
 // x quantized (QuantizeActivationsQ8) into the per-row kernel's group layout.
@@ -384,9 +382,9 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
       const int64_t a = std::max(g0, first[i]) - first[i];
       const int64_t b = std::min(g1, first[i + 1]) - first[i];
       if (a >= b) continue;
-      if (!avx512) {
+      if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
         mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, n_tokens, xq, x_stride, dx, corr,
-                                            ys[i], ws[i]->rows, a, b);
+                                            sums, ys[i], ws[i]->rows, a, b);
         continue;
       }
       // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
@@ -441,7 +439,7 @@ bool InterleavedInt8Available() {
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n) {
   if (n < 1 || n > 4 || !InterleavedInt8Available()) return false;
   for (int i = 0; i < n; ++i) {
-    if (PreparedAs<QuantInterleaved>(*ws[i]) == nullptr || !IsInt8MatVecType(ws[i]->type) ||
+    if (PreparedAs<QuantInterleaved>(*ws[i]) == nullptr || !QuantInterleaved::Supports(ws[i]->type) ||
         ws[i]->type != ws[0]->type || ws[i]->cols != ws[0]->cols || ws[i]->rows == 0) {
       return false;
     }
@@ -459,8 +457,8 @@ void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const
 }
 
 void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
-  TARMAC_CHECK(IsInt8MatVecType(w.type));
-  TARMAC_CHECK(w.rows >= 0 && w.cols >= 0 && w.cols % kQB == 0);
+  TARMAC_CHECK(IsInt8MatVecType(w.type) || PreparedAs<QuantInterleaved>(w) != nullptr);
+  TARMAC_CHECK(w.rows >= 0 && w.cols >= 0 && w.cols % Traits(w.type).block_size == 0);
   TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
 #if TARMAC_MV8_X86
   if (w.rows == 0) return;

@@ -18,7 +18,8 @@
 //
 // With a QuantInterleaved copy in MatrixView::prepared (made at load) it takes a faster path: 16
 // rows per vector, one int32 lane per row (quant_interleaved.h), ~2x less vector work per byte.
-// Its sums run in block order per row, so it is bit-identical to MatMulInt8Ref.
+// Its sums run in block order per row, so it is bit-identical to MatMulInt8Ref. Q4_K weights
+// take this path too (their 32-element sub-blocks as blocks, with mins; AVX2 kernel only).
 //
 // Numerics: identical integers and per-block scale products to MatMulInt8Ref(w, x, 1, y);
 // only the f32 summation order differs, so
@@ -53,7 +54,8 @@ bool InterleavedInt8Available();
 
 // y[r] = row r · x with int8 activations. x: w.cols floats; y: w.rows floats (no aliasing).
 // Without the VNNI path it computes the same function through MatMulInt8 (slower).
-// Preconditions: IsInt8MatVecType(w.type); w.cols a multiple of 32. pool may be nullptr.
+// Preconditions: IsInt8MatVecType(w.type), or w has a QuantInterleaved copy (which Q4_K
+// matrices may have too); w.cols a multiple of the block size. pool may be nullptr.
 void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool);
 
 // Tokens the interleaved products take in one call (decode batches, speculative verification):
@@ -64,7 +66,8 @@ constexpr int64_t kInterleavedMaxTokens = 16;
 // Products of 1..4 matrices with the same x rows (a layer's Q/K/V, or gate/up; or one matrix)
 // in one call: x is quantized once and one parallel region covers all the matrices' rows, so
 // the threads' weight streams restart less often. Possible when CanFuseMatVecInt8: all with
-// QuantInterleaved copies, of one type and width, and InterleavedInt8Available(). Per token
+// QuantInterleaved copies (Q8_0, Q4_0 or Q4_K), of one type and width, and
+// InterleavedInt8Available(). Per token
 // the results equal MatVecInt8 (bit-identical to MatMulInt8Ref).
 bool CanFuseMatVecInt8(const MatrixView* const* ws, int n);
 // x: n_tokens rows of ws[0]->cols floats; ys[i]: n_tokens rows of ws[i]->rows floats each.

@@ -27,6 +27,13 @@ constexpr int64_t kRows = QuantInterleaved::kRows;
 // waited on memory at each block, its time compute plus memory (bench/NOTES.md).
 constexpr int64_t kAhead = 6144;
 
+// The activations' per-block arrays (InterleavedGroupsAvx2), [token][block].
+struct Acts {
+  const float* dx;
+  const int32_t* corr;
+  const float* xs;
+};
+
 // Tokens' integer sums of one block over one half (8 rows): isum[t] (int32 per row).
 // p: the block's quants at the half's first byte (k-group s at p + 64·s).
 template <bool kQ8, int NT>
@@ -90,27 +97,53 @@ TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_
   }
 }
 
+// Eight bytes as f32 lanes (Q4_K's 6-bit scales or mins of a half's 8 rows).
+TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+}
+
 // NH halves (8 rows each) of group g from half h for NT tokens: one token takes both halves
 // in one pass (two accumulators; the weights stream once, in order), several tokens a half at
 // a time (registers). prefetch: this pass is the group's first (the others find it in cache).
+// kMins (Q4_K): block scales d·sc from the super-block's d and 6-bit scales, and the mins
+// term fma(-dmin·m, xs, acc) after each block, as MatMulInt8Ref orders it.
 #define TARMAC_MV8A_HALF(TARGET, SUMS)                                                         \
-  template <bool kQ8, int NT, int NH>                                                         \
+  template <bool kQ8, bool kMins, int NT, int NH>                                             \
   TARGET void Half##SUMS(const QuantInterleaved& pk, int64_t g, int h, const int8_t* xq,      \
-                         int64_t x_stride, const float* dx, const int32_t* corr, float* y,    \
-                         int64_t y_stride, bool prefetch) {                                   \
+                         int64_t x_stride, const Acts& a, float* y, int64_t y_stride,         \
+                         bool prefetch) {                                                     \
     constexpr int64_t kB = kQ8 ? 512 : 256;                                                   \
+    constexpr int64_t kSuperAhead = kAhead / (8 * kB);                                        \
     const int64_t nb = pk.blocks();                                                           \
     const uint8_t* p = pk.quants(g) + 32 * h;                                                 \
-    const uint16_t* sc = pk.scales(g) + 8 * h;                                                \
-    __m256 acc[NH][NT];                                                                       \
+    const uint16_t* sc = kMins ? nullptr : pk.scales(g) + 8 * h;                              \
+    const uint8_t* ss = kMins ? pk.super_scales(g) : nullptr;                                 \
+    __m256 acc[NH][NT], dsup[NH], msup[NH];                                                   \
     for (int j = 0; j < NH; ++j)                                                              \
       for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();                           \
-    for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {                                     \
+    for (int64_t b = 0; b < nb; ++b, p += kB, sc += kMins ? 0 : 16) {                         \
+      const int64_t sub = b % 8;                                                              \
+      if constexpr (kMins) {                                                                  \
+        const uint8_t* s = ss + b / 8 * QuantInterleaved::kSuperBytes;                        \
+        if (prefetch && sub < 5) {                                                            \
+          _mm_prefetch(reinterpret_cast<const char*>(                                         \
+                           s + kSuperAhead * QuantInterleaved::kSuperBytes + 64 * sub),       \
+                       _MM_HINT_T1);                                                          \
+        }                                                                                     \
+        if (sub == 0) {                                                                       \
+          for (int j = 0; j < NH; ++j) {                                                      \
+            const int off = 16 * (h + j);                                                     \
+            dsup[j] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + off)));  \
+            msup[j] = _mm256_cvtph_ps(                                                        \
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32 + off)));            \
+          }                                                                                   \
+        }                                                                                     \
+      }                                                                                       \
       if (prefetch) {                                                                         \
         for (int64_t l = 0; l < kB; l += 64) {                                                \
           _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);           \
         }                                                                                     \
-        if (b % 2 == 0) {                                                                     \
+        if (!kMins && b % 2 == 0) {                                                           \
           _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);         \
         }                                                                                     \
       }                                                                                       \
@@ -118,19 +151,31 @@ TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_
       int32_t corr_b[NT];                                                                     \
       for (int t = 0; t < NT; ++t) {                                                          \
         xb[t] = reinterpret_cast<const int32_t*>(xq + t * x_stride + b * kQB);                \
-        corr_b[t] = corr[t * nb + b];                                                         \
+        corr_b[t] = a.corr[t * nb + b];                                                       \
       }                                                                                       \
       for (int j = 0; j < NH; ++j) {                                                          \
         __m256i isum[NT];                                                                     \
         SUMS<kQ8, NT>(p + 32 * j, xb, corr_b, isum);                                          \
-        const __m256 dw =                                                                     \
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * j)));   \
+        __m256 dw, mw;                                                                        \
+        if constexpr (kMins) {                                                                \
+          const uint8_t* s = ss + b / 8 * QuantInterleaved::kSuperBytes + 16 * sub + 8 * (h + j); \
+          dw = _mm256_mul_ps(dsup[j], U8ToF32(s + 64));                                       \
+          mw = _mm256_mul_ps(msup[j], U8ToF32(s + 192));                                      \
+        } else {                                                                              \
+          dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * j)));  \
+          mw = dw;                                                                            \
+        }                                                                                     \
         for (int t = 0; t < NT; ++t) {                                                        \
-          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b]));             \
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.dx[t * nb + b]));           \
           acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), scale, acc[j][t]);         \
+          if constexpr (kMins) {                                                              \
+            acc[j][t] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(a.xs[t * nb + b]), acc[j][t]);    \
+          }                                                                                   \
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
+    (void)dsup;                                                                               \
+    (void)msup;                                                                               \
     for (int j = 0; j < NH; ++j) {                                                            \
       const int64_t row0 = g * kRows + 8 * (h + j);                                           \
       const int64_t n = std::min<int64_t>(8, pk.rows() - row0);                               \
@@ -154,36 +199,34 @@ TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2_VNNI, BlockSumsVnni)
 // ymm registers up to 4.
 constexpr int kMaxNT = 4;
 
-template <bool kQ8, bool kVnni>
+template <bool kQ8, bool kMins, bool kVnni>
 void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int64_t x_stride,
-            const float* dx, const int32_t* corr, float* y, int64_t y_stride, int64_t g0,
-            int64_t g1) {
+            const Acts& acts, float* y, int64_t y_stride, int64_t g0, int64_t g1) {
   const int64_t nb = pk.blocks();
   for (int64_t g = g0; g < g1; ++g) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxNT, n_tokens - t0));
       const int8_t* xt = xq + t0 * x_stride;
-      const float* dt = dx + t0 * nb;
-      const int32_t* ct = corr + t0 * nb;
+      const Acts at{acts.dx + t0 * nb, acts.corr + t0 * nb, acts.xs + t0 * nb};
       float* yt = y + t0 * y_stride;
       if (nt == 1) {  // both halves in one pass
         if constexpr (kVnni) {
-          HalfBlockSumsVnni<kQ8, 1, 2>(pk, g, 0, xt, x_stride, dt, ct, yt, y_stride, t0 == 0);
+          HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, t0 == 0);
         } else {
-          HalfBlockSumsAvx2<kQ8, 1, 2>(pk, g, 0, xt, x_stride, dt, ct, yt, y_stride, t0 == 0);
+          HalfBlockSumsAvx2<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, t0 == 0);
         }
         continue;
       }
       for (int h = 0; h < 2; ++h) {
         if (g * kRows + 8 * h >= pk.rows()) break;
         const bool pf = t0 == 0 && h == 0;
-#define TARMAC_MV8A_CALL(N)                                                                 \
-  case N:                                                                                   \
-    if constexpr (kVnni) {                                                                  \
-      HalfBlockSumsVnni<kQ8, N, 1>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);       \
-    } else {                                                                                \
-      HalfBlockSumsAvx2<kQ8, N, 1>(pk, g, h, xt, x_stride, dt, ct, yt, y_stride, pf);       \
-    }                                                                                       \
+#define TARMAC_MV8A_CALL(N)                                                               \
+  case N:                                                                                 \
+    if constexpr (kVnni) {                                                                \
+      HalfBlockSumsVnni<kQ8, kMins, N, 1>(pk, g, h, xt, x_stride, at, yt, y_stride, pf);  \
+    } else {                                                                              \
+      HalfBlockSumsAvx2<kQ8, kMins, N, 1>(pk, g, h, xt, x_stride, at, yt, y_stride, pf);  \
+    }                                                                                     \
     break;
         switch (nt) {
           TARMAC_MV8A_CALL(2)
@@ -201,19 +244,28 @@ void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int6
 
 void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, int64_t n_tokens,
                            const int8_t* xq, int64_t x_stride, const float* dx,
-                           const int32_t* corr, float* y, int64_t y_stride, int64_t g0,
-                           int64_t g1) {
+                           const int32_t* corr, const float* xs, float* y, int64_t y_stride,
+                           int64_t g0, int64_t g1) {
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= 16);
   TARMAC_DCHECK(pk.quant_bytes() == (pk.type() == DType::kQ8_0 ? 512 : 256));
-  const bool q8 = pk.type() == DType::kQ8_0;
-  if (q8 && vnni) return Groups<true, true>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
-  if (q8) return Groups<true, false>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
-  if (vnni) return Groups<false, true>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
-  return Groups<false, false>(pk, n_tokens, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+  const Acts a{dx, corr, xs};
+  switch (pk.type()) {
+    case DType::kQ8_0:
+      if (vnni) return Groups<true, false, true>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+      return Groups<true, false, false>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+    case DType::kQ4_0:
+      if (vnni) return Groups<false, false, true>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+      return Groups<false, false, false>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+    default:
+      TARMAC_DCHECK(pk.type() == DType::kQ4_K);
+      if (vnni) return Groups<false, true, true>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+      return Groups<false, true, false>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+  }
 }
 #else
 void InterleavedGroupsAvx2(const QuantInterleaved&, bool, int64_t, const int8_t*, int64_t,
-                           const float*, const int32_t*, float*, int64_t, int64_t, int64_t) {
+                           const float*, const int32_t*, const float*, float*, int64_t, int64_t,
+                           int64_t) {
   TARMAC_CHECK(false && "x86 only");
 }
 #endif

@@ -1,5 +1,5 @@
-// QuantInterleaved: a copy of a Q4_0 or Q8_0 weight matrix re-laid out for the batch-1 decode
-// kernel (MatVecInt8), made once at model load.
+// QuantInterleaved: a copy of a Q4_0, Q8_0 or Q4_K weight matrix re-laid out for the batch-1
+// decode kernel (MatVecInt8), made once at model load.
 //
 // Why: in the GGUF layout each block holds one row's 32 weights, so a vector of 16 int32
 // lanes covers several blocks of one row; its lanes need per-block scales (a shuffle and a
@@ -10,14 +10,19 @@
 // is what bounds decode on a core (2 vCPUs here share one).
 //
 // Layout: row groups of 16 rows (the last padded with zero quants and zero scales), each
-// group_stride() bytes (nb · (quant_bytes() + 32) rounded up to 64; nb = 32-column blocks):
+// group_stride() bytes (quants, then scales, rounded up to 64; nb = 32-column blocks):
 //   quants(g) + quant_bytes()·b: [s][row 0..15][t = 0..3], 4 bytes of each row per s:
 //     Q4_0 (256 B, s < 4): the byte qs[4s + t] of that row's block b (low nibble: column
 //          4s + t; high nibble: column 16 + 4s + t);
+//     Q4_K (256 B, s < 4): the same nibble order for block b = sub-block b % 8 of super-block
+//          b / 8 (its unsigned quants 0..15, re-paired: GGUF pairs sub-blocks 2p and 2p + 1);
 //     Q8_0 (512 B, s < 8): qs[4s + t] + 128 as an unsigned byte (column 4s + t);
-//   scales(g) + 16·b: the 16 rows' f16 scales d of block b.
+//   Q4_0 / Q8_0: scales(g) + 16·b: the 16 rows' f16 scales d of block b;
+//   Q4_K: super_scales(g) + kSuperBytes·sb, per super-block sb: the 16 rows' f16 d, their f16
+//          dmin, then per sub-block j the 16 rows' 6-bit scales (u8), then their 6-bit mins;
+//          block b's weight is d·sc·u - dmin·m, both products exact in f32 (block_scale_min).
 // Quants stay 64-byte aligned (no cache-line-split loads). The copy has the original's size
-// (+ < 64 bytes per group).
+// (Q4_K: + 2.8%, the scales unpacked to bytes; + < 64 bytes per group).
 //
 // Immutable after Pack; thread-safe to read. Owns its buffer, or reads caller's storage.
 #pragma once
@@ -25,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/check.h"
 #include "base/thread_pool.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/view.h"
@@ -36,9 +42,14 @@ class QuantInterleaved final : public PreparedMatrix {
   static constexpr int64_t kRows = 16;  // rows per group (int32 lanes of a zmm)
   static constexpr PreparedLayout kLayout = PreparedLayout::kInterleaved;
 
-  // Q4_0 and Q8_0.
-  static bool Supports(DType type) { return type == DType::kQ4_0 || type == DType::kQ8_0; }
-  // Preconditions: Supports(w.type); w.cols % 32 == 0. pool (may be nullptr) splits the work.
+  // Q4_K scales per group and super-block: d[16], dmin[16] (f16), sc[8][16], m[8][16] (u8).
+  static constexpr int64_t kSuperBytes = 320;
+
+  // Q4_0, Q8_0 and Q4_K.
+  static bool Supports(DType type) {
+    return type == DType::kQ4_0 || type == DType::kQ8_0 || type == DType::kQ4_K;
+  }
+  // Preconditions: Supports(w.type); w.cols a multiple of the type's block size. pool (may be nullptr) splits the work.
   // storage: nullptr (the copy owns a buffer of huge pages), or PackedBytes(w) bytes, 64-byte
   // aligned, that outlive the result: a model packs all its matrices into one arena (a huge-
   // page buffer each rounds every matrix up to 2 MiB, which inflates a small model's RSS many
@@ -60,15 +71,26 @@ class QuantInterleaved final : public PreparedMatrix {
   int64_t quant_bytes() const { return QuantBytes(type_); }  // per group and block
   int64_t group_stride() const { return GroupStride(type_, nb_); }
   const uint8_t* quants(int64_t g) const { return data_ + g * group_stride(); }
+  // Q4_0 / Q8_0 block scales (see Layout). Preconditions: type() != kQ4_K.
   const uint16_t* scales(int64_t g) const {
+    TARMAC_DCHECK(type_ != DType::kQ4_K);
     return reinterpret_cast<const uint16_t*>(quants(g) + nb_ * quant_bytes());
   }
+  // Q4_K super-block scales of group g (see Layout). Preconditions: type() == kQ4_K.
+  const uint8_t* super_scales(int64_t g) const {
+    TARMAC_DCHECK(type_ == DType::kQ4_K);
+    return quants(g) + nb_ * quant_bytes();
+  }
+  // Q4_K: row i (0..15) of group g, block b: scale d·sc and min dmin·m as the GGUF block's
+  // reference decode computes them (exact f32 products). Preconditions: type() == kQ4_K.
+  void block_scale_min(int64_t g, int64_t b, int64_t i, float* scale, float* min) const;
 
  private:
   QuantInterleaved() : PreparedMatrix(kLayout) {}
   static int64_t QuantBytes(DType t) { return t == DType::kQ8_0 ? 512 : 256; }
   static int64_t GroupStride(DType t, int64_t nb) {
-    return (nb * (QuantBytes(t) + 32) + 63) / 64 * 64;
+    const int64_t scales = t == DType::kQ4_K ? nb / 8 * kSuperBytes : nb * 32;
+    return (nb * QuantBytes(t) + scales + 63) / 64 * 64;
   }
   AlignedBuffer buf_;  // empty when packed into caller's storage
   uint8_t* data_ = nullptr;  // buf_'s bytes or the storage

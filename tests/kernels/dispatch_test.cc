@@ -93,16 +93,22 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
   EXPECT_FALSE(WantsInterleavedCopy(DType::kQ8_0, Isa::kScalar));
   EXPECT_FALSE(WantsAmxCopy(DType::kF16, Isa::kScalar));
   if (native >= Isa::kAvx2 && Cpu().x86) {
-    // AVX2: Q8_0 / Q4_0 decode and small batches on the interleaved copy.
-    EXPECT_TRUE(WantsInterleavedCopy(DType::kQ8_0, Isa::kAvx2));
-    EXPECT_FALSE(WantsInterleavedCopy(DType::kQ4_K, Isa::kAvx2));
-    for (int64_t n : {1, 2, 8, 16}) {
-      EXPECT_EQ(ChooseMatMulKernel({DType::kQ8_0, n, P::kInterleaved}, Isa::kAvx2),
-                K::kInterleavedInt8) << n;
+    // AVX2: Q8_0 / Q4_0 / Q4_K decode and small batches on the interleaved copy.
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+      EXPECT_TRUE(WantsInterleavedCopy(t, Isa::kAvx2)) << DTypeName(t);
+      for (int64_t n : {1, 2, 8, 16}) {
+        EXPECT_EQ(ChooseMatMulKernel({t, n, P::kInterleaved}, Isa::kAvx2), K::kInterleavedInt8)
+            << DTypeName(t) << " " << n;
+      }
+      EXPECT_EQ(ChooseMatMulKernel({t, 17, P::kInterleaved}, Isa::kAvx2), K::kMatMulInt8);
     }
-    EXPECT_EQ(ChooseMatMulKernel({DType::kQ8_0, 17, P::kInterleaved}, Isa::kAvx2), K::kMatMulInt8);
-    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, Isa::kAvx2), "interleaved-int8 [avx2]");
-    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, Isa::kAvx2), "matmul-int8 [avx2]");
+    EXPECT_FALSE(WantsInterleavedCopy(DType::kQ6_K, Isa::kAvx2));
+    EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_K, 1, P::kNone}, Isa::kAvx2), K::kMatVec);
+    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ8_0, Isa::kAvx2),
+              "interleaved-int8 [avx2]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, DType::kQ8_0, Isa::kAvx2), "matmul-int8 [avx2]");
+    // Q4_K's mins run on the AVX2 kernel at every level (the AVX-512 one has none).
+    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ4_K, native).rfind("interleaved-int8 [avx2", 0), 0u);
   }
   if (native >= Isa::kAmx) {
     EXPECT_TRUE(WantsAmxCopy(DType::kF16, Isa::kAmx));
@@ -112,7 +118,7 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
     EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 16, P::kNone}, Isa::kAmx), K::kMatVecMulti);
     EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAmx), K::kMatMulAmx);
     EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAvx512), K::kMatMulPanels);
-    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, Isa::kAmx), "matmul-int8 [amx-int8]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, DType::kQ8_0, Isa::kAmx), "matmul-int8 [amx-int8]");
   }
   // A level above the CPU's is clamped to it.
   EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAmx),

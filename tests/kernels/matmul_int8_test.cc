@@ -140,10 +140,11 @@ TEST(MatMulInt8Test, FromInterleavedCopyWithoutGgufBytes) {
   ThreadPool pool2(2);
   ForEachInt8Path([&](const char* target) {
     SCOPED_TRACE(target);
-    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
-      for (int64_t cols : {32, 544, 1056}) {
+    for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+      for (int64_t c : {32, 544, 1056}) {
+        const int64_t cols = type == DType::kQ4_K ? (c + 255) / 256 * 256 : c;
         for (int64_t rows : {1, 16, 17, 33, 100}) {
-          for (int64_t tokens : {1, 2, 7, 13}) {
+          for (int64_t tokens : {1, 2, 7, 13, 20}) {
             const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
             const MatrixView gguf{type, m.data(), rows, cols, RowBytes(type, cols)};
             const auto pk = QuantInterleaved::Pack(gguf);

@@ -1,5 +1,6 @@
-// MatVecInt8 (batch-1 Q8_0/Q4_0 decode with int8 activations) against MatMulInt8Ref, the
-// scalar reference with the same activation quantization and the same per-block integers:
+// MatVecInt8 (batch-1 Q8_0/Q4_0 decode with int8 activations; Q4_K too with an interleaved
+// copy) against MatMulInt8Ref, the scalar reference with the same activation quantization and
+// the same per-block integers:
 // only the f32 summation order differs, so with S = sum_k |w_k| · |d_b q_k| (the dequantized
 // activations) the test checks
 //   |y - ref| <= (K/8 + 8) · 2^-23 · S + 1e-30
@@ -32,6 +33,14 @@ using testing::RandomActivations;
 using testing::RandomMatrix;
 
 const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0};
+// With an interleaved copy Q4_K decodes here too (its 32-element sub-blocks, with mins).
+const DType kInterleavedTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K};
+
+// A width of the list, rounded up to whole blocks of type (Q4_K: 256-element super-blocks).
+int64_t Width(DType type, int64_t cols) {
+  const int64_t bs = Traits(type).block_size;
+  return (cols + bs - 1) / bs * bs;
+}
 
 // The bound above for row r.
 double OrderTolerance(const MatrixView& w, int64_t r, const float* x) {
@@ -151,8 +160,9 @@ TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
   int i = 0;
   testing::ForEachIsa([&](const char* isa) {
     SCOPED_TRACE(isa);
-    for (DType type : kTypes) {
-      for (int64_t cols : {32, 96, 128, 544, 2048}) {
+    for (DType type : kInterleavedTypes) {
+      for (int64_t c : {32, 96, 128, 544, 2048, 2304}) {
+        const int64_t cols = Width(type, c);
         for (int64_t rows : {1, 15, 16, 17, 33, 100, 256}) {
           const int64_t stride = RowBytes(type, cols) + (i % 2 == 1 ? 6 : 0);
           const auto m = RandomMatrix(type, rows, cols, stride, rng);
@@ -194,8 +204,9 @@ TEST(MatVecInt8Test, InterleavedTokensAreBitIdenticalToReference) {
   int i = 0;
   testing::ForEachIsa([&](const char* isa) {
     SCOPED_TRACE(isa);
-    for (DType type : kTypes) {
-      for (int64_t cols : {32, 96, 544}) {
+    for (DType type : kInterleavedTypes) {
+      for (int64_t c : {32, 96, 544}) {
+        const int64_t cols = Width(type, c);
         for (int64_t rows : {15, 17, 100}) {
           const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
           MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
@@ -226,7 +237,7 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
   testing::ForEachIsa([&](const char* isa) {
     SCOPED_TRACE(isa);
     if (!InterleavedInt8Available()) return;
-    for (DType type : kTypes) {
+    for (DType type : kInterleavedTypes) {
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
         const int64_t cols = 256;
         const int64_t rows[3] = {100, 17, 33};
@@ -270,7 +281,7 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
         ws[1].prepared = nullptr;
         EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
         ws[1].prepared = pks[1].get();
-        ws[2].cols = 128;
+        ws[2].cols = 512;
         EXPECT_FALSE(CanFuseMatVecInt8(wp, 3));
       }
     }
@@ -279,9 +290,9 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
 
 TEST(QuantInterleavedTest, DequantizeRowEqualsReference) {
   std::mt19937 rng(28);
-  for (DType type : kTypes) {
+  for (DType type : kInterleavedTypes) {
     for (int64_t rows : {1, 16, 17, 40}) {
-      const int64_t cols = 96;
+      const int64_t cols = Width(type, 96);
       const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
       const MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
       const auto pk = QuantInterleaved::Pack(w);

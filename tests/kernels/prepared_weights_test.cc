@@ -121,10 +121,12 @@ TEST(PreparedWeightsTest, ReleaseSourceLetsTheInterleavedCopyReplaceItsBytes) {
   std::vector<Case> cs = Matrices(rng);
   std::vector<MatrixView*> views;
   for (Case& c : cs) views.push_back(&c.view);
-  std::vector<float> before;
+  std::vector<float> before, before_k;
   const auto x = RandomActivations(4 * 256, rng);
-  for (const Case& c : cs)
+  for (const Case& c : cs) {
     if (c.view.type == DType::kQ8_0) before = Product(c.view, x, 4, nullptr);
+    if (c.view.type == DType::kQ4_K) before_k = Product(c.view, x, 4, nullptr);
+  }
   PreparedWeights pw;
   int reports = 0;
   pw.Prepare(views, {.release_source = true, .progress = [&](const std::string&, int64_t, int64_t) { ++reports; }});
@@ -133,9 +135,10 @@ TEST(PreparedWeightsTest, ReleaseSourceLetsTheInterleavedCopyReplaceItsBytes) {
     SCOPED_TRACE(DTypeName(c.view.type));
     const bool replaced = c.view.prepared_layout() == PreparedLayout::kInterleaved;
     EXPECT_EQ(c.view.data == nullptr, replaced);
-    if (c.view.type == DType::kQ8_0) {
+    if (c.view.type == DType::kQ8_0 || c.view.type == DType::kQ4_K) {
       ASSERT_TRUE(replaced);
-      EXPECT_EQ(Product(c.view, x, 4, nullptr), before);  // read from the copy alone, same sums
+      // Read from the copy alone, same sums.
+      EXPECT_EQ(Product(c.view, x, 4, nullptr), c.view.type == DType::kQ8_0 ? before : before_k);
     }
   }
 }
