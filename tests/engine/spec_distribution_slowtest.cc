@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <unistd.h>
 
 #include "common/test_util.h"
 #include "gguf/make_random.h"
@@ -106,7 +107,7 @@ TEST(SpecDistributionTest, SamplesMatchTheTargetWithAndWithoutSpeculation) {
   Loaded draft = Load(kWp1m);
   // A tiny random-weight model with the same vocabulary size: its distribution is close to
   // uniform, far from the target's.
-  const std::string random_path = ::testing::TempDir() + "/spec_random_draft.gguf";
+  const std::string random_path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-spec_random_draft.gguf";
   ThreadPool pool(1);
   ASSERT_TRUE(gguf::MakeRandomModel(
                   gguf::ParseShape("dim=64,layers=1,heads=2,kv_heads=1,ffn=128,vocab=2048,ctx=512")

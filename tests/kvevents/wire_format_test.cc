@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "common/test_util.h"
 #include "kvevents/wire_format.h"
@@ -151,7 +152,7 @@ TEST(WireFormatTest, AnIndependentDecoderReadsVllmsStructure) {
     WireOptions o;
     o.format = f;
     o.block_size = 2;
-    const std::string path = ::testing::TempDir() + "/kv-batch-" + EventFormatName(f) + ".bin";
+    const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-kv-batch-" + EventFormatName(f) + ".bin";
     std::ofstream(path, std::ios::binary) << EncodeBatch(1.5, ev, o);
     const std::string cmd = python + " '" + TARMAC_SOURCE_DIR + "/tests/kvevents/check_wire.py' " +
                             EventFormatName(f) + " '" + path + "'";

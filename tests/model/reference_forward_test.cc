@@ -9,6 +9,7 @@
 #include <random>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "gguf/gguf_writer.h"
 #include "kernels/cpu_features.h"
@@ -210,7 +211,7 @@ void CheckAgainstReference(const TinySpec& s) {
   // What this test checks is the architecture (rope, biases, tying), not matmul numerics;
   // the golden-file tests run the real models with AMX on.
   const kernels::ScopedIsa no_amx(std::min(kernels::ActiveIsa(), kernels::Isa::kAvx512));
-  const std::string path = ::testing::TempDir() + "/tiny_" + s.arch + ".gguf";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-tiny_" + s.arch + ".gguf";
   Tensors t = WriteTinyModel(s, path);
   auto model = LlamaModel::Load(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
