@@ -36,6 +36,8 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
+#include "kernels/matvec_multi.h"
+#include "kernels/matvec_q6k.h"
 #include "kernels/prepared_weights.h"
 #include "kernels/quant_interleaved.h"
 #include "tensor/aligned_buffer.h"
@@ -206,8 +208,9 @@ void BM_MatVec(benchmark::State& state) {
   const auto x = RandomVector(w.cols, 7);
   std::vector<float> y(w.rows);
   // range(3) == 1: the int8-activation VNNI kernel (Q8_0 / Q4_0) instead of MatVec's int16;
-  // 2: the same on a QuantInterleaved copy (as the model loader makes).
-  const bool int8 = state.range(3) >= 1;
+  // 2: the same on a QuantInterleaved copy (as the model loader makes); 3: Q6_K's int8 kernel.
+  const bool int8 = state.range(3) == 1 || state.range(3) == 2;
+  const bool q6k = state.range(3) == 3;
   std::unique_ptr<QuantInterleaved> pk;
   if (state.range(3) == 2) {
     pk = QuantInterleaved::Pack(w);
@@ -216,6 +219,8 @@ void BM_MatVec(benchmark::State& state) {
   for (auto _ : state) {
     if (int8) {
       MatVecInt8(w, x.data(), y.data(), &pool);
+    } else if (q6k) {
+      MatVecQ6K(w, x.data(), 1, y.data(), &pool);
     } else {
       MatVec(w, x.data(), y.data(), &pool);
     }
@@ -265,8 +270,15 @@ void BM_MatMulTokens(benchmark::State& state) {
   const MatrixView w = Weights(type, cols, rows * RowBytes(type, cols), "matmul/2048x2048");
   const auto x = RandomVector(tokens * cols, 11);
   std::vector<float> y(tokens * rows);
+  // range(2) == 1: MatVecMulti (int16 activations) whatever the dispatch table says, to
+  // compare it with the kernel MatMul picks.
+  const bool multi = state.range(2) == 1;
   for (auto _ : state) {
-    MatMul(w, x.data(), tokens, y.data(), &pool);
+    if (multi) {
+      MatVecMulti(w, x.data(), tokens, y.data(), &pool);
+    } else {
+      MatMul(w, x.data(), tokens, y.data(), &pool);
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * tokens * rows * cols / 1e9,
@@ -432,6 +444,16 @@ void Register() {
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
   }
+  if (MatVecQ6KAvailable()) {
+    for (int64_t t : kThreads) {
+      benchmark::RegisterBenchmark("BM_MatVecQ6K/q6_K", BM_MatVec)
+          ->Args({static_cast<int64_t>(DType::kQ6_K), t, kMatVecBytes, 3})->UseRealTime()
+          ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+    }
+    benchmark::RegisterBenchmark("BM_MatVecQ6KL2/q6_K", BM_MatVec)
+        ->Args({static_cast<int64_t>(DType::kQ6_K), 1, int64_t{1} << 20, 3})->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+  }
   // The same kernels on a 1 MiB matrix (L2-resident): their compute ceiling, for diagnosis.
   for (DType type : mv_types) {
     benchmark::RegisterBenchmark(("BM_MatVecL2/" + std::string(DTypeName(type))).c_str(),
@@ -443,7 +465,16 @@ void Register() {
     for (int64_t tokens : {4, 16, 64, 512}) {
       benchmark::RegisterBenchmark(("BM_MatMulTokens/" + std::string(DTypeName(type))).c_str(),
                                    BM_MatMulTokens)
-          ->Args({static_cast<int64_t>(type), tokens})->UseRealTime()
+          ->Args({static_cast<int64_t>(type), tokens, 0})->UseRealTime()
+          ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    }
+  }
+  // Q6_K's few-token products: what MatMul runs (MatVecQ6K from AVX2) against MatVecMulti.
+  for (int64_t tokens : {1, 2, 4, 8, 16}) {
+    for (int64_t multi : {0, 1}) {
+      benchmark::RegisterBenchmark(multi ? "BM_MatMulTokens/q6_K/multi" : "BM_MatMulTokens/q6_K",
+                                   BM_MatMulTokens)
+          ->Args({static_cast<int64_t>(DType::kQ6_K), tokens, multi})->UseRealTime()
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
   }

@@ -10,6 +10,7 @@
 #include "kernels/matmul_int8_paths.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/matvec_q6k.h"
 #include "kernels/panel_packed_matrix.h"
 #include "kernels/quant_interleaved.h"
 
@@ -23,6 +24,8 @@ bool Avx512Int8(Isa isa) { return isa >= Isa::kAvx512 && Cpu().avx512vbmi && Cpu
 // The interleaved products (InterleavedInt8Available at this level).
 bool Interleaved(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 bool Amx(Isa isa) { return isa >= Isa::kAmx; }
+// The Q6_K int8 products (MatVecQ6KAvailable at this level).
+bool Q6K(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 
 }  // namespace
 
@@ -31,9 +34,14 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   const bool int8_vec = IsInt8MatVecType(c.type);
   const bool interleaved =
       c.prepared == PreparedLayout::kInterleaved && QuantInterleaved::Supports(c.type);
+  // Q6_K has no prepared copy: its int8 products read the GGUF blocks.
+  const bool q6k = c.type == DType::kQ6_K && Q6K(isa);
+  const int64_t amx_min =
+      c.prepared == PreparedLayout::kAmxSplit ? kAmxPackedMinTokens : kAmxPlainMinTokens;
   if (c.n_tokens <= 1) {
     if (interleaved && Interleaved(isa)) return MatMulKernel::kInterleavedInt8;
     if (int8_vec && Avx512Int8(isa)) return MatMulKernel::kMatVecInt8;
+    if (q6k) return MatMulKernel::kMatVecQ6K;
     // A matrix with an interleaved copy may have released its GGUF bytes: only the int8
     // kernels read the copy.
     return interleaved ? MatMulKernel::kMatMulInt8 : MatMulKernel::kMatVec;
@@ -45,8 +53,9 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   if (c.n_tokens <= kInterleavedMaxTokens && interleaved && Interleaved(isa)) {
     return MatMulKernel::kInterleavedInt8;
   }
-  const int64_t amx_min =
-      c.prepared == PreparedLayout::kAmxSplit ? kAmxPackedMinTokens : kAmxPlainMinTokens;
+  if (q6k && c.n_tokens <= kQ6KMaxTokens && !(Amx(isa) && c.n_tokens >= amx_min)) {
+    return MatMulKernel::kMatVecQ6K;
+  }
   if (c.n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(c.type) &&
       !(Amx(isa) && c.n_tokens >= amx_min)) {
     return MatMulKernel::kMatVecMulti;
@@ -63,6 +72,7 @@ const char* MatMulKernelName(MatMulKernel k) {
     case MatMulKernel::kMatVec: return "matvec";
     case MatMulKernel::kMatVecInt8: return "matvec-int8";
     case MatMulKernel::kInterleavedInt8: return "interleaved-int8";
+    case MatMulKernel::kMatVecQ6K: return "matvec-q6k";
     case MatMulKernel::kMatVecMulti: return "matvec-multi";
     case MatMulKernel::kMatMulInt8: return "matmul-int8";
     case MatMulKernel::kMatMulAmx: return "matmul-amx";
@@ -82,6 +92,9 @@ std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa) {
       break;
     case MatMulKernel::kMatVecInt8:
       path = "avx512-vnni";
+      break;
+    case MatMulKernel::kMatVecQ6K:
+      path = "avx2";
       break;
     case MatMulKernel::kInterleavedInt8:
       path = Avx512Int8(isa) && type != DType::kQ4_K           ? "avx512-vnni"

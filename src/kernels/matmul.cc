@@ -16,6 +16,7 @@
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/matvec_q6k.h"
 #include "kernels/panel_packed_matrix.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/quant_ref.h"
@@ -241,6 +242,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
       float* ys[1] = {y};
       return MatVecInt8Fused(ws, ys, 1, x, n_tokens, pool);
     }
+    case MatMulKernel::kMatVecQ6K:
+      return MatVecQ6K(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatVecMulti:
       return MatVecMulti(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulInt8:

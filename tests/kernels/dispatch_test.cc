@@ -103,6 +103,12 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
       EXPECT_EQ(ChooseMatMulKernel({t, 17, P::kInterleaved}, Isa::kAvx2), K::kMatMulInt8);
     }
     EXPECT_FALSE(WantsInterleavedCopy(DType::kQ6_K, Isa::kAvx2));
+    // Q6_K: its GGUF blocks with int8 activations for 1..16 tokens, then the f32 panels.
+    for (int64_t n : {1, 2, 16}) {
+      EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, n, P::kNone}, Isa::kAvx2), K::kMatVecQ6K) << n;
+    }
+    EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, 17, P::kNone}, Isa::kAvx2), K::kMatMulPanels);
+    EXPECT_EQ(MatMulKernelVariant(K::kMatVecQ6K, DType::kQ6_K, Isa::kAvx2), "matvec-q6k [avx2]");
     EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_K, 1, P::kNone}, Isa::kAvx2), K::kMatVec);
     EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ8_0, Isa::kAvx2),
               "interleaved-int8 [avx2]");

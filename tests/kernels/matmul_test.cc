@@ -5,10 +5,11 @@
 // the only error is f32 accumulation along k in one chain per output (K ≤ 4352 here): the
 // classic bound K·2^-24 ≈ 2.6e-4 is never approached by random data (the observed error is
 // ~sqrt(K)·2^-24 ≈ 4e-6), and any misplaced element or tile edge bug is far above 1e-4.
-// n_tokens == 1 runs MatVec and is checked with its bound (testing::MatVecTolerance), except
-// Q8_0 / Q4_0 on VNNI machines, which run MatVecInt8 (int8 activations, the bound below);
-// 2..16 tokens of non-int8 types run MatVecMulti (same 1e-4 bound: exact weights, f32 sums).
-// Q8_0 / Q4_0 / Q4_K with n_tokens >= 2 run MatMulInt8 (8-bit activations): checked with its bound,
+// The bound follows the kernel the dispatch table picks. MatVec (n_tokens == 1) is checked with
+// its bound (testing::MatVecTolerance); MatVecMulti (2..16 tokens) and the f32 panels with the
+// 1e-4 bound (exact weights, f32 sums). The int8-activation kernels (MatVecInt8 for Q8_0 / Q4_0
+// on VNNI machines, MatVecQ6K for 1..16 Q6_K tokens from AVX2, MatMulInt8 for Q8_0 / Q4_0 /
+// Q4_K with n_tokens >= 2) are checked with MatMulInt8's bound,
 // 1.001 · sum_b (max_b|x| / 254) · sum_{k in b} |w_k| + 1e-4 · sum_k |w_k x_k| (matmul_int8.h;
 // matmul_int8_test.cc checks it bit for bit against its own reference).
 #include "kernels/matmul.h"
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
@@ -47,13 +49,16 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
   MatMul(w, x.data(), tokens, got.data(), pool);
   std::vector<float> wf(rows * cols);
   for (int64_t r = 0; r < rows; ++r) DequantizeRowRef(type, w.row(r), &wf[r * cols], cols);
+  // The bound follows the kernel the dispatch table runs (dispatch.h).
+  const MatMulKernel kernel = ChooseMatMulKernel({type, tokens, w.prepared_layout()});
+  const bool int8_acts = kernel == MatMulKernel::kMatVecInt8 || kernel == MatMulKernel::kMatVecQ6K ||
+                         kernel == MatMulKernel::kMatMulInt8 || kernel == MatMulKernel::kInterleavedInt8;
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       double tol;
-      const bool int8_vec = tokens == 1 && IsInt8MatVecType(type) && Int8MatVecFast();
-      if (tokens == 1 && !int8_vec) {  // runs MatVec: its own (activation-quantization) bound
+      if (kernel == MatMulKernel::kMatVec) {  // its own (activation-quantization) bound
         tol = testing::MatVecTolerance(type, &wf[r * cols], &x[t * cols], cols);
-      } else if (IsInt8MatMulType(type)) {
+      } else if (int8_acts) {
         double mag = 0, quant = 0;
         for (int64_t b = 0; b < cols / 32; ++b) {
           double amax = 0, wsum = 0;
@@ -96,7 +101,7 @@ TEST(MatMulTest, AllTypesShapesTokens) {
                 : std::vector<int64_t>{bs, 3 * bs, (bs == 32 ? 17 : 5) * bs};
     for (int64_t cols : cols_list) {
       for (int64_t rows : {1, 3, 7, 17, 64, 130}) {
-        for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 64}) {  // 2..16: MatVecMulti
+        for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 64}) {
           if (rows * cols * tokens > 1'000'000) continue;
           const int64_t stride = RowBytes(type, cols) + (i % 3 == 0 ? 24 : 0);
           CheckCase(type, rows, cols, tokens, stride, rng, pools[i % 3]);

@@ -1,0 +1,226 @@
+// Q6_K products with int8 activations on AVX2 (see matvec_q6k.h).
+
+#include "kernels/matvec_q6k.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul_int8.h"
+#include "tensor/aligned_buffer.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TARMAC_Q6K_X86 1
+#include <immintrin.h>
+#define TARMAC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#else
+#define TARMAC_Q6K_X86 0
+#endif
+
+namespace tarmac::kernels {
+namespace {
+
+constexpr int64_t kQB = 32;        // activation block (and weight chunk) width
+constexpr int64_t kChunks = 8;     // 32-weight chunks per super-block
+constexpr int kMaxNT = 4;          // tokens per pass over a row (registers)
+
+// One call's quantized activations, per token t: q at q + t·q_stride (K bytes), the bias
+// pairs 32·(q[2j] + q[2j+1]) of chunk c at bias + (t·nb + c)·16 (int16), the block scales at
+// dx + t·nb. nb = K / 32.
+struct Acts {
+  const int8_t* q;
+  int64_t q_stride;
+  const int16_t* bias;
+  const float* dx;
+  int64_t nb;
+};
+
+// The quantization above, into a per-thread buffer that only grows (decode steps allocate
+// nothing once warm); valid until the same thread quantizes again.
+Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
+  const int64_t nb = cols / kQB;
+  const int64_t q_stride = (cols + 63) / 64 * 64;
+  // Per token: q (q_stride bytes), bias (16 int16 per block: cols bytes), dx, corr, s (nb
+  // each, 4 bytes).
+  const int64_t per_token = q_stride + cols + 12 * nb;
+  thread_local AlignedBuffer buf;
+  const size_t need = static_cast<size_t>(n_tokens * per_token);
+  if (buf.size() < need) buf.Resize(need);
+  auto* q = buf.as<int8_t>();
+  auto* bias = reinterpret_cast<int16_t*>(buf.data() + n_tokens * q_stride);
+  auto* dx = reinterpret_cast<float*>(bias + n_tokens * nb * 16);
+  auto* corr = reinterpret_cast<int32_t*>(dx + n_tokens * nb);
+  auto* s = reinterpret_cast<float*>(corr + nb);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    int8_t* qt = q + t * q_stride;
+    QuantizeActivationsQ8(x + t * cols, cols, 0, qt, dx + t * nb, corr, s);
+    int16_t* bt = bias + t * nb * 16;
+    for (int64_t j = 0; j < cols / 2; ++j) bt[j] = static_cast<int16_t>(32 * (qt[2 * j] + qt[2 * j + 1]));
+  }
+  return {q, q_stride, bias, dx, nb};
+}
+
+// The 6-bit weight (0..63, i.e. w + 32) of element e of a super-block, from the GGUF layout:
+// in each 128-element half, l = e % 32 and k = (e % 128) / 32 pick the nibble of
+// ql[64h + 32·(k % 2) + l] (low for k < 2) and the two bits 2k of qh[32h + l].
+int Q6Quant(const BlockQ6_K& b, int e) {
+  const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+  const uint8_t lo = b.ql[64 * h + 32 * (k % 2) + l];
+  const int nib = k < 2 ? lo & 0xf : lo >> 4;
+  return nib | (((b.qh[32 * h + l] >> (2 * k)) & 3) << 4);
+}
+
+#if TARMAC_Q6K_X86
+// Prefetch distance in bytes (about 29 super-blocks): as far as the AVX2 interleaved kernel's,
+// whose loop does similar work per byte.
+constexpr int64_t kAhead = 6144;
+
+// Byte masks that spread scales 2m (low lane) and 2m + 1 (high lane) of a super-block over a
+// chunk's int16 lanes; each byte is repeated so an arithmetic shift right by 8 sign-extends it.
+alignas(32) constexpr int8_t kScaleMask[kChunks][32] = {
+#define TARMAC_Q6K_MASK(m)                                                                   \
+  {2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m,             \
+   2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, \
+   2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1,   \
+   2 * m + 1, 2 * m + 1, 2 * m + 1}
+    TARMAC_Q6K_MASK(0), TARMAC_Q6K_MASK(1), TARMAC_Q6K_MASK(2), TARMAC_Q6K_MASK(3),
+    TARMAC_Q6K_MASK(4), TARMAC_Q6K_MASK(5), TARMAC_Q6K_MASK(6), TARMAC_Q6K_MASK(7),
+#undef TARMAC_Q6K_MASK
+};
+
+TARMAC_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// y[t·y_stride] = row · x[t] for NT tokens of a (starting at token 0 of a).
+template <int NT>
+TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a, float* y,
+                                  int64_t y_stride) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT][2];
+  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nsb; ++i) {
+    const char* pf = reinterpret_cast<const char*>(b + i) + kAhead;
+    for (int l = 0; l < 256; l += 64) _mm_prefetch(pf + l, _MM_HINT_T1);
+    const __m256i scb =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].scales)));
+    const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b[i].d));
+    alignas(32) float dxd[NT][kChunks];  // d_w · d_x per chunk
+    for (int t = 0; t < NT; ++t) {
+      _mm256_store_ps(dxd[t], _mm256_mul_ps(vd, _mm256_loadu_ps(a.dx + t * a.nb + kChunks * i)));
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].ql + 64 * h));
+      const __m256i l2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].ql + 64 * h + 32));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh + 32 * h));
+      // Chunk k of the half: low nibbles of l1 / l2 (k = 0, 1), high nibbles (k = 2, 3), with
+      // qh bits 2k..2k+1 as bits 4..5 (16-bit shifts: the bits they carry across bytes are
+      // masked off).
+      const __m256i u[4] = {
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(l2, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(hb, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int m = 4 * h + k;
+        const __m256i sc = _mm256_srai_epi16(
+            _mm256_shuffle_epi8(scb, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMask[m]))), 8);
+        const int64_t c = kChunks * i + m;  // the activation block
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + t * a.q_stride + kQB * c));
+          const __m256i bias =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bias + (t * a.nb + c) * 16));
+          const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], xv), bias);
+          acc[t][k % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc)),
+                                          _mm256_broadcast_ss(&dxd[t][m]), acc[t][k % 2]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) y[t * y_stride] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
+TARMAC_TARGET_AVX2 void Rows(const MatrixView& w, const Acts& a, int64_t n_tokens, float* y,
+                             int64_t r0, int64_t r1) {
+  const int64_t nsb = w.cols / kQK_K;
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(w.row(r));
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
+      const Acts at{a.q + t0 * a.q_stride, a.q_stride, a.bias + t0 * a.nb * 16, a.dx + t0 * a.nb, a.nb};
+      float* yt = y + t0 * w.rows + r;
+      switch (std::min<int64_t>(kMaxNT, n_tokens - t0)) {
+        case 1: RowTokens<1>(b, nsb, at, yt, w.rows); break;
+        case 2: RowTokens<2>(b, nsb, at, yt, w.rows); break;
+        case 3: RowTokens<3>(b, nsb, at, yt, w.rows); break;
+        default: RowTokens<4>(b, nsb, at, yt, w.rows); break;
+      }
+    }
+  }
+}
+#endif  // TARMAC_Q6K_X86
+
+void CheckShape(const MatrixView& w, int64_t n_tokens) {
+  TARMAC_CHECK(w.type == DType::kQ6_K);
+  TARMAC_CHECK(w.rows >= 0 && w.cols >= 0 && w.cols % kQK_K == 0);
+  TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
+  TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kQ6KMaxTokens);
+}
+
+}  // namespace
+
+bool MatVecQ6KAvailable() { return TARMAC_Q6K_X86 && Cpu().x86 && IsaAtLeast(Isa::kAvx2); }
+
+void MatVecQ6K(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  CheckShape(w, n_tokens);
+  TARMAC_CHECK(MatVecQ6KAvailable());
+  if (w.rows == 0) return;
+  if (w.cols == 0) {
+    std::fill(y, y + n_tokens * w.rows, 0.0f);
+    return;
+  }
+#if TARMAC_Q6K_X86
+  const Acts a = QuantizeTokens(x, n_tokens, w.cols);
+  auto run = [&](int64_t r0, int64_t r1, int) { Rows(w, a, n_tokens, y, r0, r1); };
+  const int threads = pool ? pool->num_threads() : 1;
+  if (threads == 1 || w.rows < 2) {
+    run(0, w.rows, 0);
+    return;
+  }
+  // Contiguous chunks (sequential reads per thread), a few per thread for balance.
+  pool->ParallelFor(w.rows, std::max<int64_t>(1, w.rows / (threads * 8)), run);
+#endif
+}
+
+void MatVecQ6KRef(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  CheckShape(w, n_tokens);
+  const int64_t K = w.cols, nb = K / kQB;
+  std::vector<int8_t> q(K);
+  std::vector<float> dx(nb);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    QuantizeActivationsQ8Ref(x + t * K, K, q.data(), dx.data());
+    for (int64_t r = 0; r < w.rows; ++r) {
+      const auto* b = reinterpret_cast<const BlockQ6_K*>(w.row(r));
+      double acc = 0;
+      for (int64_t i = 0; i < K / kQK_K; ++i) {
+        const double d = F16ToF32(b[i].d);
+        for (int g = 0; g < 16; ++g) {  // 16-element groups, one scale each
+          int32_t isum = 0;
+          for (int e = 16 * g; e < 16 * g + 16; ++e) isum += (Q6Quant(b[i], e) - 32) * q[kQK_K * i + e];
+          acc += d * b[i].scales[g] * double(dx[kChunks * i + g / 2]) * isum;
+        }
+      }
+      y[t * w.rows + r] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace tarmac::kernels
