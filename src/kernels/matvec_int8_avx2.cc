@@ -34,64 +34,88 @@ struct Acts {
   const float* xs;
 };
 
-// Tokens' integer sums of one block over one half (8 rows): isum[t] (int32 per row).
-// p: the block's quants at the half's first byte (k-group s at p + 64·s).
-template <bool kQ8, int NT>
+// Tokens' integer sums of one block over NH halves (8 rows each): isum[j][t] (int32 per row).
+// p: the block's quants at the first half's first byte (k-group s of half j at p + 64·s + 32·j).
+// The halves share each activation broadcast.
+template <bool kQ8, int NT, int NH>
 TARMAC_TARGET_AVX2 inline void BlockSumsAvx2(const uint8_t* p, const int32_t* const* xb,
-                                             const int32_t* corr_b, __m256i* isum) {
+                                             const int32_t* corr_b, __m256i (*isum)[NT]) {
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (kQ8) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < NH; ++j)
+      for (int t = 0; t < NT; ++t) isum[j][t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
-      const __m256i q = _mm256_xor_si256(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s)), flip);
-      const __m256i aq = _mm256_sign_epi8(q, q);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xb[t][s]), q);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones));
+      __m256i x[NT];
+      for (int t = 0; t < NT; ++t) x[t] = _mm256_set1_epi32(xb[t][s]);
+      for (int j = 0; j < NH; ++j) {
+        const __m256i q = _mm256_xor_si256(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j)), flip);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i sx = _mm256_sign_epi8(x[t], q);
+          isum[j][t] = _mm256_add_epi32(isum[j][t],
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones));
+        }
       }
     }
   } else {
     const __m256i nib = _mm256_set1_epi8(0x0f);
-    __m256i s16[NT];
-    for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+    __m256i s16[NH][NT];
+    for (int j = 0; j < NH; ++j)
+      for (int t = 0; t < NT; ++t) s16[j][t] = _mm256_setzero_si256();
     for (int s = 0; s < 4; ++s) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s));
-      const __m256i lo = _mm256_and_si256(raw, nib);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+      __m256i xl[NT], xh[NT];
       for (int t = 0; t < NT; ++t) {
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xb[t][s])));
-        s16[t] = _mm256_add_epi16(s16[t],
-                                  _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xb[t][4 + s])));
+        xl[t] = _mm256_set1_epi32(xb[t][s]);
+        xh[t] = _mm256_set1_epi32(xb[t][4 + s]);
+      }
+      for (int j = 0; j < NH; ++j) {
+        const __m256i raw =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j));
+        const __m256i lo = _mm256_and_si256(raw, nib);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+        for (int t = 0; t < NT; ++t) {
+          s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(lo, xl[t]));
+          s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(hi, xh[t]));
+        }
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      isum[t] = _mm256_add_epi32(_mm256_set1_epi32(corr_b[t]), _mm256_madd_epi16(s16[t], ones));
-    }
+    for (int j = 0; j < NH; ++j)
+      for (int t = 0; t < NT; ++t) {
+        isum[j][t] =
+            _mm256_add_epi32(_mm256_set1_epi32(corr_b[t]), _mm256_madd_epi16(s16[j][t], ones));
+      }
   }
 }
 
-template <bool kQ8, int NT>
+template <bool kQ8, int NT, int NH>
 TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_t* const* xb,
-                                                  const int32_t* corr_b, __m256i* isum) {
-  for (int t = 0; t < NT; ++t) isum[t] = _mm256_set1_epi32(corr_b[t]);
+                                                  const int32_t* corr_b, __m256i (*isum)[NT]) {
+  for (int j = 0; j < NH; ++j)
+    for (int t = 0; t < NT; ++t) isum[j][t] = _mm256_set1_epi32(corr_b[t]);
   if constexpr (kQ8) {  // unsigned bytes qs + 128, corrected by corr
     for (int s = 0; s < 8; ++s) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s));
-      for (int t = 0; t < NT; ++t) {
-        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], w, _mm256_set1_epi32(xb[t][s]));
+      for (int j = 0; j < NH; ++j) {
+        const __m256i w =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j));
+        for (int t = 0; t < NT; ++t) {
+          isum[j][t] = _mm256_dpbusd_avx_epi32(isum[j][t], w, _mm256_set1_epi32(xb[t][s]));
+        }
       }
     }
   } else {
     const __m256i nib = _mm256_set1_epi8(0x0f);
     for (int s = 0; s < 4; ++s) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s));
-      const __m256i lo = _mm256_and_si256(raw, nib);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
-      for (int t = 0; t < NT; ++t) {
-        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], lo, _mm256_set1_epi32(xb[t][s]));
-        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], hi, _mm256_set1_epi32(xb[t][4 + s]));
+      for (int j = 0; j < NH; ++j) {
+        const __m256i raw =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j));
+        const __m256i lo = _mm256_and_si256(raw, nib);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+        for (int t = 0; t < NT; ++t) {
+          isum[j][t] = _mm256_dpbusd_avx_epi32(isum[j][t], lo, _mm256_set1_epi32(xb[t][s]));
+          isum[j][t] = _mm256_dpbusd_avx_epi32(isum[j][t], hi, _mm256_set1_epi32(xb[t][4 + s]));
+        }
       }
     }
   }
@@ -153,9 +177,9 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
         xb[t] = reinterpret_cast<const int32_t*>(xq + t * x_stride + b * kQB);                \
         corr_b[t] = a.corr[t * nb + b];                                                       \
       }                                                                                       \
+      __m256i isum[NH][NT];                                                                   \
+      SUMS<kQ8, NT, NH>(p, xb, corr_b, isum);                                                 \
       for (int j = 0; j < NH; ++j) {                                                          \
-        __m256i isum[NT];                                                                     \
-        SUMS<kQ8, NT>(p + 32 * j, xb, corr_b, isum);                                          \
         __m256 dw, mw;                                                                        \
         if constexpr (kMins) {                                                                \
           const uint8_t* s = ss + b / 8 * QuantInterleaved::kSuperBytes + 16 * sub + 8 * (h + j); \
@@ -167,7 +191,7 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
         }                                                                                     \
         for (int t = 0; t < NT; ++t) {                                                        \
           const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.dx[t * nb + b]));           \
-          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), scale, acc[j][t]);         \
+          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), scale, acc[j][t]);         \
           if constexpr (kMins) {                                                              \
             acc[j][t] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(a.xs[t * nb + b]), acc[j][t]);    \
           }                                                                                   \
