@@ -34,6 +34,15 @@ struct Acts {
   const float* xs;
 };
 
+// Q4_0 quants of one k-group of a half (32 bytes at p, 32-aligned): low and high nibbles as
+// unsigned bytes (k-groups s and 4 + s).
+TARMAC_TARGET_AVX2 inline void Nibbles(const uint8_t* p, __m256i* lo, __m256i* hi) {
+  const __m256i nib = _mm256_set1_epi8(0x0f);
+  const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  *lo = _mm256_and_si256(raw, nib);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+}
+
 // Tokens' integer sums of one block over NH halves (8 rows each): isum[j][t] (int32 per row).
 // p: the block's quants at the first half's first byte (k-group s of half j at p + 64·s + 32·j).
 // The halves share each activation broadcast.
@@ -60,7 +69,6 @@ TARMAC_TARGET_AVX2 inline void BlockSumsAvx2(const uint8_t* p, const int32_t* co
       }
     }
   } else {
-    const __m256i nib = _mm256_set1_epi8(0x0f);
     __m256i s16[NH][NT];
     for (int j = 0; j < NH; ++j)
       for (int t = 0; t < NT; ++t) s16[j][t] = _mm256_setzero_si256();
@@ -71,10 +79,8 @@ TARMAC_TARGET_AVX2 inline void BlockSumsAvx2(const uint8_t* p, const int32_t* co
         xh[t] = _mm256_set1_epi32(xb[t][4 + s]);
       }
       for (int j = 0; j < NH; ++j) {
-        const __m256i raw =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j));
-        const __m256i lo = _mm256_and_si256(raw, nib);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+        __m256i lo, hi;
+        Nibbles(p + 64 * s + 32 * j, &lo, &hi);
         for (int t = 0; t < NT; ++t) {
           s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(lo, xl[t]));
           s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(hi, xh[t]));
@@ -105,13 +111,10 @@ TARMAC_TARGET_AVX2_VNNI inline void BlockSumsVnni(const uint8_t* p, const int32_
       }
     }
   } else {
-    const __m256i nib = _mm256_set1_epi8(0x0f);
     for (int s = 0; s < 4; ++s) {
       for (int j = 0; j < NH; ++j) {
-        const __m256i raw =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j));
-        const __m256i lo = _mm256_and_si256(raw, nib);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+        __m256i lo, hi;
+        Nibbles(p + 64 * s + 32 * j, &lo, &hi);
         for (int t = 0; t < NT; ++t) {
           isum[j][t] = _mm256_dpbusd_avx_epi32(isum[j][t], lo, _mm256_set1_epi32(xb[t][s]));
           isum[j][t] = _mm256_dpbusd_avx_epi32(isum[j][t], hi, _mm256_set1_epi32(xb[t][4 + s]));

@@ -10,11 +10,17 @@
 #include <random>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "hwy/targets.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_int8.h"
+#include "tensor/view.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_ref.h"
 
 namespace tarmac::kernels::testing {
 
@@ -129,6 +135,47 @@ inline std::vector<uint8_t> RandomMatrix(DType type, int64_t rows, int64_t n, in
   for (int64_t r = 0; r < rows; ++r) FillRandomRow(type, n, rng, m.data() + r * stride);
   return m;
 }
+
+// S = sum_k |w_k| · |d_b q_k| for row r of w against x quantized as the int8 kernels do
+// (QuantizeActivationsQ8Ref): the magnitude their f32 summation-order bounds scale with.
+inline double Int8ActivationMagnitude(const MatrixView& w, int64_t r, const float* x) {
+  const int64_t K = w.cols;
+  std::vector<int8_t> q(K);
+  std::vector<float> d(K / 32), wf(K);
+  QuantizeActivationsQ8Ref(x, K, q.data(), d.data());
+  DequantizeRowRef(w.type, w.row(r), wf.data(), K);
+  double s = 0;
+  for (int64_t k = 0; k < K; ++k) s += std::fabs(wf[k]) * std::fabs(d[k / 32] * q[k]);
+  return s;
+}
+
+// A copy of bytes that ends exactly where readable memory ends (a PROT_NONE page follows):
+// a kernel that reads past the last byte faults. Owns the mapping; unmaps on destruction.
+class GuardedCopy {
+ public:
+  explicit GuardedCopy(const std::vector<uint8_t>& src, int64_t bytes) {
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    len_ = ((bytes + page - 1) / page + 1) * page;
+    mem_ = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem_ == MAP_FAILED) return;
+    uint8_t* guard = static_cast<uint8_t*>(mem_) + len_ - page;
+    if (mprotect(guard, page, PROT_NONE) != 0) return;
+    data_ = guard - bytes;
+    std::memcpy(data_, src.data(), bytes);
+  }
+  ~GuardedCopy() {
+    if (mem_ != MAP_FAILED) munmap(mem_, len_);
+  }
+  GuardedCopy(const GuardedCopy&) = delete;
+  GuardedCopy& operator=(const GuardedCopy&) = delete;
+  // nullptr when the mapping failed.
+  uint8_t* data() const { return data_; }
+
+ private:
+  void* mem_ = MAP_FAILED;
+  int64_t len_ = 0;
+  uint8_t* data_ = nullptr;
+};
 
 // Activations: normal values times 10^U(-2, 2), so magnitudes span four decades.
 inline std::vector<float> RandomActivations(int64_t n, std::mt19937& rng) {

@@ -12,8 +12,6 @@
 #include "kernels/matvec_int8.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -29,6 +27,8 @@
 namespace tarmac::kernels {
 namespace {
 
+using testing::GuardedCopy;
+using testing::Int8ActivationMagnitude;
 using testing::RandomActivations;
 using testing::RandomMatrix;
 
@@ -44,14 +44,7 @@ int64_t Width(DType type, int64_t cols) {
 
 // The bound above for row r.
 double OrderTolerance(const MatrixView& w, int64_t r, const float* x) {
-  const int64_t K = w.cols;
-  std::vector<int8_t> q(K);
-  std::vector<float> d(K / 32), wf(K);
-  QuantizeActivationsQ8Ref(x, K, q.data(), d.data());
-  DequantizeRowRef(w.type, w.row(r), wf.data(), K);
-  double s = 0;
-  for (int64_t k = 0; k < K; ++k) s += std::fabs(wf[k]) * std::fabs(d[k / 32] * q[k]);
-  return (K / 8.0 + 8.0) * std::ldexp(1.0, -23) * s + 1e-30;
+  return (w.cols / 8.0 + 8.0) * std::ldexp(1.0, -23) * Int8ActivationMagnitude(w, r, x) + 1e-30;
 }
 
 void CheckCase(DType type, int64_t rows, int64_t cols, int64_t stride, std::mt19937& rng,
@@ -106,28 +99,19 @@ TEST(MatVecInt8Test, FallbackWithoutVnniComputesTheSameFunction) {
 
 // The matrix ends exactly where readable memory ends: any read past the last row faults.
 TEST(MatVecInt8Test, ReadsNothingPastTheMatrix) {
-  const int64_t page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(23);
   for (DType type : kTypes) {
     for (int64_t cols : {128, 256, 160}) {
       const int64_t rows = 9, bytes = rows * RowBytes(type, cols);
-      const int64_t pages = (bytes + page - 1) / page + 1;
-      void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
-      ASSERT_NE(mem, MAP_FAILED);
-      auto* guard = static_cast<uint8_t*>(mem) + (pages - 1) * page;
-      ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
-      const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
-      uint8_t* data = guard - bytes;
-      std::memcpy(data, m.data(), bytes);
-      const MatrixView w{type, data, rows, cols, RowBytes(type, cols)};
+      const GuardedCopy data(RandomMatrix(type, rows, cols, RowBytes(type, cols), rng), bytes);
+      ASSERT_NE(data.data(), nullptr);
+      const MatrixView w{type, data.data(), rows, cols, RowBytes(type, cols)};
       const auto x = RandomActivations(cols, rng);
       std::vector<float> ref(rows), got(rows);
       MatMulInt8Ref(w, x.data(), 1, ref.data());
       MatVecInt8(w, x.data(), got.data(), nullptr);
       for (int64_t r = 0; r < rows; ++r)
         EXPECT_LE(std::fabs(double(got[r]) - ref[r]), OrderTolerance(w, r, x.data()));
-      munmap(mem, pages * page);
     }
   }
 }

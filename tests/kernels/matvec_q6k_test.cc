@@ -10,8 +10,6 @@
 #include "kernels/matvec_q6k.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -27,25 +25,15 @@
 namespace tarmac::kernels {
 namespace {
 
+using testing::GuardedCopy;
+using testing::Int8ActivationMagnitude;
 using testing::RandomActivations;
 using testing::RandomMatrix;
 
 constexpr DType kQ6 = DType::kQ6_K;
 
-// S of the bound above for row r and activations x (one token).
-double Magnitude(const MatrixView& w, int64_t r, const float* x) {
-  const int64_t K = w.cols;
-  std::vector<int8_t> q(K);
-  std::vector<float> d(K / 32), wf(K);
-  QuantizeActivationsQ8Ref(x, K, q.data(), d.data());
-  DequantizeRowRef(w.type, w.row(r), wf.data(), K);
-  double s = 0;
-  for (int64_t k = 0; k < K; ++k) s += std::fabs(wf[k]) * std::fabs(d[k / 32] * q[k]);
-  return s;
-}
-
 double OrderTolerance(const MatrixView& w, int64_t r, const float* x) {
-  return (w.cols / 16.0 + 16.0) * std::ldexp(1.0, -23) * Magnitude(w, r, x) + 1e-30;
+  return (w.cols / 16.0 + 16.0) * std::ldexp(1.0, -23) * Int8ActivationMagnitude(w, r, x) + 1e-30;
 }
 
 void SkipWithoutKernel() {
@@ -142,26 +130,18 @@ TEST(MatVecQ6KTest, ErrorAgainstTheExactProductIsTheActivationRounding) {
 // The matrix ends exactly where readable memory ends: any read past the last row faults.
 TEST(MatVecQ6KTest, ReadsNothingPastTheMatrix) {
   SkipWithoutKernel();
-  const int64_t page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(44);
   for (int64_t cols : {256, 768}) {
     const int64_t rows = 9, bytes = rows * RowBytes(kQ6, cols);
-    const int64_t pages = (bytes + page - 1) / page + 1;
-    void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(mem, MAP_FAILED);
-    auto* guard = static_cast<uint8_t*>(mem) + (pages - 1) * page;
-    ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
-    const auto m = RandomMatrix(kQ6, rows, cols, RowBytes(kQ6, cols), rng);
-    uint8_t* data = guard - bytes;
-    std::memcpy(data, m.data(), bytes);
-    const MatrixView w{kQ6, data, rows, cols, RowBytes(kQ6, cols)};
+    const GuardedCopy data(RandomMatrix(kQ6, rows, cols, RowBytes(kQ6, cols), rng), bytes);
+    ASSERT_NE(data.data(), nullptr);
+    const MatrixView w{kQ6, data.data(), rows, cols, RowBytes(kQ6, cols)};
     const auto x = RandomActivations(cols, rng);
     std::vector<float> ref(rows), got(rows);
     MatVecQ6KRef(w, x.data(), 1, ref.data());
     MatVecQ6K(w, x.data(), 1, got.data(), nullptr);
     for (int64_t r = 0; r < rows; ++r)
       EXPECT_LE(std::fabs(double(got[r]) - ref[r]), OrderTolerance(w, r, x.data()));
-    munmap(mem, pages * page);
   }
 }
 
