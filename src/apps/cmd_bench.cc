@@ -113,7 +113,11 @@ int RunBenchModel(const BenchArgs& a) {
   ThreadPool pool(a.threads);
   PinOwnPool(a.pin_threads, &pool);
   model::SequenceRunner runner(&m, ctx, &pool);
-  std::vector<double> prefill, decode;
+  // The probe reads right after each repetition's decode, so each fraction pairs a decode and a
+  // read from the same minute (other tenants move both on a shared host).
+  std::unique_ptr<ReadBandwidthProbe> probe;
+  if (a.read_bandwidth) probe = std::make_unique<ReadBandwidthProbe>(m.weight_bytes());
+  std::vector<double> prefill, decode, reads, fractions;
   std::vector<float> logits;
   for (int r = 0; r < a.reps; ++r) {
     runner.Reset();
@@ -133,25 +137,35 @@ int RunBenchModel(const BenchArgs& a) {
       (void)runner.Append(tok, false, &logits);
     }
     decode.push_back(a.decode / ((NowNanos() - t0) * 1e-9));
+    if (probe) {
+      // The roofline decode is held to: the same threads reading as many bytes as the weights.
+      reads.push_back(probe->Measure(&pool));
+      fractions.push_back(decode.back() * m.weight_bytes() / reads.back());
+    }
   }
   const double pf = Median(prefill), dc = Median(decode);
-  // The roofline decode is held to: the same threads reading as many bytes as the weights.
-  const double read_bps = a.read_bandwidth ? MeasureReadBandwidth(m.weight_bytes(), &pool) : 0;
+  const double read_bps = probe ? Median(reads) : 0, fraction = probe ? Median(fractions) : 0;
   if (a.json) {
     nlohmann::json j = {{"file", a.model},          {"threads", a.threads},
                         {"prefill_tokens", a.prompt_tokens}, {"prefill_tok_s", pf},
                         {"decode_tokens", a.decode}, {"decode_tok_s", dc},
                         {"weight_bytes", m.weight_bytes()},
                         {"isa", kernels::IsaName(kernels::ActiveIsa())}};
-    if (a.read_bandwidth) j["read_bytes_per_s"] = read_bps;
+    if (probe) {
+      j["read_bytes_per_s"] = read_bps;
+      j["decode_read_fraction"] = fraction;
+      j["decode_tok_s_reps"] = decode;
+      j["read_bytes_per_s_reps"] = reads;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("prefill %d tokens: %.1f tok/s; decode %d tokens: %.1f tok/s (%.2f GB/s of "
                 "weights); threads %d, median of %d\n",
                 a.prompt_tokens, pf, a.decode, dc, dc * m.weight_bytes() / 1e9, a.threads, a.reps);
-    if (a.read_bandwidth) {
-      std::printf("read bandwidth %.2f GB/s: decode streams the weights at %.0f%% of it\n",
-                  read_bps / 1e9, 100.0 * dc * m.weight_bytes() / read_bps);
+    if (probe) {
+      std::printf("read bandwidth %.2f GB/s (median of one probe per repetition): decode streams "
+                  "the weights at %.0f%% of it (median of the repetitions' ratios)\n",
+                  read_bps / 1e9, 100.0 * fraction);
     }
   }
   return 0;
@@ -174,7 +188,8 @@ void RegisterBench(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", a->json, "one JSON line");
   cmd->add_flag("--read-bandwidth", a->read_bandwidth,
-                "also measure the read bandwidth of these threads over as many bytes as the weights");
+                "also measure the read bandwidth of these threads over as many bytes as the weights, "
+                "after each repetition's decode");
   cmd->add_flag("--explain", a->explain,
                 "print the kernel dispatch table (TARMAC_ISA level) before measuring");
   cmd->add_option("--steps", a->steps,

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "base/check.h"
 #include "base/clock.h"
 #include "engine/engine_client.h"
 #include "kernels/ops.h"
@@ -65,28 +66,36 @@ engine::EngineRequest Request(std::vector<int32_t> prompt, int32_t max_tokens, u
 
 }  // namespace
 
-double MeasureReadBandwidth(int64_t bytes, ThreadPool* pool) {
+ReadBandwidthProbe::ReadBandwidthProbe(int64_t bytes)
+    : n_(std::max<int64_t>(bytes, 1 << 20) / 64 * 16) {
   // Read the way the decode kernels do: from huge pages (the prepared weights' arenas), with
   // software prefetch, on the pool's own threads (and so on the CPUs they are pinned to), one
   // contiguous part each.
-  const int64_t n = std::max<int64_t>(bytes, 1 << 20) / 64 * 16;  // floats, whole cache lines
+  buf_.Resize(static_cast<size_t>(n_) * sizeof(float), /*huge_pages=*/true, /*zero=*/false);
+  float* data = buf_.as<float>();
+  std::fill(data, data + n_, 1.0f);  // fault every page in first
+}
+
+double ReadBandwidthProbe::Measure(ThreadPool* pool, int passes) {
+  TARMAC_CHECK(passes >= 1);
+  const float* data = buf_.as<float>();
   const int threads = pool->num_threads();
-  AlignedBuffer buf;
-  buf.Resize(static_cast<size_t>(n) * sizeof(float), /*huge_pages=*/true, /*zero=*/false);
-  float* data = buf.as<float>();
-  std::fill(data, data + n, 1.0f);  // fault every page in first
-  const int64_t per = n / threads / 16 * 16;
+  const int64_t per = n_ / threads / 16 * 16;
   std::vector<float> sums(static_cast<size_t>(threads));
   double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     const double t0 = NowSeconds();
     pool->ParallelFor(threads, 1, [&](int64_t t, int64_t, int) {  // chunk t runs on thread t
-      const int64_t len = t == threads - 1 ? n - t * per : per;
+      const int64_t len = t == threads - 1 ? n_ - t * per : per;
       sums[static_cast<size_t>(t)] = kernels::StreamSumF32(data + t * per, len);
     });
-    best = std::max(best, static_cast<double>(n) * 4 / (NowSeconds() - t0));
+    best = std::max(best, static_cast<double>(n_) * 4 / (NowSeconds() - t0));
   }
   return best;
+}
+
+double MeasureReadBandwidth(int64_t bytes, ThreadPool* pool) {
+  return ReadBandwidthProbe(bytes).Measure(pool);
 }
 
 Result<StepProbeResult> MeasureStepCosts(model::LlamaModel* model, const tok::Tokenizer* tokenizer,

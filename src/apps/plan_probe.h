@@ -19,12 +19,26 @@
 #include "control/step_cost.h"
 #include "engine/engine_config.h"
 #include "model/llama_model.h"
+#include "tensor/aligned_buffer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tarmac::apps {
 
-// Bytes per second; best of a few passes over `bytes` (>= 1 MiB) read by the pool's threads
-// (each its own part, as the decode kernels stream the weights).
+// A buffer of `bytes` (>= 1 MiB) from huge pages, faulted in once, that Measure reads on a
+// pool's threads (each its own part, as the decode kernels stream the weights). Owns the
+// buffer; Measure mutates only the scratch sums. Not thread-safe.
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(int64_t bytes);
+  // Bytes per second; best of `passes` (>= 1) passes over the buffer.
+  double Measure(ThreadPool* pool, int passes = 5);
+
+ private:
+  AlignedBuffer buf_;
+  int64_t n_ = 0;  // floats, whole cache lines
+};
+
+// ReadBandwidthProbe(bytes).Measure(pool).
 double MeasureReadBandwidth(int64_t bytes, ThreadPool* pool);
 
 struct StepProbe {

@@ -1,7 +1,9 @@
 // Runs the real tarmac binary: generate, tokenize, perplexity and their bad-input errors.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -132,6 +134,30 @@ TEST_F(GenerateCliTest, BenchModelPrintsJson) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["prefill_tok_s"].get<double>(), 0.0);
   EXPECT_GT(j["decode_tok_s"].get<double>(), 0.0);
+}
+
+// --read-bandwidth: a probe after each repetition; the reported fraction is the median of the
+// repetitions' own ratios (weight bytes x that decode's tok/s over that probe), not a ratio
+// of medians.
+TEST_F(GenerateCliTest, BenchModelReadBandwidthFraction) {
+  auto r = Run({"bench", "model", "-m", kWp11m, "--prompt-tokens", "8", "--decode", "8",
+                "--reps", "3", "--json", "--read-bandwidth"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  auto decode = j["decode_tok_s_reps"].get<std::vector<double>>();
+  const auto reads = j["read_bytes_per_s_reps"].get<std::vector<double>>();
+  ASSERT_EQ(decode.size(), 3u) << r.out;
+  ASSERT_EQ(reads.size(), 3u) << r.out;
+  const double bytes = j["weight_bytes"].get<double>();
+  std::vector<double> ratios;
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_GT(reads[i], 0.0);
+    ratios.push_back(decode[i] * bytes / reads[i]);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_NEAR(j["decode_read_fraction"].get<double>(), ratios[1], 1e-9 * ratios[1]) << r.out;
+  std::sort(decode.begin(), decode.end());
+  EXPECT_DOUBLE_EQ(j["decode_tok_s"].get<double>(), decode[1]);
 }
 
 // --steps: one median per size, keyed by the size, every one a positive time.
