@@ -194,7 +194,7 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
         }                                                                                     \
         for (int t = 0; t < NT; ++t) {                                                        \
           const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.dx[t * nb + b]));           \
-          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), scale, acc[j][t]);         \
+          acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][t]), scale, acc[j][t]);      \
           if constexpr (kMins) {                                                              \
             acc[j][t] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(a.xs[t * nb + b]), acc[j][t]);    \
           }                                                                                   \

@@ -43,11 +43,11 @@ struct Acts {
 Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
   const int64_t nb = cols / kQB;
   const int64_t q_stride = (cols + 63) / 64 * 64;
-  // Per token: q (q_stride bytes), bias (16 int16 per block: cols bytes), dx, corr, s (nb
-  // each, 4 bytes).
-  const int64_t per_token = q_stride + cols + 12 * nb;
+  // Per token: q (q_stride bytes), bias (16 int16 per block: cols bytes), dx (nb floats).
+  // Then one token's corr and s (nb each, 4 bytes), scratch this kernel does not read.
+  const int64_t per_token = q_stride + cols + 4 * nb;
   thread_local AlignedBuffer buf;
-  const size_t need = static_cast<size_t>(n_tokens * per_token);
+  const size_t need = static_cast<size_t>(n_tokens * per_token + 8 * nb);
   if (buf.size() < need) buf.Resize(need);
   auto* q = buf.as<int8_t>();
   auto* bias = reinterpret_cast<int16_t*>(buf.data() + n_tokens * q_stride);

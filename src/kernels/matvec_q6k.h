@@ -22,7 +22,8 @@
 // A token's result does not depend on the token count of the call, the thread count, or the
 // row stride.
 //
-// Owns nothing; pure functions. Thread-safe per pool (one ParallelFor caller at a time).
+// Owns nothing but each calling thread's activation buffer (thread_local, grows only).
+// Thread-safe per pool (one ParallelFor caller at a time).
 #pragma once
 
 #include <cstdint>
