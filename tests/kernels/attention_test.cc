@@ -75,8 +75,7 @@ TEST(AttentionTest, TilesMatchReference) {
 // of skipping it) fails. Windows: 1 (a token sees itself only), shorter than a block, across
 // blocks and chunks, longer than the context (no effect). Bounds as in the tests above; with
 // AMX the split-bf16 products add up to ~2^-14 of the scores (softcap only shrinks them).
-void CheckVariants(bool amx) {
-  const AmxSwitch sw(amx);
+void CheckVariantsAtThisLevel(bool amx) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   struct Shape { int n_heads, n_kv, head_dim, block_size; };
@@ -127,11 +126,18 @@ void CheckVariants(bool amx) {
   EXPECT_GT(checked, 200);
 }
 
-TEST(AttentionTest, WindowAndSoftCapMatchReference) { CheckVariants(/*amx=*/false); }
+TEST(AttentionTest, WindowAndSoftCapMatchReference) {
+  const AmxSwitch no_amx(false);
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    CheckVariantsAtThisLevel(/*amx=*/false);
+  });
+}
 
 TEST(AttentionTest, AmxWindowAndSoftCapMatchReference) {
   if (!AmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS denied it)";
-  CheckVariants(/*amx=*/true);
+  const AmxSwitch amx(true);
+  CheckVariantsAtThisLevel(/*amx=*/true);
 }
 
 // The reference itself: a window as wide as the context changes nothing, a window of 1 returns
@@ -211,6 +217,8 @@ TEST(AttentionTest, Int8TilesMatchReference) {
   view.head_dim = hd;
   const int stride = n_heads * hd;
   // Plain, and a window with soft-capping (the int8 blocks go through the general path).
+  testing::ForEachTarget([&](const char* target) {
+  SCOPED_TRACE(target);
   for (AttentionVariant var : {AttentionVariant{}, AttentionVariant{13, 3.0f}}) {
     for (int pos0 : {0, 17, 70}) {
       const int nq = 9;
@@ -227,6 +235,7 @@ TEST(AttentionTest, Int8TilesMatchReference) {
       }
     }
   }
+  });
 }
 
 // The AMX tile path (attention_amx.h) against the double reference, for every shape it takes
