@@ -37,6 +37,7 @@
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/matmul_q6k.h"
 #include "kernels/matvec_q6k.h"
 #include "kernels/prepared_weights.h"
 #include "kernels/quant_interleaved.h"
@@ -271,11 +272,17 @@ void BM_MatMulTokens(benchmark::State& state) {
   const auto x = RandomVector(tokens * cols, 11);
   std::vector<float> y(tokens * rows);
   // range(2) == 1: MatVecMulti (int16 activations) whatever the dispatch table says, to
-  // compare it with the kernel MatMul picks.
-  const bool multi = state.range(2) == 1;
+  // compare it with the kernel MatMul picks; 2: Q6_K's GEMM (MatMulQ6K) likewise.
+  const bool multi = state.range(2) == 1, gemm = state.range(2) == 2;
+  if (gemm && !MatMulQ6KAvailable()) {
+    state.SkipWithError("MatMulQ6K needs AVX2");
+    return;
+  }
   for (auto _ : state) {
     if (multi) {
       MatVecMulti(w, x.data(), tokens, y.data(), &pool);
+    } else if (gemm) {
+      MatMulQ6K(w, x.data(), tokens, y.data(), &pool);
     } else {
       MatMul(w, x.data(), tokens, y.data(), &pool);
     }
@@ -469,12 +476,15 @@ void Register() {
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
   }
-  // Q6_K's few-token products: what MatMul runs (MatVecQ6K from AVX2) against MatVecMulti.
-  for (int64_t tokens : {1, 2, 4, 8, 16}) {
-    for (int64_t multi : {0, 1}) {
-      benchmark::RegisterBenchmark(multi ? "BM_MatMulTokens/q6_K/multi" : "BM_MatMulTokens/q6_K",
-                                   BM_MatMulTokens)
-          ->Args({static_cast<int64_t>(DType::kQ6_K), tokens, multi})->UseRealTime()
+  // Q6_K's products: what MatMul runs (MatVecQ6K from AVX2 up to 16 tokens, MatMulQ6K from
+  // 17) against MatVecMulti and against MatMulQ6K at every count.
+  for (int64_t tokens : {1, 2, 4, 8, 12, 16, 17, 32, 64}) {
+    for (int64_t alt : {0, 1, 2}) {
+      if (alt == 1 && tokens > 16) continue;
+      const char* name = alt == 0 ? "BM_MatMulTokens/q6_K" : alt == 1 ? "BM_MatMulTokens/q6_K/multi"
+                                                                        : "BM_MatMulTokens/q6_K/gemm";
+      benchmark::RegisterBenchmark(name, BM_MatMulTokens)
+          ->Args({static_cast<int64_t>(DType::kQ6_K), tokens, alt})->UseRealTime()
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
   }

@@ -10,6 +10,7 @@
 #include "kernels/matmul_int8_paths.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/matmul_q6k.h"
 #include "kernels/matvec_q6k.h"
 #include "kernels/panel_packed_matrix.h"
 #include "kernels/quant_interleaved.h"
@@ -24,7 +25,7 @@ bool Avx512Int8(Isa isa) { return isa >= Isa::kAvx512 && Cpu().avx512vbmi && Cpu
 // The interleaved products (InterleavedInt8Available at this level).
 bool Interleaved(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 bool Amx(Isa isa) { return isa >= Isa::kAmx; }
-// The Q6_K int8 products (MatVecQ6KAvailable at this level).
+// The Q6_K int8 products (MatVecQ6KAvailable and MatMulQ6KAvailable at this level).
 bool Q6K(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 
 }  // namespace
@@ -53,9 +54,11 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   if (c.n_tokens <= kInterleavedMaxTokens && interleaved && Interleaved(isa)) {
     return MatMulKernel::kInterleavedInt8;
   }
-  if (q6k && c.n_tokens <= kQ6KMaxTokens && !(Amx(isa) && c.n_tokens >= amx_min)) {
-    return MatMulKernel::kMatVecQ6K;
-  }
+  // Q6_K: row by row from its GGUF blocks for a few tokens, then the int8 GEMM that unpacks
+  // them per call; AMX machines keep the rows up to their tiles' minimum, then the tiles.
+  if (q6k && c.n_tokens < kQ6KGemmMinTokens) return MatMulKernel::kMatVecQ6K;
+  if (q6k && !Amx(isa)) return MatMulKernel::kMatMulQ6K;
+  if (q6k && c.n_tokens <= kQ6KMaxTokens && c.n_tokens < amx_min) return MatMulKernel::kMatVecQ6K;
   if (c.n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(c.type) &&
       !(Amx(isa) && c.n_tokens >= amx_min)) {
     return MatMulKernel::kMatVecMulti;
@@ -75,6 +78,7 @@ const char* MatMulKernelName(MatMulKernel k) {
     case MatMulKernel::kMatVecQ6K: return "matvec-q6k";
     case MatMulKernel::kMatVecMulti: return "matvec-multi";
     case MatMulKernel::kMatMulInt8: return "matmul-int8";
+    case MatMulKernel::kMatMulQ6K: return "matmul-q6k";
     case MatMulKernel::kMatMulAmx: return "matmul-amx";
     case MatMulKernel::kMatMulPanels: return "matmul-panels";
   }
@@ -94,6 +98,7 @@ std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa) {
       path = "avx512-vnni";
       break;
     case MatMulKernel::kMatVecQ6K:
+    case MatMulKernel::kMatMulQ6K:
       path = "avx2";
       break;
     case MatMulKernel::kInterleavedInt8:

@@ -21,9 +21,10 @@ enum class MatMulKernel {
   kMatVec,           // 1 token: f32 accumulation, int16 activations for quantized rows (matvec.h)
   kMatVecInt8,       // 1 token, Q8_0/Q4_0 GGUF layout, AVX-512 VNNI (matvec_int8.h)
   kInterleavedInt8,  // 1..16 tokens, Q8_0/Q4_0/Q4_K interleaved copy (matvec_int8.h)
-  kMatVecQ6K,        // 1..16 tokens, Q6_K GGUF layout, int8 activations, AVX2 (matvec_q6k.h)
+  kMatVecQ6K,        // a few tokens, Q6_K GGUF layout, int8 activations, AVX2 (matvec_q6k.h)
   kMatVecMulti,      // 2..16 tokens, rows streamed once (matvec_multi.h)
   kMatMulInt8,       // GEMM with int8 activations, Q8_0/Q4_0/Q4_K (matmul_int8.h)
+  kMatMulQ6K,        // GEMM with int8 activations, Q6_K GGUF layout, AVX2 (matmul_q6k.h)
   kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)
   kMatMulPanels,     // GEMM on f32 panels, Highway (matmul.h)
 };

@@ -16,6 +16,7 @@
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_multi.h"
+#include "kernels/matmul_q6k.h"
 #include "kernels/matvec_q6k.h"
 #include "kernels/panel_packed_matrix.h"
 #include "tensor/aligned_buffer.h"
@@ -248,6 +249,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
       return MatVecMulti(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulInt8:
       return MatMulInt8(w, x, n_tokens, y, pool);
+    case MatMulKernel::kMatMulQ6K:
+      return MatMulQ6K(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulAmx:
       return MatMulAmx(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulPanels:

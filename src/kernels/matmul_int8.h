@@ -1,8 +1,8 @@
 // MatMulInt8: prefill GEMM for Q8_0 / Q4_0 / Q4_K weights with 8-bit activations and integer
 // dot products (the llama.cpp strategy: activations quantized per 32-element block, int32
-// products per block, f32 scaling per block). Q6_K (16-element sub-blocks) still goes through
-// MatMul's f32 panels from 17 tokens (1..16 run MatVecQ6K, matvec_q6k.h, with these
-// activations).
+// products per block, f32 scaling per block). Q6_K (16-element sub-blocks, its GGUF layout)
+// has kernels of its own with these activations: MatVecQ6K (matvec_q6k.h) and MatMulQ6K
+// (matmul_q6k.h).
 //
 // Structure: the activations are quantized once per call (threads split tokens): per token and
 // 32-element block b, d = max_b|x| / 127, q = round_to_nearest_even(x · (1/d)) in [-127, 127],

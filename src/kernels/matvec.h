@@ -17,8 +17,8 @@
 // more precise than llama.cpp's int8 (Q8_0/Q8_K) activations, but widening every weight to
 // i16 costs vector-port time: on CPUs with AVX-512 VNNI, MatMul runs one-token Q8_0 / Q4_0
 // products through MatVecInt8 instead (matvec_int8.h: int8 x, vpdpbusd; faster decode,
-// bench/NOTES.md), and from AVX2 up Q6_K products of 1..16 tokens through MatVecQ6K
-// (matvec_q6k.h).
+// bench/NOTES.md), and from AVX2 up Q6_K products through MatVecQ6K (a few tokens,
+// matvec_q6k.h) and MatMulQ6K (more, matmul_q6k.h).
 // Dot/MatVec results do not depend on the thread count; they may differ (within the bound)
 // between SIMD targets.
 #pragma once

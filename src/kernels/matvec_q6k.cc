@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_int8.h"
+#include "kernels/q6k_avx2-inl.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -63,16 +64,6 @@ Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
   return {q, q_stride, bias, dx, nb};
 }
 
-// The 6-bit weight (0..63, i.e. w + 32) of element e of a super-block, from the GGUF layout:
-// in each 128-element half, l = e % 32 and k = (e % 128) / 32 pick the nibble of
-// ql[64h + 32·(k % 2) + l] (low for k < 2) and the two bits 2k of qh[32h + l].
-int Q6Quant(const BlockQ6_K& b, int e) {
-  const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-  const uint8_t lo = b.ql[64 * h + 32 * (k % 2) + l];
-  const int nib = k < 2 ? lo & 0xf : lo >> 4;
-  return nib | (((b.qh[32 * h + l] >> (2 * k)) & 3) << 4);
-}
-
 #if TARMAC_Q6K_X86
 // Prefetch distance in bytes (about 29 super-blocks): as far as the AVX2 interleaved kernel's,
 // whose loop does similar work per byte.
@@ -102,7 +93,6 @@ TARMAC_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
 template <int NT>
 TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a, float* y,
                                   int64_t y_stride) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NT][2];
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nsb; ++i) {
@@ -116,19 +106,8 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
       _mm256_store_ps(dxd[t], _mm256_mul_ps(vd, _mm256_loadu_ps(a.dx + t * a.nb + kChunks * i)));
     }
     for (int h = 0; h < 2; ++h) {
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].ql + 64 * h));
-      const __m256i l2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh + 32 * h));
-      // Chunk k of the half: low nibbles of l1 / l2 (k = 0, 1), high nibbles (k = 2, 3), with
-      // qh bits 2k..2k+1 as bits 4..5 (16-bit shifts: the bits they carry across bytes are
-      // masked off).
-      const __m256i u[4] = {
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(l2, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(hb, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
-      };
+      __m256i u[4];  // chunks 4h .. 4h + 3
+      q6k_internal::UnpackHalfAvx2(b[i], h, u);
       for (int k = 0; k < 4; ++k) {
         const int m = 4 * h + k;
         const __m256i sc = _mm256_srai_epi16(
@@ -214,7 +193,7 @@ void MatVecQ6KRef(const MatrixView& w, const float* x, int64_t n_tokens, float* 
         const double d = F16ToF32(b[i].d);
         for (int g = 0; g < 16; ++g) {  // 16-element groups, one scale each
           int32_t isum = 0;
-          for (int e = 16 * g; e < 16 * g + 16; ++e) isum += (Q6Quant(b[i], e) - 32) * q[kQK_K * i + e];
+          for (int e = 16 * g; e < 16 * g + 16; ++e) isum += (Q6KQuant(b[i], e) - 32) * q[kQK_K * i + e];
           acc += d * b[i].scales[g] * double(dx[kChunks * i + g / 2]) * isum;
         }
       }

@@ -1,5 +1,7 @@
 // MatVecQ6K: products of Q6_K weights, read straight from their GGUF blocks, with 1..16 tokens
 // (decode, small decode batches, speculative verification) and 8-bit activations, on AVX2.
+// MatMul runs it below kQ6KGemmMinTokens tokens (matmul_q6k.h), where MatMulQ6K's per-call
+// unpacking does not yet pay.
 //
 // Why: MatVec (matvec.h) widens every 6-bit weight to i16 for vpmaddwd and runs out of vector
 // ports before memory bandwidth on CPUs without AVX-512 (Q6_K decode was the slowest of the

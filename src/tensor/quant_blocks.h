@@ -65,6 +65,16 @@ inline void Q4KScaleMin(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// The 6-bit weight of element e (0..255) of a Q6_K block as u = w + 32 (0..63): in each
+// 128-element half h, l = e % 32 and k = (e % 128) / 32 pick the nibble of
+// ql[64h + 32·(k % 2) + l] (low for k < 2) and the two bits 2k of qh[32h + l].
+inline int Q6KQuant(const BlockQ6_K& b, int e) {
+  const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+  const uint8_t lo = b.ql[64 * h + 32 * (k % 2) + l];
+  const int nib = k < 2 ? lo & 0xf : lo >> 4;
+  return nib | (((b.qh[32 * h + l] >> (2 * k)) & 3) << 4);
+}
+
 // Packs 6-bit scales sc[0..8) and mins m[0..8) into the 12-byte `scales` field: the exact
 // inverse of Q4KScaleMin. Bytes 0..3 hold sc[0..3] and bytes 4..7 m[0..3] in their low 6 bits;
 // sub-blocks 4..7 keep their low nibbles in bytes 8..11 (scale low, min high) and lend their top

@@ -5,6 +5,8 @@
 // their own tests, through testing::ForEachIsa).
 #include "kernels/dispatch.h"
 
+#include "kernels/matmul_q6k.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,12 +105,16 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
       EXPECT_EQ(ChooseMatMulKernel({t, 17, P::kInterleaved}, Isa::kAvx2), K::kMatMulInt8);
     }
     EXPECT_FALSE(WantsInterleavedCopy(DType::kQ6_K, Isa::kAvx2));
-    // Q6_K: its GGUF blocks with int8 activations for 1..16 tokens, then the f32 panels.
-    for (int64_t n : {1, 2, 16}) {
+    // Q6_K: its GGUF blocks with int8 activations, row by row for a few tokens, then the
+    // GEMM that unpacks them into slabs per call.
+    for (int64_t n = 1; n < kQ6KGemmMinTokens; ++n) {
       EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, n, P::kNone}, Isa::kAvx2), K::kMatVecQ6K) << n;
     }
-    EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, 17, P::kNone}, Isa::kAvx2), K::kMatMulPanels);
+    for (int64_t n : {kQ6KGemmMinTokens, int64_t{16}, int64_t{17}, int64_t{512}}) {
+      EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, n, P::kNone}, Isa::kAvx2), K::kMatMulQ6K) << n;
+    }
     EXPECT_EQ(MatMulKernelVariant(K::kMatVecQ6K, DType::kQ6_K, Isa::kAvx2), "matvec-q6k [avx2]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulQ6K, DType::kQ6_K, Isa::kAvx2), "matmul-q6k [avx2]");
     EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_K, 1, P::kNone}, Isa::kAvx2), K::kMatVec);
     EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ8_0, Isa::kAvx2),
               "interleaved-int8 [avx2]");

@@ -20,6 +20,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
+#include "kernels/matmul_q6k.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::kernels {
@@ -162,8 +163,9 @@ TEST(MatVecQ6KTest, ZeroAndNonFiniteActivations) {
   }
 }
 
-// MatMul sends 1..16 Q6_K tokens of a matrix without a copy here at avx2 and above (with an
-// AMX copy, 7+ go to the tiles), and to MatVec / MatVecMulti below.
+// MatMul sends fewer than kQ6KGemmMinTokens Q6_K tokens here at avx2 and above (more go to
+// MatMulQ6K; at the amx level, 1..16 of a matrix without a copy come here), and to MatVec /
+// MatVecMulti below.
 TEST(MatVecQ6KTest, MatMulDispatchesQ6KTokensHere) {
   std::mt19937 rng(46);
   ThreadPool pool2(2);
@@ -172,9 +174,11 @@ TEST(MatVecQ6KTest, MatMulDispatchesQ6KTokensHere) {
   const MatrixView w{kQ6, m.data(), rows, cols, RowBytes(kQ6, cols)};
   testing::ForEachIsa([&](const char* isa) {
     SCOPED_TRACE(isa);
-    for (int64_t nt : {1, 2, 16, 17}) {
+    for (int64_t nt : {int64_t{1}, int64_t{2}, kQ6KGemmMinTokens - 1, kQ6KGemmMinTokens,
+                       int64_t{16}, int64_t{17}}) {
       const MatMulKernel k = ChooseMatMulKernel({kQ6, nt, PreparedLayout::kNone});
-      EXPECT_EQ(k == MatMulKernel::kMatVecQ6K, MatVecQ6KAvailable() && nt <= kQ6KMaxTokens) << nt;
+      const bool row_by_row = nt < kQ6KGemmMinTokens || (IsaAtLeast(Isa::kAmx) && nt <= kQ6KMaxTokens);
+      EXPECT_EQ(k == MatMulKernel::kMatVecQ6K, MatVecQ6KAvailable() && row_by_row) << nt;
       if (k != MatMulKernel::kMatVecQ6K) continue;
       std::vector<float> x(nt * cols), via(nt * rows), direct(nt * rows);
       for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
