@@ -11,8 +11,11 @@
 // sequences fill blocks in order) as max|x| / 127, and grows when a later row has a larger
 // max|x|: the rows already stored are requantized to the new scale (double rounding, at most
 // one extra half step each time the scale grows).
-// Owns the memory (one allocation). Writes go through WriteToken; reads through the raw
-// pointers. Not thread-safe for writes to the same slot; distinct slots may be written from
+// Owns the memory (one allocation, not zeroed: a page is first touched by the first write to
+// it, so a cache sized for the whole budget costs neither start-up time nor resident memory
+// until it is used). A position holds garbage until written; readers read written positions
+// only (the kernels mask a block's unwritten lanes, as they must for a reused block's stale
+// ones). Writes go through WriteToken; reads through the raw pointers. Not thread-safe for writes to the same slot; distinct slots may be written from
 // different threads.
 #pragma once
 
