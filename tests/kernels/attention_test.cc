@@ -170,6 +170,71 @@ TEST(AttentionTest, ReferenceVariantsKnownValues) {
                 F16ToF32(v[view.RowOffset(table[pos / bs], 0) + (pos % bs) * hd + d]));
 }
 
+// The KV cache is not zeroed (kv_cache.h) and a reused block keeps stale values: positions past
+// a tile's last token may hold anything, NaN and infinities included, and must not reach the
+// output. f16 and int8 K/V (int8 with NaN scales too), decode and prefill tiles, every level.
+TEST(AttentionTest, PositionsPastTheTileAreNeverUsed) {
+  const AmxSwitch no_amx(false);
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int n_heads = 8, n_kv = 2, hd = 64, bs = 16, nb = 4;
+  const int64_t per_block = static_cast<int64_t>(n_kv) * bs * hd;
+  const std::vector<int32_t> table = {2, 0, 3, 1};
+  const int stride = n_heads * hd;
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    for (bool int8 : {false, true}) {
+      for (int nq : {1, 5, 20}) {
+        const int pos0 = 37 - nq;  // the tile ends at position 36, inside block table[2]
+        std::vector<uint16_t> k(nb * per_block), v(k.size());
+        std::vector<int8_t> k8(k.size()), v8(k.size());
+        std::vector<float> ks(nb * n_kv, 0.05f), vs(ks.size(), 0.07f);
+        PagedKvView view;
+        view.n_kv_heads = n_kv;
+        view.block_size = bs;
+        view.head_dim = hd;
+        if (int8) {
+          view.k8 = k8.data(), view.v8 = v8.data(), view.k_scale = ks.data(), view.v_scale = vs.data();
+        } else {
+          view.k = k.data(), view.v = v.data();
+        }
+        for (int64_t pos = 0; pos < nb * bs; ++pos) {
+          const bool written = pos <= 36;
+          const int32_t block = table[pos / bs];
+          for (int h = 0; h < n_kv; ++h) {
+            const int64_t base = view.RowOffset(block, h);
+            for (int d = 0; d < hd; ++d) {
+              const int64_t ki = base + d * bs + pos % bs, vi = base + (pos % bs) * hd + d;
+              // NaN, +inf, or a large finite value (whose scores would swamp the softmax).
+              const uint16_t junk = pos % 3 == 0 ? 0x7E00 : pos % 3 == 1 ? 0x7C00 : F32ToF16(d % 2 ? 6e4f : -6e4f);
+              k[ki] = written ? F32ToF16(nd(rng)) : junk;
+              v[vi] = written ? F32ToF16(nd(rng)) : junk;
+              k8[ki] = written ? static_cast<int8_t>(rng() % 255 - 127) : int8_t{-128};
+              v8[vi] = written ? static_cast<int8_t>(rng() % 255 - 127) : int8_t{127};
+            }
+          }
+        }
+        // The unused block's scales, and those of blocks no position reaches.
+        ks[table[3] * n_kv] = ks[table[3] * n_kv + 1] = NAN;
+        vs[table[3] * n_kv] = vs[table[3] * n_kv + 1] = NAN;
+        std::vector<float> q(nq * stride), got(q.size(), -7.0f), want(stride);
+        for (auto& x : q) x = nd(rng);
+        for (int g = 0; g < n_kv; ++g)
+          PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f,
+                             got.data(), stride);
+        for (int i = 0; i < nq; ++i) {
+          PagedAttentionRef(q.data() + i * stride, n_heads, view, table.data(), pos0 + i + 1,
+                            0.125f, want.data());
+          for (int e = 0; e < stride; ++e) {
+            ASSERT_TRUE(std::isfinite(got[i * stride + e])) << "int8 " << int8 << " nq " << nq;
+            ASSERT_NEAR(got[i * stride + e], want[e], 1e-4) << "int8 " << int8 << " nq " << nq;
+          }
+        }
+      }
+    }
+  });
+}
+
 // A tile of n tokens gives the same result as n single-token calls (the decode path).
 TEST(AttentionTest, TileEqualsSingleTokens) {
   const AmxSwitch no_amx(false);
