@@ -258,19 +258,21 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   }
 }
 
+int64_t GemmRowBlock(int64_t rows, int64_t panel_rows, int threads) {
+  TARMAC_DCHECK(rows >= 0 && panel_rows >= 1 && threads >= 1);
+  const int64_t per_thread = panel_rows * 4 * threads;
+  return panel_rows * std::clamp<int64_t>((rows + per_thread - 1) / per_thread, 1, 4);
+}
+
 void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool) {
   if (w.cols == 0) {
     std::fill(y, y + n_tokens * w.rows, 0.0f);
     return;
   }
-  // Row blocks of up to 4 panels (x reuse across panels), fewer when that leaves under ~4
-  // blocks per thread (small matrices would leave a thread idle at the end).
   const int threads = pool ? pool->num_threads() : 1;
   const int64_t nr = HWY_DYNAMIC_DISPATCH(PanelWidthT)();
-  const int64_t panels_per_block =
-      std::clamp<int64_t>((w.rows + nr * 4 * threads - 1) / (nr * 4 * threads), 1, 4);
-  const int64_t block = nr * panels_per_block;
+  const int64_t block = GemmRowBlock(w.rows, nr, threads);
   const int64_t n_blocks = (w.rows + block - 1) / block;
   const PanelPackedMatrix* pk = PreparedAs<PanelPackedMatrix>(w);
   if (pk != nullptr && pk->panel_width() != nr) pk = nullptr;  // packed at another level

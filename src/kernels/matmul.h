@@ -37,6 +37,12 @@ namespace tarmac::kernels {
 // pool may be nullptr (single thread).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
+// Rows per parallel block of a GEMM over panels of panel_rows rows (the f32 panels, the int8
+// and Q6_K slabs): up to 4 panels (x reuse across them), fewer when that would leave a thread
+// under ~4 blocks (small matrices would leave a thread idle at the end).
+// Preconditions: rows >= 0, panel_rows >= 1, threads >= 1.
+int64_t GemmRowBlock(int64_t rows, int64_t panel_rows, int threads);
+
 // MatMul's f32-panel GEMM alone (the dispatch table's matmul-panels; tests and benchmarks call
 // it directly). Same contract as MatMul. Reads w's PanelPackedMatrix copy instead of packing
 // panels per call when it has one of MatMulPanelWidth() (the same values: same results).

@@ -356,11 +356,7 @@ void MatMulInt8(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     acts = Acts{q, gd, gc, gs, K, nb};
   }
 
-  // Row blocks of up to 4 panels, fewer when that leaves under ~4 blocks per thread.
-  const int64_t nr = kSlabRows * path.nv;
-  const int64_t panels_per_block =
-      std::clamp<int64_t>((w.rows + nr * 4 * threads - 1) / (nr * 4 * threads), 1, 4);
-  const int64_t block = nr * panels_per_block;
+  const int64_t block = GemmRowBlock(w.rows, kSlabRows * path.nv, threads);
   const int64_t n_blocks = (w.rows + block - 1) / block;
   auto run = [&](int64_t b0, int64_t b1, int) {
     for (int64_t b = b0; b < b1; ++b)

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/q6k_avx2-inl.h"
 #include "tensor/aligned_buffer.h"
@@ -259,10 +260,7 @@ void MatMulQ6K(const MatrixView& w, const float* x, int64_t n_tokens, float* y, 
     pool->ParallelFor(n_tokens, std::max<int64_t>(1, n_tokens / (4 * threads)), quant);
   }
   const Acts acts{q, ldq, dx, bias, nb};
-  // Row blocks of up to 4 slabs, fewer when that leaves under ~4 blocks per thread.
-  const int64_t slabs_per_block =
-      std::clamp<int64_t>((w.rows + kSlabRows * 4 * threads - 1) / (kSlabRows * 4 * threads), 1, 4);
-  const int64_t block = kSlabRows * slabs_per_block;
+  const int64_t block = GemmRowBlock(w.rows, kSlabRows, threads);
   const int64_t n_blocks = (w.rows + block - 1) / block;
   auto run = [&](int64_t b0, int64_t b1, int) {
     for (int64_t b = b0; b < b1; ++b) Rows(w, acts, n_tokens, y, b * block, std::min(w.rows, (b + 1) * block));
