@@ -94,6 +94,46 @@ HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
   }
 }
 
+// MicroKernel for two full panels side by side (c columns [0, NR) from panel0, [NR, 2·NR)
+// from panel1), for tiles of M <= 3 tokens: one panel gives each accumulator one FMA per k,
+// so M <= 3 would wait on the FMA latency; two give 4·M independent chains. Each output is the
+// same FMA sequence as MicroKernel's, so the results are bit-identical.
+template <int M, typename TW>
+HWY_INLINE void MicroKernelPair(const float* HWY_RESTRICT x, int64_t ldx,
+                                const TW* HWY_RESTRICT panel0, const TW* HWY_RESTRICT panel1,
+                                int64_t kc, float* HWY_RESTRICT c, int64_t ldc, bool load_c) {
+  static_assert(M >= 1 && M <= 3, "a pair of panels is for the short tiles");
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  using V = hn::Vec<DF>;
+  V acc[M][4];
+  for (int m = 0; m < M; ++m) {
+    for (int j = 0; j < 4; ++j) acc[m][j] = load_c ? hn::LoadU(df, c + m * ldc + j * N) : hn::Zero(df);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const V w0 = LoadPanel(panel0 + k * 2 * N);
+    const V w1 = LoadPanel(panel0 + k * 2 * N + N);
+    const V w2 = LoadPanel(panel1 + k * 2 * N);
+    const V w3 = LoadPanel(panel1 + k * 2 * N + N);
+    for (int m = 0; m < M; ++m) {
+      const V xb = hn::Set(df, x[m * ldx + k]);
+      acc[m][0] = hn::MulAdd(xb, w0, acc[m][0]);
+      acc[m][1] = hn::MulAdd(xb, w1, acc[m][1]);
+      acc[m][2] = hn::MulAdd(xb, w2, acc[m][2]);
+      acc[m][3] = hn::MulAdd(xb, w3, acc[m][3]);
+    }
+  }
+  for (int m = 0; m < M; ++m) {
+    for (int j = 0; j < 4; ++j) hn::StoreU(acc[m][j], df, c + m * ldc + j * N);
+  }
+}
+
+template <int M, typename TW>
+void MicroTilePair(const float* x, int64_t ldx, const TW* panel0, const TW* panel1, int64_t kc,
+                   float* c, int64_t ldc, bool load_c) {
+  MicroKernelPair<M>(x, ldx, panel0, panel1, kc, c, ldc, load_c);
+}
+
 template <int M, typename TW>
 void MicroTile(const float* x, int64_t ldx, const TW* panel, int64_t kc, float* c, int64_t ldc,
                int64_t valid_cols, bool load_c) {
@@ -118,6 +158,14 @@ constexpr auto MakeTileTable(std::integer_sequence<int, Ms...>) {
   return std::array<TileFn<TW>, sizeof...(Ms)>{
       {static_cast<TileFn<TW>>(&MicroTile<Ms + 1, TW>)...}};
 }
+
+template <typename TW>
+using PairTileFn = void (*)(const float*, int64_t, const TW*, const TW*, int64_t, float*,
+                            int64_t, bool);
+
+template <typename TW>
+constexpr std::array<PairTileFn<TW>, 3> kPairTiles = {
+    {&MicroTilePair<1, TW>, &MicroTilePair<2, TW>, &MicroTilePair<3, TW>}};
 
 // Packs rows [r0, r0 + nr) (nr <= NR), columns [k0, k0 + kc) of w into panel[kc][NR],
 // zero-filling missing rows. rowbuf: NR × kc floats of scratch.
@@ -201,6 +249,19 @@ void MatMulRowsT(const MatrixView& w, const PanelPackedMatrix* pk, const float* 
         const float* xt = x + t0 * K + k0;
         float* yt = y + t0 * w.rows + pr0;
         const int64_t valid = std::min(NR, r1 - pr0);
+        if (m <= 3 && p + 1 < n_panels && r1 - pr0 >= 2 * NR) {  // two full panels
+          if (in_place) {
+            const auto* src = reinterpret_cast<const hwy::float16_t*>(pk->panel(pr0 / NR)) + k0 * NR;
+            const auto* src1 =
+                reinterpret_cast<const hwy::float16_t*>(pk->panel(pr0 / NR + 1)) + k0 * NR;
+            kPairTiles<hwy::float16_t>[m - 1](xt, K, src, src1, kc, yt, w.rows, k0 > 0);
+          } else {
+            kPairTiles<float>[m - 1](xt, K, panels + p * kKC * NR, panels + (p + 1) * kKC * NR,
+                                     kc, yt, w.rows, k0 > 0);
+          }
+          ++p;
+          continue;
+        }
         if (in_place) {
           const auto* src = reinterpret_cast<const hwy::float16_t*>(pk->panel(pr0 / NR)) + k0 * NR;
           kTilesF16[m - 1](xt, K, src, kc, yt, w.rows, valid, k0 > 0);
@@ -266,27 +327,76 @@ int64_t GemmRowBlock(int64_t rows, int64_t panel_rows, int threads) {
 
 void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool) {
-  if (w.cols == 0) {
-    std::fill(y, y + n_tokens * w.rows, 0.0f);
+  const MatrixView* ws[1] = {&w};
+  float* ys[1] = {y};
+  MatMulPanelsShared(ws, ys, 1, x, n_tokens, pool);
+}
+
+void MatMulPanelsShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                        int64_t n_tokens, ThreadPool* pool) {
+  constexpr int kMax = 4;
+  TARMAC_CHECK(n >= 1 && n <= kMax && n_tokens >= 0);
+  const int64_t cols = ws[0]->cols;
+  if (cols == 0) {
+    for (int i = 0; i < n; ++i) std::fill(ys[i], ys[i] + n_tokens * ws[i]->rows, 0.0f);
     return;
   }
   const int threads = pool ? pool->num_threads() : 1;
   const int64_t nr = HWY_DYNAMIC_DISPATCH(PanelWidthT)();
-  const int64_t block = GemmRowBlock(w.rows, nr, threads);
-  const int64_t n_blocks = (w.rows + block - 1) / block;
-  const PanelPackedMatrix* pk = PreparedAs<PanelPackedMatrix>(w);
-  if (pk != nullptr && pk->panel_width() != nr) pk = nullptr;  // packed at another level
+  // One block size over all the rows, so the blocks of small matrices (K/V) are as large as
+  // the others'; every matrix starts at a block (and so at a panel) boundary.
+  int64_t total_rows = 0;
+  for (int i = 0; i < n; ++i) {
+    TARMAC_CHECK(ws[i]->cols == cols && ws[i]->rows >= 0);
+    total_rows += ws[i]->rows;
+  }
+  const int64_t block = GemmRowBlock(total_rows, nr, threads);
+  const PanelPackedMatrix* pk[kMax];
+  int64_t first[kMax + 1] = {0};  // global index of each matrix's first block
+  for (int i = 0; i < n; ++i) {
+    pk[i] = PreparedAs<PanelPackedMatrix>(*ws[i]);
+    if (pk[i] != nullptr && pk[i]->panel_width() != nr) pk[i] = nullptr;  // another level's
+    first[i + 1] = first[i] + (ws[i]->rows + block - 1) / block;
+  }
   auto run = [&](int64_t b0, int64_t b1, int) {
+    int i = 0;
     for (int64_t b = b0; b < b1; ++b) {
-      HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, pk, x, n_tokens, y, b * block,
-                                        std::min(w.rows, (b + 1) * block));
+      while (b >= first[i + 1]) ++i;
+      const int64_t r0 = (b - first[i]) * block;
+      HWY_DYNAMIC_DISPATCH(MatMulRowsT)(*ws[i], pk[i], x, n_tokens, ys[i], r0,
+                                        std::min(ws[i]->rows, r0 + block));
     }
   };
-  if (threads == 1 || n_blocks == 1) {
+  const int64_t n_blocks = first[n];
+  if (threads == 1 || n_blocks <= 1) {
     run(0, n_blocks, 0);
   } else {
     pool->ParallelFor(n_blocks, 1, run);
   }
+}
+
+void MatMulShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                  int64_t n_tokens, ThreadPool* pool) {
+  TARMAC_CHECK(n >= 1);
+  for (int i = 0; i < n; ++i) TARMAC_CHECK(ws[i]->cols == ws[0]->cols);
+  if (n_tokens == 0) return;
+  // A few tokens of interleaved Q8_0/Q4_0/Q4_K: x quantized once, one region for all.
+  if (n_tokens <= kInterleavedMaxTokens && CanFuseMatVecInt8(ws, n)) {
+    return MatVecInt8Fused(ws, ys, n, x, n_tokens, pool);
+  }
+  // Pre-split weights on AMX: one split of x and one region for all.
+  if (n_tokens >= kAmxPackedMinTokens && CanShareMatMulAmx(ws, n)) {
+    return MatMulAmxShared(ws, ys, n, x, n_tokens, pool);
+  }
+  // f32 panels: one region for all (each job's last blocks leave a thread waiting).
+  bool panels = n <= 4;
+  for (int i = 0; i < n && panels; ++i) {
+    panels = ws[i]->rows > 0 &&
+             ChooseMatMulKernel({ws[i]->type, n_tokens, ws[i]->prepared_layout()}) ==
+                 MatMulKernel::kMatMulPanels;
+  }
+  if (panels) return MatMulPanelsShared(ws, ys, n, x, n_tokens, pool);
+  for (int i = 0; i < n; ++i) MatMul(*ws[i], x, n_tokens, ys[i], pool);
 }
 
 void MatMulRef(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {

@@ -49,6 +49,20 @@ int64_t GemmRowBlock(int64_t rows, int64_t panel_rows, int threads);
 void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool);
 
+// Several matrices of one width times the same x (a layer's Q/K/V, or gate/up): the fused
+// form of the dispatch table's kernel where it has one (interleaved int8 products, AMX with
+// pre-split weights, f32 panels: x prepared once, one parallel region for all the matrices'
+// rows), else MatMul per matrix. Per matrix the results equal MatMul's.
+// x: [n_tokens][cols]; ys[i]: [n_tokens][ws[i]->rows], none aliasing x.
+// Preconditions: n >= 1; all ws[i]->cols equal; each matrix meets MatMul's preconditions.
+void MatMulShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                  int64_t n_tokens, ThreadPool* pool);
+
+// MatMulPanels over 1..4 matrices of one width in one parallel region (MatMulShared's f32
+// panel form; blocks of GemmRowBlock(their total rows)). Per matrix equal to MatMulPanels.
+void MatMulPanelsShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                        int64_t n_tokens, ThreadPool* pool);
+
 // The rows per f32 panel of MatMulPanels at the Highway target in use now (2 vectors): the
 // width a PanelPackedMatrix must have to be read (panel_packed_matrix.h).
 int64_t MatMulPanelWidth();

@@ -14,10 +14,7 @@
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
-#include "kernels/matmul_amx.h"
-#include "kernels/matmul_int8.h"
-#include "kernels/matvec.h"
-#include "kernels/matvec_int8.h"
+#include "kernels/quant_interleaved.h"
 
 namespace tarmac::model {
 namespace {
@@ -114,22 +111,7 @@ void LlamaModel::ProjectShared(std::initializer_list<const MatrixView*> ws,
                                std::initializer_list<float*> ys, const float* x,
                                int32_t n_tokens, ThreadPool* pool) const {
   TARMAC_DCHECK(ws.size() == ys.size());
-  // A few tokens of interleaved Q8_0/Q4_0 weights: one parallel region for all of them.
-  if (n_tokens <= kernels::kInterleavedMaxTokens &&
-      kernels::CanFuseMatVecInt8(ws.begin(), static_cast<int>(ws.size()))) {
-    kernels::MatVecInt8Fused(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, n_tokens,
-                             pool);
-    return;
-  }
-  // Pre-split f16/bf16/f32 weights on AMX: one split of x and one parallel region for all.
-  if (n_tokens >= kernels::kAmxPackedMinTokens &&
-      kernels::CanShareMatMulAmx(ws.begin(), static_cast<int>(ws.size()))) {
-    kernels::MatMulAmxShared(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, n_tokens,
-                             pool);
-    return;
-  }
-  auto y = ys.begin();
-  for (const MatrixView* w : ws) Project(*w, x, n_tokens, *y++, pool);
+  kernels::MatMulShared(ws.begin(), ys.begin(), static_cast<int>(ws.size()), x, n_tokens, pool);
 }
 
 namespace {

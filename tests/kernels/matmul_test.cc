@@ -28,6 +28,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
+#include "kernels/panel_packed_matrix.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::kernels {
@@ -277,6 +278,131 @@ TEST(MatMulTest, AmxSharedEqualsOneByOne) {
   ws[2].cols = cols;
   const AmxSwitch off(false);
   EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
+}
+
+// Several matrices with one x in one parallel region on f32 panels (Q/K/V, gate/up where the
+// weights are f16/f32 without AMX): bit-identical to MatMulPanels per matrix, at every level,
+// with and without the panel copy, rows that end mid-panel and mid-block, token tails, and
+// 1-3 threads. MatMulShared takes that form exactly when every matrix's kernel is
+// matmul-panels, and otherwise equals MatMul per matrix.
+TEST(MatMulTest, PanelsSharedEqualsOneByOne) {
+  std::mt19937 rng(9);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  int i = 0;
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    const int64_t cols = 300;
+    const DType types[4] = {DType::kF16, DType::kF32, DType::kF16, DType::kF16};
+    const int64_t rows[4] = {45, 16, 100, 1};
+    std::vector<std::vector<uint8_t>> mats;
+    std::vector<MatrixView> ws;
+    std::vector<std::unique_ptr<PanelPackedMatrix>> pks;
+    for (int m = 0; m < 4; ++m) {
+      mats.push_back(RandomMatrix(types[m], rows[m], cols, RowBytes(types[m], cols), rng));
+      ws.push_back(MatrixView{types[m], mats.back().data(), rows[m], cols, RowBytes(types[m], cols)});
+    }
+    // The first f16 matrix reads a panel copy of this level's width.
+    pks.push_back(PanelPackedMatrix::Pack(ws[0], MatMulPanelWidth(), nullptr));
+    ws[0].prepared = pks.back().get();
+    const MatrixView* wp[4] = {&ws[0], &ws[1], &ws[2], &ws[3]};
+    for (int n : {1, 2, 3, 4}) {
+      for (int64_t tokens : {1, 2, 7, 17, 33, 64}) {
+        ThreadPool* pool = pools[i++ % 3];
+        const auto x = RandomActivations(tokens * cols, rng);
+        std::vector<float> shared[4], single[4], dispatched[4], mm[4];
+        float* yp[4];
+        float* yd[4];
+        for (int m = 0; m < n; ++m) {
+          shared[m].assign(tokens * rows[m], NAN);
+          dispatched[m].assign(tokens * rows[m], NAN);
+          single[m].assign(tokens * rows[m], NAN);
+          mm[m].assign(tokens * rows[m], NAN);
+          yp[m] = shared[m].data();
+          yd[m] = dispatched[m].data();
+          MatMulPanels(ws[m], x.data(), tokens, single[m].data(), pool);
+          MatMul(ws[m], x.data(), tokens, mm[m].data(), pool);
+        }
+        MatMulPanelsShared(wp, yp, n, x.data(), tokens, pool);
+        MatMulShared(wp, yd, n, x.data(), tokens, pool);
+        for (int m = 0; m < n; ++m) {
+          ASSERT_EQ(0, std::memcmp(shared[m].data(), single[m].data(), single[m].size() * 4))
+              << "n=" << n << " tokens=" << tokens << " matrix " << m;
+          ASSERT_EQ(0, std::memcmp(dispatched[m].data(), mm[m].data(), mm[m].size() * 4))
+              << "n=" << n << " tokens=" << tokens << " matrix " << m;
+        }
+      }
+    }
+  });
+}
+
+// The f32-panel GEMM computes each output as one FMA chain in k order whatever tile its token
+// lands in (6-token tiles, short tiles on a pair of panels, a partial panel, the in-place f16
+// tiles or the f32 scratch past 8 tiles): a token's row is bit-identical to that token alone.
+// Fails if a pair tile reads or writes the wrong panel, or sums in another order.
+TEST(MatMulTest, PanelsResultsDoNotDependOnTheBatch) {
+  std::mt19937 rng(11);
+  ThreadPool pool2(2);
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    for (DType type : {DType::kF16, DType::kF32}) {
+      for (int64_t rows : {16, 40, 67, 128}) {
+        for (int64_t cols : {300, 1100}) {
+          const auto bytes = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+          MatrixView w{type, bytes.data(), rows, cols, RowBytes(type, cols)};
+          std::unique_ptr<PanelPackedMatrix> pk;
+          if (type == DType::kF16 && WantsPanelCopy(type)) {
+            pk = PanelPackedMatrix::Pack(w, MatMulPanelWidth(), nullptr);
+            w.prepared = pk.get();
+          }
+          for (int64_t tokens : {2, 3, 7, 8, 9, 14, 51}) {
+            const auto x = RandomActivations(tokens * cols, rng);
+            std::vector<float> all(tokens * rows, NAN), one(rows, NAN);
+            MatMulPanels(w, x.data(), tokens, all.data(), &pool2);
+            for (int64_t t = 0; t < tokens; ++t) {
+              MatMulPanels(w, x.data() + t * cols, 1, one.data(), nullptr);
+              ASSERT_EQ(0, std::memcmp(one.data(), all.data() + t * rows, rows * 4))
+                  << DTypeName(type) << " rows " << rows << " cols " << cols << " tokens "
+                  << tokens << " token " << t;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// MatMulShared with matrices whose kernels differ (an interleaved-int8 Q8_0 beside an f16) or
+// that have no fused form (Q6_K, a few tokens): per matrix equal to MatMul.
+TEST(MatMulTest, SharedFallsBackToOneByOne) {
+  std::mt19937 rng(10);
+  ThreadPool pool2(2);
+  const int64_t cols = 256;
+  const DType types[3] = {DType::kQ8_0, DType::kF16, DType::kQ6_K};
+  const int64_t rows[3] = {40, 24, 16};
+  std::vector<std::vector<uint8_t>> mats;
+  std::vector<MatrixView> ws;
+  for (int m = 0; m < 3; ++m) {
+    mats.push_back(RandomMatrix(types[m], rows[m], cols, RowBytes(types[m], cols), rng));
+    ws.push_back(MatrixView{types[m], mats.back().data(), rows[m], cols, RowBytes(types[m], cols)});
+  }
+  const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+  for (int64_t tokens : {1, 3, 20}) {
+    const auto x = RandomActivations(tokens * cols, rng);
+    std::vector<float> got[3], want[3];
+    float* yp[3];
+    for (int m = 0; m < 3; ++m) {
+      got[m].assign(tokens * rows[m], NAN);
+      want[m].assign(tokens * rows[m], NAN);
+      yp[m] = got[m].data();
+      MatMul(ws[m], x.data(), tokens, want[m].data(), &pool2);
+    }
+    MatMulShared(wp, yp, 3, x.data(), tokens, &pool2);
+    for (int m = 0; m < 3; ++m) {
+      ASSERT_EQ(0, std::memcmp(got[m].data(), want[m].data(), want[m].size() * 4))
+          << "tokens=" << tokens << " matrix " << m;
+    }
+  }
 }
 
 TEST(MatMulTest, ZeroTokens) {
