@@ -1,5 +1,7 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/clock.h"
 #include "base/cpu_affinity.h"
@@ -47,6 +49,22 @@ ThreadPool::~ThreadPool() {
   job_.generation.fetch_add(1, std::memory_order_seq_cst);
   job_.generation.notify_all();
   for (auto& w : workers_) w.join();
+}
+
+int ThreadPool::GuidedBounds(int64_t n, int64_t min_grain, int64_t* bounds) const {
+  TARMAC_CHECK(n >= 0 && min_grain >= 1);
+  bounds[0] = 0;
+  int chunks = 0;
+  int64_t at = 0;
+  const int64_t first = std::max<int64_t>(min_grain, n * 2 / (3 * num_threads_));
+  for (int t = 0; t < num_threads_ && at < n; ++t) bounds[++chunks] = at = std::min(n, at + first);
+  while (at < n) {
+    const int64_t grain = chunks + 1 == kMaxGuidedChunks
+                              ? n - at
+                              : std::max(min_grain, (n - at) / (2 * num_threads_));
+    bounds[++chunks] = at = std::min(n, at + grain);
+  }
+  return chunks;
 }
 
 bool ThreadPool::ClaimFirst(int chunk, uint64_t gen) {

@@ -59,6 +59,25 @@ class ThreadPool {
         [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<F*>(ctx))(b, e, t); });
   }
 
+  // ParallelFor over [0, n) in shrinking chunks: first one chunk per thread covering 2/3 of n
+  // together (thread t gets chunk t, as in ParallelFor), then chunks of 1/(2·threads) of what
+  // is left, down to min_grain items, so a thread that runs slower (a busier CPU, a
+  // late start) is helped by small chunks at the end rather than left holding a large one.
+  // For streaming kernels, where each chunk restarts a thread's read stream.
+  // fn(begin, end, thread_index) as in ParallelFor. Preconditions: n >= 0, min_grain >= 1.
+  template <typename Fn>
+  void ParallelForGuided(int64_t n, int64_t min_grain, Fn&& fn) {
+    int64_t bounds[kMaxGuidedChunks + 1];
+    const int chunks = GuidedBounds(n, min_grain, bounds);
+    ParallelFor(chunks, 1, [&](int64_t c0, int64_t c1, int t) {
+      for (int64_t c = c0; c < c1; ++c) fn(bounds[c], bounds[c + 1], t);
+    });
+  }
+  // ParallelForGuided's chunks: bounds[0] = 0 < bounds[1] < ... < bounds[chunks] = n; returns
+  // chunks (0 when n == 0), at most kMaxGuidedChunks.
+  static constexpr int kMaxGuidedChunks = 48;
+  int GuidedBounds(int64_t n, int64_t min_grain, int64_t* bounds) const;
+
   // Default pool size: the CPUs this process may run on (its affinity mask, at least 1).
   static int DefaultThreads();
 

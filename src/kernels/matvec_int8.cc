@@ -408,10 +408,11 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
     run(0, total, 0);
     return;
   }
-  // Two contiguous chunks per thread: each thread's stream restarts less often than with the
-  // per-row kernel's eight, and a thread that starts late can still be helped (1 chunk or 8+
-  // were slower; bench/NOTES.md).
-  pool->ParallelFor(total, std::max<int64_t>(1, total / (threads * 2)), run);
+  // Shrinking contiguous chunks: each thread's stream restarts a few times, and the thread on
+  // the slower CPU is not left with a quarter of the matrix at the end (uniform chunks, two per
+  // thread, left one thread idle ~11% of a decode; bench/NOTES.md). Groups of 16 rows; a
+  // chunk of at least 4 keeps the prefetch stream's warm-up small.
+  pool->ParallelForGuided(total, 4, run);
 }
 
 #endif  // TARMAC_MV8_X86

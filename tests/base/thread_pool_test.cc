@@ -74,6 +74,49 @@ TEST(ThreadPoolTest, RandomJobsCoverEveryIndexOnce) {
   }
 }
 
+// Guided chunks partition [0, n) in increasing order: the first round (one chunk per thread)
+// covers about 2/3 of n, later chunks never grow, none is under min_grain but the last, and
+// the count stays within kMaxGuidedChunks; ParallelForGuided runs every index exactly once.
+TEST(ThreadPoolTest, GuidedChunksShrinkAndCoverEveryIndexOnce) {
+  std::mt19937 rng(12);
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    int64_t bounds[ThreadPool::kMaxGuidedChunks + 1];
+    EXPECT_EQ(pool.GuidedBounds(0, 4, bounds), 0);
+    for (int64_t n : std::initializer_list<int64_t>{1, 2, 5, 17, 192, 1000, 4096, 1 << 20,
+                                                     int64_t{1} << 40}) {
+      for (int64_t min_grain : {1, 4, 100}) {
+        const int chunks = pool.GuidedBounds(n, min_grain, bounds);
+        ASSERT_GE(chunks, 1);
+        ASSERT_LE(chunks, ThreadPool::kMaxGuidedChunks);
+        ASSERT_EQ(bounds[0], 0);
+        ASSERT_EQ(bounds[chunks], n);
+        for (int c = 0; c < chunks; ++c) {
+          const int64_t size = bounds[c + 1] - bounds[c];
+          ASSERT_GT(size, 0) << n << " " << c;
+          // The last chunk takes the rest: under min_grain, or more once the count is capped.
+          const bool last_two = c + 2 >= chunks;
+          if (c + 1 < chunks) ASSERT_GE(size, std::min(min_grain, n)) << n << " " << c;
+          if (c >= threads && !last_two) ASSERT_LE(bounds[c + 2] - bounds[c + 1], size);
+        }
+        if (n >= 30 * threads * min_grain) {  // rounding aside
+          const int64_t first_round = bounds[std::min(threads, chunks)];
+          EXPECT_NEAR(static_cast<double>(first_round) / n, 2.0 / 3, 0.1) << n;
+        }
+      }
+    }
+    for (int job = 0; job < 500; ++job) {
+      const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
+      std::vector<std::atomic<int>> hits(n);
+      pool.ParallelForGuided(n, std::uniform_int_distribution<int64_t>(1, 50)(rng),
+                             [&](int64_t b, int64_t e, int) {
+                               for (int64_t i = b; i < e; ++i) hits[i]++;
+                             });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << job << " " << n;
+    }
+  }
+}
+
 // All threads on one CPU: a worker only runs when the caller gives up the core, so the
 // caller must take over the workers' first-round chunks rather than wait for them.
 TEST(ThreadPoolTest, CallerRunsChunksOfWorkersThatCannotRun) {
