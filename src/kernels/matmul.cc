@@ -19,6 +19,7 @@
 #include "kernels/matmul_q6k.h"
 #include "kernels/matvec_q6k.h"
 #include "kernels/panel_packed_matrix.h"
+#include "kernels/shared_ranges.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/quant_ref.h"
 
@@ -334,7 +335,7 @@ void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* 
 
 void MatMulPanelsShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
                         int64_t n_tokens, ThreadPool* pool) {
-  constexpr int kMax = 4;
+  constexpr int kMax = SharedRanges::kMax;
   TARMAC_CHECK(n >= 1 && n <= kMax && n_tokens >= 0);
   const int64_t cols = ws[0]->cols;
   if (cols == 0) {
@@ -352,22 +353,22 @@ void MatMulPanelsShared(const MatrixView* const* ws, float* const* ys, int n, co
   }
   const int64_t block = GemmRowBlock(total_rows, nr, threads);
   const PanelPackedMatrix* pk[kMax];
-  int64_t first[kMax + 1] = {0};  // global index of each matrix's first block
+  int64_t blocks[kMax];
   for (int i = 0; i < n; ++i) {
     pk[i] = PreparedAs<PanelPackedMatrix>(*ws[i]);
     if (pk[i] != nullptr && pk[i]->panel_width() != nr) pk[i] = nullptr;  // another level's
-    first[i + 1] = first[i] + (ws[i]->rows + block - 1) / block;
+    blocks[i] = (ws[i]->rows + block - 1) / block;
   }
+  const SharedRanges ranges(blocks, n);  // the matrices' row blocks, one after another
   auto run = [&](int64_t b0, int64_t b1, int) {
-    int i = 0;
-    for (int64_t b = b0; b < b1; ++b) {
-      while (b >= first[i + 1]) ++i;
-      const int64_t r0 = (b - first[i]) * block;
-      HWY_DYNAMIC_DISPATCH(MatMulRowsT)(*ws[i], pk[i], x, n_tokens, ys[i], r0,
-                                        std::min(ws[i]->rows, r0 + block));
-    }
+    ranges.ForEach(b0, b1, [&](int i, int64_t lb, int64_t le) {
+      for (int64_t b = lb; b < le; ++b) {
+        HWY_DYNAMIC_DISPATCH(MatMulRowsT)(*ws[i], pk[i], x, n_tokens, ys[i], b * block,
+                                          std::min(ws[i]->rows, (b + 1) * block));
+      }
+    });
   };
-  const int64_t n_blocks = first[n];
+  const int64_t n_blocks = ranges.total();
   if (threads == 1 || n_blocks <= 1) {
     run(0, n_blocks, 0);
   } else {
@@ -388,14 +389,19 @@ void MatMulShared(const MatrixView* const* ws, float* const* ys, int n, const fl
   if (n_tokens >= kAmxPackedMinTokens && CanShareMatMulAmx(ws, n)) {
     return MatMulAmxShared(ws, ys, n, x, n_tokens, pool);
   }
-  // f32 panels: one region for all (each job's last blocks leave a thread waiting).
-  bool panels = n <= 4;
-  for (int i = 0; i < n && panels; ++i) {
-    panels = ws[i]->rows > 0 &&
-             ChooseMatMulKernel({ws[i]->type, n_tokens, ws[i]->prepared_layout()}) ==
-                 MatMulKernel::kMatMulPanels;
+  // One kernel for all with a fused form: one region for all (a job per matrix hands off
+  // between threads and leaves one waiting at its end each time).
+  const MatMulKernel k = ChooseMatMulKernel({ws[0]->type, n_tokens, ws[0]->prepared_layout()});
+  bool same = n <= SharedRanges::kMax, one_type = true;
+  for (int i = 0; i < n && same; ++i) {
+    same = ws[i]->rows > 0 &&
+           ChooseMatMulKernel({ws[i]->type, n_tokens, ws[i]->prepared_layout()}) == k;
+    one_type = one_type && ws[i]->type == ws[0]->type;
   }
-  if (panels) return MatMulPanelsShared(ws, ys, n, x, n_tokens, pool);
+  if (same && k == MatMulKernel::kMatMulPanels) return MatMulPanelsShared(ws, ys, n, x, n_tokens, pool);
+  // MatVec prepares x for one dtype.
+  if (same && one_type && k == MatMulKernel::kMatVec) return MatVecShared(ws, ys, n, x, pool);
+  if (same && k == MatMulKernel::kMatVecMulti) return MatVecMultiShared(ws, ys, n, x, n_tokens, pool);
   for (int i = 0; i < n; ++i) MatMul(*ws[i], x, n_tokens, ys[i], pool);
 }
 

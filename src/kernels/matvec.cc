@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/shared_ranges.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_ref.h"
@@ -208,30 +209,43 @@ float Dot(DType type, const void* row, const float* x, int64_t n) {
   return y;
 }
 
-void MatVec(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
-  CheckShape(w.type, w.cols);
-  TARMAC_CHECK(w.rows >= 0);
-  TARMAC_CHECK(w.rows <= 1 || w.row_stride >= RowBytes(w.type, w.cols));
-  if (w.rows == 0) return;
-  if (w.cols == 0) {
-    std::fill(y, y + w.rows, 0.0f);
+void MatVecShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                  ThreadPool* pool) {
+  TARMAC_CHECK(n >= 1 && n <= SharedRanges::kMax);
+  const DType type = ws[0]->type;
+  const int64_t cols = ws[0]->cols;
+  CheckShape(type, cols);
+  int64_t rows[SharedRanges::kMax];
+  for (int i = 0; i < n; ++i) {
+    TARMAC_CHECK(ws[i]->type == type && ws[i]->cols == cols && ws[i]->rows >= 0);
+    TARMAC_CHECK(ws[i]->rows <= 1 || ws[i]->row_stride >= RowBytes(type, cols));
+    rows[i] = ws[i]->rows;
+  }
+  const SharedRanges ranges(rows, n);  // the matrices' rows, one after another
+  if (cols == 0) {
+    for (int i = 0; i < n; ++i) std::fill(ys[i], ys[i] + rows[i], 0.0f);
     return;
   }
-  const ActBuffers act(w.type, x, w.cols);
-  const auto* base = static_cast<const uint8_t*>(w.data);
+  const ActBuffers act(type, x, cols);  // x prepared once for all
   auto run = [&](int64_t r0, int64_t r1, int) {
-    HWY_DYNAMIC_DISPATCH(DotRowsT)(w.type, base, w.row_stride, w.cols, x, act.q,
-                                   act.aux, y, r0, r1);
+    ranges.ForEach(r0, r1, [&](int i, int64_t a, int64_t b) {
+      HWY_DYNAMIC_DISPATCH(DotRowsT)(type, static_cast<const uint8_t*>(ws[i]->data),
+                                     ws[i]->row_stride, cols, x, act.q, act.aux, ys[i], a, b);
+    });
   };
   const int threads = pool ? pool->num_threads() : 1;
-  if (threads == 1 || w.rows < 2) {
-    run(0, w.rows, 0);
+  const int64_t total = ranges.total();
+  if (threads == 1 || total < 2) {
+    run(0, total, 0);
     return;
   }
-  // Contiguous chunks keep each thread's reads sequential (hardware prefetch); a few chunks
-  // per thread balance threads that get descheduled or start late.
-  const int64_t grain = std::max<int64_t>(1, w.rows / (threads * 8));
-  pool->ParallelFor(w.rows, grain, run);
+  pool->ParallelFor(total, std::max<int64_t>(1, total / (threads * 8)), run);
+}
+
+void MatVec(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
+  const MatrixView* ws[1] = {&w};
+  float* ys[1] = {y};
+  MatVecShared(ws, ys, 1, x, pool);
 }
 
 }  // namespace tarmac::kernels

@@ -43,6 +43,12 @@ float Dot(DType type, const void* row, const float* x, int64_t n);
 // (runs on the calling thread).
 void MatVec(const MatrixView& w, const float* x, float* y, ThreadPool* pool);
 
+// MatVec of 1..4 matrices of one dtype and width with the same x (a layer's Q/K/V, or
+// gate/up; MatMulShared's form for one token): x is prepared once and one parallel region
+// covers all their rows. ys[i]: ws[i]->rows floats. Per matrix the results equal MatVec's.
+void MatVecShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                  ThreadPool* pool);
+
 // Scalar references: dequantize with DequantizeRowRef and accumulate in double.
 double DotRef(DType type, const void* row, const float* x, int64_t n);
 void MatVecRef(const MatrixView& w, const float* x, float* y);

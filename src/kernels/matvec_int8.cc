@@ -17,6 +17,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec_int8_avx2.h"
 #include "kernels/quant_interleaved.h"
+#include "kernels/shared_ranges.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -365,27 +366,24 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
     QuantizeActivationsQ8(x + t * ws[0]->cols, nb * kQB, WeightOffset(type), xq + t * x_stride,
                           dx + t * nb, corr + t * nb, sums + t * nb);
   }
-  constexpr int kMax = 4;
-  TARMAC_CHECK(n >= 1 && n <= kMax);
-  const QuantInterleaved* pk[kMax];
-  int64_t first[kMax + 1] = {0};  // global index of each matrix's first row group
+  TARMAC_CHECK(n >= 1 && n <= SharedRanges::kMax);
+  const QuantInterleaved* pk[SharedRanges::kMax];
+  int64_t groups[SharedRanges::kMax];
   for (int i = 0; i < n; ++i) {
     pk[i] = PreparedAs<QuantInterleaved>(*ws[i]);
     TARMAC_DCHECK(pk[i]->Matches(*ws[i]) && ws[i]->type == type && ws[i]->cols == ws[0]->cols);
-    first[i + 1] = first[i] + pk[i]->groups();
+    groups[i] = pk[i]->groups();
   }
+  const SharedRanges ranges(groups, n);  // the matrices' row groups, one after another
   const bool q8 = type == DType::kQ8_0;
   const bool avx512 = Int8MatVecFast();
   const bool vnni256 = IsaAtLeast(Isa::kAvx2Vnni) && Cpu().avx_vnni;
   auto run = [&](int64_t g0, int64_t g1, int) {
-    for (int i = 0; i < n; ++i) {
-      const int64_t a = std::max(g0, first[i]) - first[i];
-      const int64_t b = std::min(g1, first[i + 1]) - first[i];
-      if (a >= b) continue;
+    ranges.ForEach(g0, g1, [&](int i, int64_t a, int64_t b) {
       if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
         mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, n_tokens, xq, x_stride, dx, corr,
                                             sums, ys[i], ws[i]->rows, a, b);
-        continue;
+        return;
       }
       // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
       // per token).
@@ -400,9 +398,9 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
                                          corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
         }
       }
-    }
+    });
   };
-  const int64_t total = first[n];
+  const int64_t total = ranges.total();
   const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || total < 2) {
     run(0, total, 0);

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "kernels/dequant.h"
 #include "kernels/matvec.h"
+#include "kernels/shared_ranges.h"
 #include "tensor/aligned_buffer.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_ref.h"
@@ -214,26 +215,40 @@ HWY_AFTER_NAMESPACE();
 namespace tarmac::kernels {
 HWY_EXPORT(MatVecMultiRows);
 
-void MatVecMulti(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
-                 ThreadPool* pool) {
-  TARMAC_CHECK(IsMatVecType(w.type));
+void MatVecMultiShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                       int64_t n_tokens, ThreadPool* pool) {
+  TARMAC_CHECK(n >= 1 && n <= SharedRanges::kMax);
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kMatVecMultiMaxTokens);
-  if (w.rows == 0) return;
   constexpr int64_t kRowsPerTask = 64;
-  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  int64_t tasks[SharedRanges::kMax];
+  for (int i = 0; i < n; ++i) {
+    TARMAC_CHECK(IsMatVecType(ws[i]->type) && ws[i]->cols == ws[0]->cols && ws[i]->rows >= 0);
+    tasks[i] = (ws[i]->rows + kRowsPerTask - 1) / kRowsPerTask;
+  }
+  const SharedRanges ranges(tasks, n);  // the matrices' 64-row tasks, one after another
   auto run = [&](int64_t b, int64_t e, int) {
-    HWY_DYNAMIC_DISPATCH(MatVecMultiRows)(w, x, n_tokens, y, b * kRowsPerTask,
-                                          std::min(w.rows, e * kRowsPerTask));
+    ranges.ForEach(b, e, [&](int i, int64_t tb, int64_t te) {
+      HWY_DYNAMIC_DISPATCH(MatVecMultiRows)(*ws[i], x, n_tokens, ys[i], tb * kRowsPerTask,
+                                            std::min(ws[i]->rows, te * kRowsPerTask));
+    });
   };
-  if (pool == nullptr || pool->num_threads() == 1 || tasks == 1) {
-    run(0, tasks, 0);
+  const int64_t total = ranges.total();
+  if (pool == nullptr || pool->num_threads() == 1 || total <= 1) {
+    run(0, total, 0);
   } else {
     // Contiguous ranges of tasks, a few per thread (as MatVec): each thread's rows then stream
     // in address order, and the prefetch at the end of a task covers rows the same thread
     // reads next. Tasks dealt one at a time left the first ~3 KiB of every 64-row task
     // unprefetched (slower; bench/NOTES.md).
-    pool->ParallelFor(tasks, std::max<int64_t>(1, tasks / (pool->num_threads() * 8)), run);
+    pool->ParallelFor(total, std::max<int64_t>(1, total / (pool->num_threads() * 8)), run);
   }
+}
+
+void MatVecMulti(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+                 ThreadPool* pool) {
+  const MatrixView* ws[1] = {&w};
+  float* ys[1] = {y};
+  MatVecMultiShared(ws, ys, 1, x, n_tokens, pool);
 }
 
 }  // namespace tarmac::kernels

@@ -26,4 +26,10 @@ constexpr int64_t kMatVecMultiMaxTokens = 16;
 // multiple of the dtype's block size. pool may be nullptr.
 void MatVecMulti(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
+// MatVecMulti of 1..4 matrices of one width with the same x rows (MatMulShared's form for a
+// few tokens): one parallel region covers all their rows. ys[i]: [n_tokens][ws[i]->rows].
+// Per matrix the results equal MatVecMulti's.
+void MatVecMultiShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
+                       int64_t n_tokens, ThreadPool* pool);
+
 }  // namespace tarmac::kernels

@@ -28,6 +28,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_int8.h"
+#include "kernels/matvec_multi.h"
 #include "kernels/panel_packed_matrix.h"
 #include "tensor/quant_ref.h"
 
@@ -366,6 +367,56 @@ TEST(MatMulTest, PanelsResultsDoNotDependOnTheBatch) {
                   << tokens << " token " << t;
             }
           }
+        }
+      }
+    }
+  });
+}
+
+// The few-token form: 1..4 matrices (mixed dtypes allowed) in one region, per matrix
+// bit-identical to MatVecMulti; and MatMulShared over matrices of one dtype at 1, a few and
+// many tokens (MatVecShared, MatVecMultiShared or a GEMM form) equal to MatMul per matrix.
+TEST(MatMulTest, MatVecSharedFormsEqualOneByOne) {
+  std::mt19937 rng(13);
+  ThreadPool pool2(2);
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    const int64_t cols = 256;
+    for (bool mixed : {true, false}) {
+      const DType types[3] = {DType::kF16, mixed ? DType::kF32 : DType::kF16,
+                              mixed ? DType::kQ6_K : DType::kF16};
+      const int64_t rows[3] = {100, 64, 129};
+      std::vector<std::vector<uint8_t>> mats;
+      std::vector<MatrixView> ws;
+      for (int m = 0; m < 3; ++m) {
+        mats.push_back(RandomMatrix(types[m], rows[m], cols, RowBytes(types[m], cols), rng));
+        ws.push_back(MatrixView{types[m], mats.back().data(), rows[m], cols, RowBytes(types[m], cols)});
+      }
+      const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+      for (int64_t tokens : {1, 2, 5, 16, 17, 40}) {
+        const auto x = RandomActivations(tokens * cols, rng);
+        std::vector<float> multi[3], multi1[3], got[3], want[3];
+        float* ym[3];
+        float* yg[3];
+        for (int m = 0; m < 3; ++m) {
+          multi[m].assign(tokens * rows[m], NAN);
+          multi1[m].assign(tokens * rows[m], NAN);
+          got[m].assign(tokens * rows[m], NAN);
+          want[m].assign(tokens * rows[m], NAN);
+          ym[m] = multi[m].data();
+          yg[m] = got[m].data();
+          MatMul(ws[m], x.data(), tokens, want[m].data(), &pool2);
+          if (tokens <= kMatVecMultiMaxTokens) MatVecMulti(ws[m], x.data(), tokens, multi1[m].data(), &pool2);
+        }
+        if (tokens <= kMatVecMultiMaxTokens) MatVecMultiShared(wp, ym, 3, x.data(), tokens, &pool2);
+        MatMulShared(wp, yg, 3, x.data(), tokens, &pool2);
+        for (int m = 0; m < 3; ++m) {
+          if (tokens <= kMatVecMultiMaxTokens) {
+            ASSERT_EQ(0, std::memcmp(multi[m].data(), multi1[m].data(), multi1[m].size() * 4))
+                << "mixed " << mixed << " tokens " << tokens << " matrix " << m;
+          }
+          ASSERT_EQ(0, std::memcmp(got[m].data(), want[m].data(), want[m].size() * 4))
+              << "mixed " << mixed << " tokens " << tokens << " matrix " << m;
         }
       }
     }
