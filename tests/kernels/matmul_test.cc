@@ -228,6 +228,42 @@ TEST(MatMulTest, AmxPackedF16IsExactForEveryValue) {
       ASSERT_EQ(y[t * rows + r], F16ToF32(m[r * cols + t])) << "f16 bits " << m[r * cols + t];
 }
 
+// Dense random matrices of one width: the operands of the shared products (several matrices,
+// one x). views may be changed afterwards (a prepared copy); ptrs point at them.
+struct MatrixSet {
+  MatrixSet(const std::vector<DType>& types, const std::vector<int64_t>& rows, int64_t cols,
+            std::mt19937& rng) {
+    for (size_t i = 0; i < types.size(); ++i) {
+      const int64_t stride = RowBytes(types[i], cols);
+      bytes.push_back(RandomMatrix(types[i], rows[i], cols, stride, rng));
+      views.push_back(MatrixView{types[i], bytes.back().data(), rows[i], cols, stride});
+    }
+    for (const MatrixView& v : views) ptrs.push_back(&v);
+  }
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<MatrixView> views;
+  std::vector<const MatrixView*> ptrs;
+};
+
+// NaN-filled outputs of a set's first n matrices for `tokens` tokens; ptrs for shared calls.
+struct Outputs {
+  Outputs(const MatrixSet& set, int n, int64_t tokens) {
+    for (int i = 0; i < n; ++i) y.emplace_back(tokens * set.views[i].rows, NAN);
+    for (auto& v : y) ptrs.push_back(v.data());
+  }
+  std::vector<std::vector<float>> y;
+  std::vector<float*> ptrs;
+};
+
+// Per matrix, the same bits.
+::testing::AssertionResult SameBits(const Outputs& a, const Outputs& b) {
+  for (size_t i = 0; i < a.y.size(); ++i) {
+    if (std::memcmp(a.y[i].data(), b.y[i].data(), a.y[i].size() * sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << "matrix " << i << " differs";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Several pre-split matrices with one x in one call (Q/K/V, gate/up): bit-identical to one
 // MatMul per matrix, on partial row blocks, a K tail and lone / paired token tiles, with mixed
 // dtypes (BF16 skips its lo pass).
@@ -239,44 +275,30 @@ TEST(MatMulTest, AmxSharedEqualsOneByOne) {
   const int64_t cols = 300;
   // Nibble-coded lo (F16) next to none (BF16) and stored (F32): a row block rebuilds the next
   // block's first step only when that block is F16.
-  const DType types[4] = {DType::kF16, DType::kBF16, DType::kF32, DType::kF16};
-  const int64_t rows[4] = {45, 16, 100, 40};
-  std::vector<std::vector<uint8_t>> mats;
-  std::vector<MatrixView> ws;
+  MatrixSet set({DType::kF16, DType::kBF16, DType::kF32, DType::kF16}, {45, 16, 100, 40}, cols, rng);
   std::vector<std::unique_ptr<AmxPackedMatrix>> pks;
-  for (int i = 0; i < 4; ++i) {
-    mats.push_back(RandomMatrix(types[i], rows[i], cols, RowBytes(types[i], cols), rng));
-    ws.push_back(MatrixView{types[i], mats.back().data(), rows[i], cols, RowBytes(types[i], cols)});
-    pks.push_back(AmxPackedMatrix::Pack(ws.back(), &pool2));
-    ws.back().prepared = pks.back().get();
+  for (MatrixView& w : set.views) {
+    pks.push_back(AmxPackedMatrix::Pack(w, &pool2));
+    w.prepared = pks.back().get();
   }
-  const MatrixView* wp[4] = {&ws[0], &ws[1], &ws[2], &ws[3]};
+  const MatrixView* const* wp = set.ptrs.data();
   ASSERT_TRUE(CanShareMatMulAmx(wp, 4));
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
     for (int64_t tokens : {7, 33, 64, 300}) {
       const auto x = RandomActivations(tokens * cols, rng);
-      std::vector<float> shared[4], single[4];
-      float* yp[4];
-      for (int i = 0; i < 4; ++i) {
-        shared[i].assign(tokens * rows[i], NAN);
-        single[i].assign(tokens * rows[i], NAN);
-        yp[i] = shared[i].data();
-        MatMulAmx(ws[i], x.data(), tokens, single[i].data(), pool);
-      }
-      MatMulAmxShared(wp, yp, 4, x.data(), tokens, pool);
-      for (int i = 0; i < 4; ++i) {
-        ASSERT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4))
-            << "tokens=" << tokens << " matrix " << i;
-      }
+      Outputs shared(set, 4, tokens), single(set, 4, tokens);
+      for (int i = 0; i < 4; ++i) MatMulAmx(set.views[i], x.data(), tokens, single.ptrs[i], pool);
+      MatMulAmxShared(wp, shared.ptrs.data(), 4, x.data(), tokens, pool);
+      ASSERT_TRUE(SameBits(shared, single)) << "tokens=" << tokens;
     }
   }
   // Not shareable: no pre-split copy, another width, or AMX off.
-  ws[1].prepared = nullptr;
+  set.views[1].prepared = nullptr;
   EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
-  ws[1].prepared = pks[1].get();
-  ws[2].cols = 256;
+  set.views[1].prepared = pks[1].get();
+  set.views[2].cols = 256;
   EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
-  ws[2].cols = cols;
+  set.views[2].cols = cols;
   const AmxSwitch off(false);
   EXPECT_FALSE(CanShareMatMulAmx(wp, 3));
 }
@@ -284,54 +306,33 @@ TEST(MatMulTest, AmxSharedEqualsOneByOne) {
 // Several matrices with one x in one parallel region on f32 panels (Q/K/V, gate/up where the
 // weights are f16/f32 without AMX): bit-identical to MatMulPanels per matrix, at every level,
 // with and without the panel copy, rows that end mid-panel and mid-block, token tails, and
-// 1-3 threads. MatMulShared takes that form exactly when every matrix's kernel is
-// matmul-panels, and otherwise equals MatMul per matrix.
+// 1-3 threads. MatMulShared (whichever form it takes) equals MatMul per matrix.
 TEST(MatMulTest, PanelsSharedEqualsOneByOne) {
   std::mt19937 rng(9);
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
-  int i = 0;
+  int k = 0;
   testing::ForEachTarget([&](const char* target) {
     SCOPED_TRACE(target);
     const int64_t cols = 300;
-    const DType types[4] = {DType::kF16, DType::kF32, DType::kF16, DType::kF16};
-    const int64_t rows[4] = {45, 16, 100, 1};
-    std::vector<std::vector<uint8_t>> mats;
-    std::vector<MatrixView> ws;
-    std::vector<std::unique_ptr<PanelPackedMatrix>> pks;
-    for (int m = 0; m < 4; ++m) {
-      mats.push_back(RandomMatrix(types[m], rows[m], cols, RowBytes(types[m], cols), rng));
-      ws.push_back(MatrixView{types[m], mats.back().data(), rows[m], cols, RowBytes(types[m], cols)});
-    }
+    MatrixSet set({DType::kF16, DType::kF32, DType::kF16, DType::kF16}, {45, 16, 100, 1}, cols, rng);
     // The first f16 matrix reads a panel copy of this level's width.
-    pks.push_back(PanelPackedMatrix::Pack(ws[0], MatMulPanelWidth(), nullptr));
-    ws[0].prepared = pks.back().get();
-    const MatrixView* wp[4] = {&ws[0], &ws[1], &ws[2], &ws[3]};
+    const auto pk = PanelPackedMatrix::Pack(set.views[0], MatMulPanelWidth(), nullptr);
+    set.views[0].prepared = pk.get();
     for (int n : {1, 2, 3, 4}) {
       for (int64_t tokens : {1, 2, 7, 17, 33, 64}) {
-        ThreadPool* pool = pools[i++ % 3];
+        ThreadPool* pool = pools[k++ % 3];
         const auto x = RandomActivations(tokens * cols, rng);
-        std::vector<float> shared[4], single[4], dispatched[4], mm[4];
-        float* yp[4];
-        float* yd[4];
+        Outputs shared(set, n, tokens), single(set, n, tokens), dispatched(set, n, tokens),
+            mm(set, n, tokens);
         for (int m = 0; m < n; ++m) {
-          shared[m].assign(tokens * rows[m], NAN);
-          dispatched[m].assign(tokens * rows[m], NAN);
-          single[m].assign(tokens * rows[m], NAN);
-          mm[m].assign(tokens * rows[m], NAN);
-          yp[m] = shared[m].data();
-          yd[m] = dispatched[m].data();
-          MatMulPanels(ws[m], x.data(), tokens, single[m].data(), pool);
-          MatMul(ws[m], x.data(), tokens, mm[m].data(), pool);
+          MatMulPanels(set.views[m], x.data(), tokens, single.ptrs[m], pool);
+          MatMul(set.views[m], x.data(), tokens, mm.ptrs[m], pool);
         }
-        MatMulPanelsShared(wp, yp, n, x.data(), tokens, pool);
-        MatMulShared(wp, yd, n, x.data(), tokens, pool);
-        for (int m = 0; m < n; ++m) {
-          ASSERT_EQ(0, std::memcmp(shared[m].data(), single[m].data(), single[m].size() * 4))
-              << "n=" << n << " tokens=" << tokens << " matrix " << m;
-          ASSERT_EQ(0, std::memcmp(dispatched[m].data(), mm[m].data(), mm[m].size() * 4))
-              << "n=" << n << " tokens=" << tokens << " matrix " << m;
-        }
+        MatMulPanelsShared(set.ptrs.data(), shared.ptrs.data(), n, x.data(), tokens, pool);
+        MatMulShared(set.ptrs.data(), dispatched.ptrs.data(), n, x.data(), tokens, pool);
+        ASSERT_TRUE(SameBits(shared, single)) << "n=" << n << " tokens=" << tokens;
+        ASSERT_TRUE(SameBits(dispatched, mm)) << "n=" << n << " tokens=" << tokens;
       }
     }
   });
@@ -383,41 +384,21 @@ TEST(MatMulTest, MatVecSharedFormsEqualOneByOne) {
     SCOPED_TRACE(target);
     const int64_t cols = 256;
     for (bool mixed : {true, false}) {
-      const DType types[3] = {DType::kF16, mixed ? DType::kF32 : DType::kF16,
-                              mixed ? DType::kQ6_K : DType::kF16};
-      const int64_t rows[3] = {100, 64, 129};
-      std::vector<std::vector<uint8_t>> mats;
-      std::vector<MatrixView> ws;
-      for (int m = 0; m < 3; ++m) {
-        mats.push_back(RandomMatrix(types[m], rows[m], cols, RowBytes(types[m], cols), rng));
-        ws.push_back(MatrixView{types[m], mats.back().data(), rows[m], cols, RowBytes(types[m], cols)});
-      }
-      const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+      MatrixSet set({DType::kF16, mixed ? DType::kF32 : DType::kF16, mixed ? DType::kQ6_K : DType::kF16},
+                    {100, 64, 129}, cols, rng);
       for (int64_t tokens : {1, 2, 5, 16, 17, 40}) {
         const auto x = RandomActivations(tokens * cols, rng);
-        std::vector<float> multi[3], multi1[3], got[3], want[3];
-        float* ym[3];
-        float* yg[3];
+        Outputs multi(set, 3, tokens), multi1(set, 3, tokens), got(set, 3, tokens),
+            want(set, 3, tokens);
+        const bool few = tokens <= kMatVecMultiMaxTokens;
         for (int m = 0; m < 3; ++m) {
-          multi[m].assign(tokens * rows[m], NAN);
-          multi1[m].assign(tokens * rows[m], NAN);
-          got[m].assign(tokens * rows[m], NAN);
-          want[m].assign(tokens * rows[m], NAN);
-          ym[m] = multi[m].data();
-          yg[m] = got[m].data();
-          MatMul(ws[m], x.data(), tokens, want[m].data(), &pool2);
-          if (tokens <= kMatVecMultiMaxTokens) MatVecMulti(ws[m], x.data(), tokens, multi1[m].data(), &pool2);
+          MatMul(set.views[m], x.data(), tokens, want.ptrs[m], &pool2);
+          if (few) MatVecMulti(set.views[m], x.data(), tokens, multi1.ptrs[m], &pool2);
         }
-        if (tokens <= kMatVecMultiMaxTokens) MatVecMultiShared(wp, ym, 3, x.data(), tokens, &pool2);
-        MatMulShared(wp, yg, 3, x.data(), tokens, &pool2);
-        for (int m = 0; m < 3; ++m) {
-          if (tokens <= kMatVecMultiMaxTokens) {
-            ASSERT_EQ(0, std::memcmp(multi[m].data(), multi1[m].data(), multi1[m].size() * 4))
-                << "mixed " << mixed << " tokens " << tokens << " matrix " << m;
-          }
-          ASSERT_EQ(0, std::memcmp(got[m].data(), want[m].data(), want[m].size() * 4))
-              << "mixed " << mixed << " tokens " << tokens << " matrix " << m;
-        }
+        if (few) MatVecMultiShared(set.ptrs.data(), multi.ptrs.data(), 3, x.data(), tokens, &pool2);
+        MatMulShared(set.ptrs.data(), got.ptrs.data(), 3, x.data(), tokens, &pool2);
+        if (few) ASSERT_TRUE(SameBits(multi, multi1)) << "mixed " << mixed << " tokens " << tokens;
+        ASSERT_TRUE(SameBits(got, want)) << "mixed " << mixed << " tokens " << tokens;
       }
     }
   });
@@ -429,30 +410,13 @@ TEST(MatMulTest, SharedFallsBackToOneByOne) {
   std::mt19937 rng(10);
   ThreadPool pool2(2);
   const int64_t cols = 256;
-  const DType types[3] = {DType::kQ8_0, DType::kF16, DType::kQ6_K};
-  const int64_t rows[3] = {40, 24, 16};
-  std::vector<std::vector<uint8_t>> mats;
-  std::vector<MatrixView> ws;
-  for (int m = 0; m < 3; ++m) {
-    mats.push_back(RandomMatrix(types[m], rows[m], cols, RowBytes(types[m], cols), rng));
-    ws.push_back(MatrixView{types[m], mats.back().data(), rows[m], cols, RowBytes(types[m], cols)});
-  }
-  const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
+  MatrixSet set({DType::kQ8_0, DType::kF16, DType::kQ6_K}, {40, 24, 16}, cols, rng);
   for (int64_t tokens : {1, 3, 20}) {
     const auto x = RandomActivations(tokens * cols, rng);
-    std::vector<float> got[3], want[3];
-    float* yp[3];
-    for (int m = 0; m < 3; ++m) {
-      got[m].assign(tokens * rows[m], NAN);
-      want[m].assign(tokens * rows[m], NAN);
-      yp[m] = got[m].data();
-      MatMul(ws[m], x.data(), tokens, want[m].data(), &pool2);
-    }
-    MatMulShared(wp, yp, 3, x.data(), tokens, &pool2);
-    for (int m = 0; m < 3; ++m) {
-      ASSERT_EQ(0, std::memcmp(got[m].data(), want[m].data(), want[m].size() * 4))
-          << "tokens=" << tokens << " matrix " << m;
-    }
+    Outputs got(set, 3, tokens), want(set, 3, tokens);
+    for (int m = 0; m < 3; ++m) MatMul(set.views[m], x.data(), tokens, want.ptrs[m], &pool2);
+    MatMulShared(set.ptrs.data(), got.ptrs.data(), 3, x.data(), tokens, &pool2);
+    ASSERT_TRUE(SameBits(got, want)) << "tokens=" << tokens;
   }
 }
 
