@@ -51,8 +51,9 @@ void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* 
 
 // Several matrices of one width times the same x (a layer's Q/K/V, or gate/up): the fused
 // form of the dispatch table's kernel where it has one (interleaved int8 products, AMX with
-// pre-split weights, f32 panels: x prepared once, one parallel region for all the matrices'
-// rows), else MatMul per matrix. Per matrix the results equal MatMul's.
+// pre-split weights, f32 panels, MatVec for one dtype, MatVecMulti: x prepared once, one
+// parallel region for all the matrices' rows), else MatMul per matrix. Per matrix the results
+// equal MatMul's.
 // x: [n_tokens][cols]; ys[i]: [n_tokens][ws[i]->rows], none aliasing x.
 // Preconditions: n >= 1; all ws[i]->cols equal; each matrix meets MatMul's preconditions.
 void MatMulShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
