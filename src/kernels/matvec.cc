@@ -222,6 +222,7 @@ void MatVecShared(const MatrixView* const* ws, float* const* ys, int n, const fl
     rows[i] = ws[i]->rows;
   }
   const SharedRanges ranges(rows, n);  // the matrices' rows, one after another
+  if (ranges.total() == 0) return;  // x is not read (it may be empty)
   if (cols == 0) {
     for (int i = 0; i < n; ++i) std::fill(ys[i], ys[i] + rows[i], 0.0f);
     return;
