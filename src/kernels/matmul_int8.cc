@@ -115,10 +115,9 @@ void PackSlabScalar(const MatrixView& w, int64_t r0, int64_t nrows, int64_t b0, 
 // the scale conversion (Q4_K: and the mins).
 void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int64_t nbk,
                          uint8_t* dst) {
-  const int64_t qb = pk.quant_bytes();
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* db = dst + b * kBlockBytes;
-    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    const uint8_t* q = pk.block_quants(g, b0 + b);
     if (pk.type() == DType::kQ8_0) {
       std::memcpy(db, q, kQuantBytes);
     } else {
@@ -131,7 +130,7 @@ void PackSlabInterleaved(const QuantInterleaved& pk, int64_t g, int64_t b0, int6
       PackSlabScalesMinsQ4_K(pk, g, b0 + b, db);
       continue;
     }
-    const uint16_t* sc = pk.scales(g) + (b0 + b) * kSlabRows;
+    const uint16_t* sc = pk.block_scales(g, b0 + b);
     for (int64_t i = 0; i < kSlabRows; ++i) {
       const float s = F16ToF32(sc[i]);
       std::memcpy(db + kQuantBytes + 4 * i, &s, 4);

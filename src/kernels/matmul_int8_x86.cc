@@ -239,12 +239,11 @@ constexpr TileFn kVnniTilesMins[kVnniMR] = {&TileVnni<1, true>, &TileVnni<2, tru
 // PackSlabInterleaved with vector copies, nibble splits and scale conversions.
 TARMAC_TARGET_VNNI void PackSlabInterleavedAvx512(const QuantInterleaved& pk, int64_t g, int64_t b0,
                                                   int64_t nbk, uint8_t* dst) {
-  const int64_t qb = pk.quant_bytes();
   const bool q8 = pk.type() == DType::kQ8_0;
   const __m512i nib = _mm512_set1_epi8(0x0f);
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* db = dst + b * kBlockBytes;
-    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    const uint8_t* q = pk.block_quants(g, b0 + b);
     for (int s = 0; s < 4; ++s) {
       const __m512i v = _mm512_load_si512(q + 64 * s);
       if (q8) {
@@ -260,7 +259,7 @@ TARMAC_TARGET_VNNI void PackSlabInterleavedAvx512(const QuantInterleaved& pk, in
       continue;
     }
     const __m256i h = _mm256_load_si256(
-        reinterpret_cast<const __m256i*>(pk.scales(g) + (b0 + b) * kSlabRows));
+        reinterpret_cast<const __m256i*>(pk.block_scales(g, b0 + b)));
     _mm512_storeu_ps(db + kQuantBytes, _mm512_cvtph_ps(h));
     _mm512_storeu_ps(db + kMinsOff, _mm512_setzero_ps());
   }
@@ -457,12 +456,11 @@ TARMAC_TARGET_AVX2 void SignSlabsQ8Avx2(uint8_t* slabs, int64_t n_blocks, int of
 // PackSlabInterleaved with vector copies and nibble splits (the scales as there).
 TARMAC_TARGET_AVX2 void PackSlabInterleavedAvx2(const QuantInterleaved& pk, int64_t g, int64_t b0,
                                                 int64_t nbk, uint8_t* dst) {
-  const int64_t qb = pk.quant_bytes();
   const bool q8 = pk.type() == DType::kQ8_0;
   const __m256i nib = _mm256_set1_epi8(0x0f);
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* db = dst + b * kBlockBytes;
-    const uint8_t* q = pk.quants(g) + (b0 + b) * qb;
+    const uint8_t* q = pk.block_quants(g, b0 + b);
     for (int s = 0; s < 8; ++s) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * s));
       if (q8) {
@@ -479,8 +477,8 @@ TARMAC_TARGET_AVX2 void PackSlabInterleavedAvx2(const QuantInterleaved& pk, int6
       PackSlabScalesMinsQ4_K(pk, g, b0 + b, db);
       continue;
     }
-    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows));
-    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.scales(g) + (b0 + b) * kSlabRows + 8));
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.block_scales(g, b0 + b)));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.block_scales(g, b0 + b) + 8));
     _mm256_store_ps(reinterpret_cast<float*>(db + kQuantBytes), _mm256_cvtph_ps(h0));
     _mm256_store_ps(reinterpret_cast<float*>(db + kQuantBytes + 32), _mm256_cvtph_ps(h1));
     _mm256_store_ps(reinterpret_cast<float*>(db + kMinsOff), _mm256_setzero_ps());

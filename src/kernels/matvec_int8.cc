@@ -217,6 +217,24 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
   }
 }
 
+// Block b of group g of an interleaved Q4_0 / Q8_0 copy: its quants and scales; at a unit's
+// first block, prefetches the unit kAhead bytes on (quants and scales in one burst).
+template <DType kT>
+inline void UnitBlock(const QuantInterleaved& pk, int64_t g, int64_t b, const uint8_t** p,
+                      const uint16_t** sc) {
+  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
+  constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);
+  const uint8_t* unit = pk.group(g) + b / kU * kUnit;
+  if (b % kU == 0) {
+    for (int64_t l = 0; l < kUnit; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(unit + kAhead + l), _MM_HINT_T1);
+    }
+  }
+  *p = unit + b % kU * QuantInterleaved::QuantBytes(kT);
+  *sc = reinterpret_cast<const uint16_t*>(unit + kU * QuantInterleaved::QuantBytes(kT)) +
+        b % kU * QuantInterleaved::kRows;
+}
+
 // y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved matrix: each int32 lane is
 // one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
 // MatMulInt8Ref does for each row (so the results are bit-identical to it).
@@ -229,18 +247,14 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk, const
   // instruction instead of a shift and a mask.
   const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL);
   const int64_t nb = pk.blocks();
-  constexpr int64_t kB = kQ8 ? 512 : 256;  // QuantInterleaved::quant_bytes()
-  TARMAC_DCHECK(pk.quant_bytes() == kB);
+  constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
+  TARMAC_DCHECK(pk.type() == kT);
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* p = pk.quants(g);
-    const uint16_t* sc = pk.scales(g);
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {
-      // Quants and scales are two streams, ~3 KiB ahead in quant bytes (scales: 1/8 of that).
-      for (int64_t l = 0; l < kB; l += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);
-      }
-      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p;
+      const uint16_t* sc;
+      UnitBlock<kT>(pk, g, b, &p, &sc);
       const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
       __m512i ia = _mm512_set1_epi32(corr[b]);
       __m512i ib = _mm512_setzero_si512();
@@ -281,18 +295,15 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleavedMulti(const QuantInterleaved& pk, 
   const __m512i nib = _mm512_set1_epi8(0x0f);
   const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL);  // byte >> 4 (GroupsInterleaved)
   const int64_t nb = pk.blocks();
-  constexpr int64_t kB = kQ8 ? 512 : 256;
-  TARMAC_DCHECK(pk.quant_bytes() == kB);
+  constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
+  TARMAC_DCHECK(pk.type() == kT);
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* p = pk.quants(g);
-    const uint16_t* sc = pk.scales(g);
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, p += kB, sc += 16) {
-      for (int64_t l = 0; l < kB; l += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);
-      }
-      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p;
+      const uint16_t* sc;
+      UnitBlock<kT>(pk, g, b, &p, &sc);
       __m512i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(corr[t * nb + b]);
       for (int s = 0; s < 8; ++s) {

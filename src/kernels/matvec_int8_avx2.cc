@@ -23,8 +23,9 @@ namespace {
 
 constexpr int64_t kQB = 32;
 constexpr int64_t kRows = QuantInterleaved::kRows;
-// Prefetch distance in quant bytes: twice the AVX-512 kernel's. At 3 KiB a thread here still
-// waited on memory at each block, its time compute plus memory (bench/NOTES.md).
+// Prefetch distance in bytes of the group (quants and scales): twice the AVX-512 kernel's. At
+// 3 KiB a thread here still waited on memory at each block (bench/NOTES.md). Each unit is
+// prefetched in one burst when the walk enters it.
 constexpr int64_t kAhead = 6144;
 
 // The activations' per-block arrays (InterleavedGroupsAvx2), [token][block].
@@ -139,39 +140,35 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
   TARGET void Half##SUMS(const QuantInterleaved& pk, int64_t g, int h, const int8_t* xq,      \
                          int64_t x_stride, const Acts& a, float* y, int64_t y_stride,         \
                          bool prefetch) {                                                     \
-    constexpr int64_t kB = kQ8 ? 512 : 256;                                                   \
-    constexpr int64_t kSuperAhead = kAhead / (8 * kB);                                        \
+    constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;             \
+    constexpr int64_t kB = QuantInterleaved::QuantBytes(kT);                                  \
+    constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);                                  \
+    constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);                                \
     const int64_t nb = pk.blocks();                                                           \
-    const uint8_t* p = pk.quants(g) + 32 * h;                                                 \
-    const uint16_t* sc = kMins ? nullptr : pk.scales(g) + 8 * h;                              \
-    const uint8_t* ss = kMins ? pk.super_scales(g) : nullptr;                                 \
+    const uint8_t* grp = pk.group(g);                                                         \
     __m256 acc[NH][NT], dsup[NH], msup[NH];                                                   \
-    for (int j = 0; j < NH; ++j)                                                              \
+    for (int j = 0; j < NH; ++j) {                                                            \
+      dsup[j] = msup[j] = _mm256_setzero_ps(); /* Q4_K: set at each super-block */            \
       for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();                           \
-    for (int64_t b = 0; b < nb; ++b, p += kB, sc += kMins ? 0 : 16) {                         \
-      const int64_t sub = b % 8;                                                              \
-      if constexpr (kMins) {                                                                  \
-        const uint8_t* s = ss + b / 8 * QuantInterleaved::kSuperBytes;                        \
-        if (prefetch && sub < 5) {                                                            \
-          _mm_prefetch(reinterpret_cast<const char*>(                                         \
-                           s + kSuperAhead * QuantInterleaved::kSuperBytes + 64 * sub),       \
-                       _MM_HINT_T1);                                                          \
+    }                                                                                         \
+    for (int64_t b = 0; b < nb; ++b) {                                                        \
+      const int64_t sub = b % kU;                                                             \
+      const uint8_t* unit = grp + b / kU * kUnit;                                             \
+      const uint8_t* p = unit + sub * kB + 32 * h;                                            \
+      const uint8_t* us = unit + kU * kB; /* the unit's scales */                             \
+      if (prefetch && sub == 0) { /* the unit ahead, scales included, in one burst */         \
+        for (int64_t l = 0; l < kUnit; l += 64) {                                             \
+          _mm_prefetch(reinterpret_cast<const char*>(unit + kAhead + l), _MM_HINT_T1);        \
         }                                                                                     \
+      }                                                                                       \
+      if constexpr (kMins) {                                                                  \
         if (sub == 0) {                                                                       \
           for (int j = 0; j < NH; ++j) {                                                      \
             const int off = 16 * (h + j);                                                     \
-            dsup[j] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + off)));  \
+            dsup[j] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + off)));  \
             msup[j] = _mm256_cvtph_ps(                                                        \
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32 + off)));            \
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 32 + off)));           \
           }                                                                                   \
-        }                                                                                     \
-      }                                                                                       \
-      if (prefetch) {                                                                         \
-        for (int64_t l = 0; l < kB; l += 64) {                                                \
-          _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);           \
-        }                                                                                     \
-        if (!kMins && b % 2 == 0) {                                                           \
-          _mm_prefetch(reinterpret_cast<const char*>(sc + kAhead / 16), _MM_HINT_T1);         \
         }                                                                                     \
       }                                                                                       \
       const int32_t* xb[NT];                                                                  \
@@ -185,11 +182,12 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
       for (int j = 0; j < NH; ++j) {                                                          \
         __m256 dw, mw;                                                                        \
         if constexpr (kMins) {                                                                \
-          const uint8_t* s = ss + b / 8 * QuantInterleaved::kSuperBytes + 16 * sub + 8 * (h + j); \
+          const uint8_t* s = us + 16 * sub + 8 * (h + j);                                     \
           dw = _mm256_mul_ps(dsup[j], U8ToF32(s + 64));                                       \
           mw = _mm256_mul_ps(msup[j], U8ToF32(s + 192));                                      \
         } else {                                                                              \
-          dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8 * j)));  \
+          dw = _mm256_cvtph_ps(_mm_loadu_si128(                                               \
+              reinterpret_cast<const __m128i*>(us + 32 * sub + 16 * (h + j))));                \
           mw = dw;                                                                            \
         }                                                                                     \
         for (int t = 0; t < NT; ++t) {                                                        \
@@ -201,8 +199,6 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
-    (void)dsup;                                                                               \
-    (void)msup;                                                                               \
     for (int j = 0; j < NH; ++j) {                                                            \
       const int64_t row0 = g * kRows + 8 * (h + j);                                           \
       const int64_t n = std::min<int64_t>(8, pk.rows() - row0);                               \

@@ -13,32 +13,39 @@ namespace {
 
 constexpr int64_t kRows = QuantInterleaved::kRows;
 
-// Row r of a group (q: the group's quants, sc: its scales; see the header's layout).
-void PackRowQ8_0(const uint8_t* row, int64_t nb, int64_t r, uint8_t* q, uint8_t* sc) {
-  for (int64_t b = 0; b < nb; ++b, q += 512, sc += 2 * kRows) {
+using QI = QuantInterleaved;
+
+// Row r of a group (grp: the group's first byte; see the header's layout).
+void PackRowQ8_0(const uint8_t* row, int64_t nb, int64_t r, uint8_t* grp) {
+  for (int64_t b = 0; b < nb; ++b) {
     const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+    uint8_t* q = grp + QI::BlockOffset(DType::kQ8_0, b);
     for (int s = 0; s < 8; ++s) {
       uint32_t word;
       std::memcpy(&word, blk.qs + 4 * s, 4);
       word ^= 0x80808080u;  // int8 -> uint8 + 128
       std::memcpy(q + s * 64 + r * 4, &word, 4);
     }
-    std::memcpy(sc + r * 2, &blk.d, 2);
+    std::memcpy(grp + QI::ScalesOffset(DType::kQ8_0, b) + r * 2, &blk.d, 2);
   }
 }
 
-void PackRowQ4_0(const uint8_t* row, int64_t nb, int64_t r, uint8_t* q, uint8_t* sc) {
-  for (int64_t b = 0; b < nb; ++b, q += 256, sc += 2 * kRows) {
+void PackRowQ4_0(const uint8_t* row, int64_t nb, int64_t r, uint8_t* grp) {
+  for (int64_t b = 0; b < nb; ++b) {
     const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+    uint8_t* q = grp + QI::BlockOffset(DType::kQ4_0, b);
     for (int s = 0; s < 4; ++s) std::memcpy(q + s * 64 + r * 4, blk.qs + 4 * s, 4);
-    std::memcpy(sc + r * 2, &blk.d, 2);
+    std::memcpy(grp + QI::ScalesOffset(DType::kQ4_0, b) + r * 2, &blk.d, 2);
   }
 }
 
 // Sub-block j's quants u[0..32) become Q4_0's pairs: byte k = u[k] | u[16 + k] << 4.
-void PackRowQ4_K(const uint8_t* row, int64_t nsb, int64_t r, uint8_t* q, uint8_t* sc) {
-  for (int64_t sb = 0; sb < nsb; ++sb, sc += QuantInterleaved::kSuperBytes) {
+void PackRowQ4_K(const uint8_t* row, int64_t nsb, int64_t r, uint8_t* grp) {
+  constexpr DType kT = DType::kQ4_K;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
     const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[sb];
+    uint8_t* q = grp + sb * QI::UnitBytes(kT);
+    uint8_t* sc = q + 8 * QI::QuantBytes(kT);
     std::memcpy(sc + r * 2, &blk.d, 2);
     std::memcpy(sc + 32 + r * 2, &blk.dmin, 2);
     for (int j = 0; j < 8; ++j, q += 256) {
@@ -78,21 +85,19 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
     p->buf_.Resize(static_cast<size_t>(PackedBytes(w)), /*huge_pages=*/true, /*zero=*/false);
     p->data_ = p->buf_.data();
   }
-  const int64_t qb = p->quant_bytes();
   // Word-wise copies (4 weights at a time), groups in parallel. Packing time goes mostly to
   // first-touching the new memory, not to these copies (bench/NOTES.md).
   auto pack_groups = [&](int64_t g0, int64_t g1, int) {
     for (int64_t g = g0; g < g1; ++g) {
-      uint8_t* q = p->data_ + g * p->group_stride();
-      std::memset(q, 0, static_cast<size_t>(p->group_stride()));
-      uint8_t* sc = q + p->nb_ * qb;
+      uint8_t* grp = p->data_ + g * p->group_stride();
+      std::memset(grp, 0, static_cast<size_t>(p->group_stride()));
       const int64_t n = std::min(kRows, w.rows - g * kRows);
       for (int64_t r = 0; r < n; ++r) {
         const uint8_t* row = w.row(g * kRows + r);
         switch (w.type) {
-          case DType::kQ8_0: PackRowQ8_0(row, p->nb_, r, q, sc); break;
-          case DType::kQ4_0: PackRowQ4_0(row, p->nb_, r, q, sc); break;
-          default: PackRowQ4_K(row, p->nb_ / 8, r, q, sc); break;
+          case DType::kQ8_0: PackRowQ8_0(row, p->nb_, r, grp); break;
+          case DType::kQ4_0: PackRowQ4_0(row, p->nb_, r, grp); break;
+          default: PackRowQ4_K(row, p->nb_ / 8, r, grp); break;
         }
       }
     }
@@ -108,7 +113,7 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
 void QuantInterleaved::block_scale_min(int64_t g, int64_t b, int64_t i, float* scale,
                                        float* min) const {
   TARMAC_DCHECK(type_ == DType::kQ4_K && i >= 0 && i < kRows && b >= 0 && b < nb_);
-  const uint8_t* s = super_scales(g) + b / 8 * kSuperBytes;
+  const uint8_t* s = unit_scales(g, b / 8);
   uint16_t d, dmin;
   std::memcpy(&d, s + 2 * i, 2);
   std::memcpy(&dmin, s + 32 + 2 * i, 2);
@@ -119,9 +124,8 @@ void QuantInterleaved::block_scale_min(int64_t g, int64_t b, int64_t i, float* s
 void QuantInterleaved::DequantizeRow(int64_t r, float* dst) const {
   TARMAC_CHECK(r >= 0 && r < rows_);
   const int64_t g = r / kRows, i = r % kRows;
-  const int64_t qb = quant_bytes();
   for (int64_t b = 0; b < nb_; ++b) {
-    const uint8_t* q = quants(g) + b * qb + i * 4;
+    const uint8_t* q = block_quants(g, b) + i * 4;
     float* out = dst + b * 32;
     if (type_ == DType::kQ4_K) {  // as DequantizeRowRef: d1 · u - m1
       float d1, m1;
@@ -133,7 +137,7 @@ void QuantInterleaved::DequantizeRow(int64_t r, float* dst) const {
       }
       continue;
     }
-    const float d = F16ToF32(scales(g)[b * kRows + i]);
+    const float d = F16ToF32(block_scales(g, b)[i]);
     if (type_ == DType::kQ8_0) {
       for (int k = 0; k < 32; ++k) out[k] = d * static_cast<float>(int{q[(k / 4) * 64 + k % 4]} - 128);
     } else {

@@ -10,19 +10,26 @@
 // is what bounds decode on a core (2 vCPUs here share one).
 //
 // Layout: row groups of 16 rows (the last padded with zero quants and zero scales), each
-// group_stride() bytes (quants, then scales, rounded up to 64; nb = 32-column blocks):
-//   quants(g) + quant_bytes()·b: [s][row 0..15][t = 0..3], 4 bytes of each row per s:
+// group_stride() bytes. A group is a run of units of unit_blocks() 32-column blocks (nb blocks
+// per row; the last unit may hold fewer), each unit its blocks' quants, then their scales:
+//   block_quants(g, b), quant_bytes() per block: [s][row 0..15][t = 0..3], 4 bytes of each row
+//   per s:
 //     Q4_0 (256 B, s < 4): the byte qs[4s + t] of that row's block b (low nibble: column
 //          4s + t; high nibble: column 16 + 4s + t);
 //     Q4_K (256 B, s < 4): the same nibble order for block b = sub-block b % 8 of super-block
 //          b / 8 (its unsigned quants 0..15, re-paired: GGUF pairs sub-blocks 2p and 2p + 1);
 //     Q8_0 (512 B, s < 8): qs[4s + t] + 128 as an unsigned byte (column 4s + t);
-//   Q4_0 / Q8_0: scales(g) + 16·b: the 16 rows' f16 scales d of block b;
-//   Q4_K: super_scales(g) + kSuperBytes·sb, per super-block sb: the 16 rows' f16 d, their f16
-//          dmin, then per sub-block j the 16 rows' 6-bit scales (u8), then their 6-bit mins;
-//          block b's weight is d·sc·u - dmin·m, both products exact in f32 (block_scale_min).
+//   Q4_0 / Q8_0 (units of 4 blocks): block_scales(g, b): the 16 rows' f16 scales d of block b;
+//   Q4_K (units of 8 blocks, one super-block): unit_scales(g, u), kSuperBytes: the 16 rows' f16
+//          d, their f16 dmin, then per sub-block j the 16 rows' 6-bit scales (u8), then their
+//          6-bit mins; block b's weight is d·sc·u - dmin·m, both products exact in f32
+//          (block_scale_min).
+// Why scales sit beside their quants: a decode walk then reads one contiguous stream. With the
+// scales at the group's end (a second stream, 1/17 of the bytes) a bare walk of the bytes read
+// ~9% slower on Zen 5 (bench/NOTES.md).
 // Quants stay 64-byte aligned (no cache-line-split loads). The copy has the original's size
-// (Q4_K: + 2.8%, the scales unpacked to bytes; + < 64 bytes per group).
+// (Q4_K: + 2.8%, the scales unpacked to bytes; + < 64 bytes per group, + the unused room of a
+// short last unit).
 //
 // Immutable after Pack; thread-safe to read. Owns its buffer, or reads caller's storage.
 #pragma once
@@ -69,17 +76,41 @@ class QuantInterleaved final : public PreparedMatrix {
   int64_t blocks() const { return nb_; }  // 32-column blocks per row
   int64_t groups() const { return (rows_ + kRows - 1) / kRows; }
   int64_t quant_bytes() const { return QuantBytes(type_); }  // per group and block
+  int64_t unit_blocks() const { return UnitBlocks(type_); }
+  int64_t unit_bytes() const { return UnitBytes(type_); }
   int64_t group_stride() const { return GroupStride(type_, nb_); }
-  const uint8_t* quants(int64_t g) const { return data_ + g * group_stride(); }
-  // Q4_0 / Q8_0 block scales (see Layout). Preconditions: type() != kQ4_K.
-  const uint16_t* scales(int64_t g) const {
-    TARMAC_DCHECK(type_ != DType::kQ4_K);
-    return reinterpret_cast<const uint16_t*>(quants(g) + nb_ * quant_bytes());
+  const uint8_t* group(int64_t g) const { return data_ + g * group_stride(); }
+  // Block b's quants in group g (see Layout). Preconditions: 0 <= b < blocks().
+  const uint8_t* block_quants(int64_t g, int64_t b) const {
+    return group(g) + BlockOffset(type_, b);
   }
-  // Q4_K super-block scales of group g (see Layout). Preconditions: type() == kQ4_K.
-  const uint8_t* super_scales(int64_t g) const {
+  // Q4_0 / Q8_0: block b's 16 f16 scales (see Layout). Preconditions: type() != kQ4_K.
+  const uint16_t* block_scales(int64_t g, int64_t b) const {
+    TARMAC_DCHECK(type_ != DType::kQ4_K);
+    return reinterpret_cast<const uint16_t*>(group(g) + ScalesOffset(type_, b));
+  }
+  // Q4_K: super-block u's scales in group g (see Layout). Preconditions: type() == kQ4_K.
+  const uint8_t* unit_scales(int64_t g, int64_t u) const {
     TARMAC_DCHECK(type_ == DType::kQ4_K);
-    return quants(g) + nb_ * quant_bytes();
+    return group(g) + u * UnitBytes(type_) + 8 * QuantBytes(type_);
+  }
+
+  // The layout's sizes as constants, for kernels specialised on the type.
+  static constexpr int64_t QuantBytes(DType t) { return t == DType::kQ8_0 ? 512 : 256; }
+  static constexpr int64_t UnitBlocks(DType t) { return t == DType::kQ4_K ? 8 : 4; }
+  static constexpr int64_t UnitScaleBytes(DType t) {
+    return t == DType::kQ4_K ? kSuperBytes : UnitBlocks(t) * 2 * kRows;
+  }
+  static constexpr int64_t UnitBytes(DType t) {
+    return UnitBlocks(t) * QuantBytes(t) + UnitScaleBytes(t);
+  }
+  static constexpr int64_t BlockOffset(DType t, int64_t b) {
+    return b / UnitBlocks(t) * UnitBytes(t) + b % UnitBlocks(t) * QuantBytes(t);
+  }
+  // Q4_0 / Q8_0 only.
+  static constexpr int64_t ScalesOffset(DType t, int64_t b) {
+    return b / UnitBlocks(t) * UnitBytes(t) + UnitBlocks(t) * QuantBytes(t) +
+           b % UnitBlocks(t) * 2 * kRows;
   }
   // Q4_K: row i (0..15) of group g, block b: scale d·sc and min dmin·m as the GGUF block's
   // reference decode computes them (exact f32 products). Preconditions: type() == kQ4_K.
@@ -87,10 +118,8 @@ class QuantInterleaved final : public PreparedMatrix {
 
  private:
   QuantInterleaved() : PreparedMatrix(kLayout) {}
-  static int64_t QuantBytes(DType t) { return t == DType::kQ8_0 ? 512 : 256; }
   static int64_t GroupStride(DType t, int64_t nb) {
-    const int64_t scales = t == DType::kQ4_K ? nb / 8 * kSuperBytes : nb * 32;
-    return (nb * QuantBytes(t) + scales + 63) / 64 * 64;
+    return (nb + UnitBlocks(t) - 1) / UnitBlocks(t) * UnitBytes(t);
   }
   AlignedBuffer buf_;  // empty when packed into caller's storage
   uint8_t* data_ = nullptr;  // buf_'s bytes or the storage

@@ -290,6 +290,48 @@ TEST(QuantInterleavedTest, DequantizeRowEqualsReference) {
   }
 }
 
+// The decode walk reads a group as one stream: each block's quants, then (at the end of its
+// unit) the unit's scales, in increasing addresses, quants 64-byte and scales 32-byte aligned,
+// all inside the group.
+TEST(QuantInterleavedTest, GroupIsOneIncreasingStream) {
+  std::mt19937 rng(30);
+  for (DType type : kInterleavedTypes) {
+    for (int64_t c : {32, 96, 128, 160, 544, 2304}) {
+      const int64_t cols = Width(type, c);
+      const int64_t rows = 20;
+      const auto m = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+      const MatrixView w{type, m.data(), rows, cols, RowBytes(type, cols)};
+      const auto pk = QuantInterleaved::Pack(w);
+      const int64_t U = pk->unit_blocks(), qb = pk->quant_bytes();
+      for (int64_t g = 0; g < pk->groups(); ++g) {
+        const uint8_t* next = pk->group(g);  // the lowest address the next piece may start at
+        for (int64_t b = 0; b < pk->blocks(); ++b) {
+          SCOPED_TRACE(std::string(DTypeName(type)) + " cols=" + std::to_string(cols) +
+                       " b=" + std::to_string(b));
+          const uint8_t* q = pk->block_quants(g, b);
+          ASSERT_GE(q, next);
+          ASSERT_EQ(reinterpret_cast<uintptr_t>(q) % 64, 0u);
+          next = q + qb;
+          const bool unit_end = b % U == U - 1 || b == pk->blocks() - 1;
+          if (!unit_end) continue;
+          const uint8_t* s = type == DType::kQ4_K
+                                 ? pk->unit_scales(g, b / U)
+                                 : reinterpret_cast<const uint8_t*>(pk->block_scales(g, b - b % U));
+          if (b % U == U - 1) {
+            ASSERT_EQ(s, next);  // right after the unit's last quants
+          } else {
+            ASSERT_GE(s, next);  // a short last unit keeps a whole unit's room
+          }
+          ASSERT_EQ(reinterpret_cast<uintptr_t>(s) % 32, 0u);
+          next = s + (type == DType::kQ4_K ? QuantInterleaved::kSuperBytes
+                                           : (b % U + 1) * 2 * QuantInterleaved::kRows);
+        }
+        ASSERT_LE(next, pk->group(g) + pk->group_stride());
+      }
+    }
+  }
+}
+
 TEST(MatVecInt8Test, MatMulOfOneTokenUsesIt) {
   if (!Int8MatVecFast()) GTEST_SKIP() << "no AVX-512 VNNI/VBMI";
   std::mt19937 rng(25);
