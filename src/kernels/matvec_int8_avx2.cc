@@ -85,6 +85,9 @@ TARMAC_TARGET_AVX2 inline void BlockSumsAvx2(const uint8_t* p, const int32_t* co
         for (int t = 0; t < NT; ++t) {
           s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(lo, xl[t]));
           s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(hi, xh[t]));
+          // Keeps the sum a chain: GCC otherwise reassociates the 16 adds into a tree and
+          // spills its partial sums (bench/NOTES.md). Integer adds: the result is the same.
+          asm("" : "+x"(s16[j][t]));
         }
       }
     }
