@@ -109,16 +109,24 @@ TEST_F(ScaleOutTest, ReadinessFollowsLoadingAndDraining) {
   HttpResponse r = Get(srv.port(), "/ready");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Json::parse(r.body)["models"][kModel], "ready");
-  // A long request keeps the server draining after SIGTERM: readiness goes at once.
-  std::thread slow([&] {
-    Post(srv.port(), "/v1/completions", Json{{"model", kModel}, {"prompt", "War"}, {"max_tokens", 400}, {"ignore_eos", true}}.dump());
-  });
-  std::this_thread::sleep_for(300ms);
+  // A long streamed request keeps the server draining after SIGTERM: readiness goes at once.
+  // SIGTERM only once its first bytes arrived (a fixed sleep let a fast machine finish it).
+  const int fd = Connect(srv.port());
+  ASSERT_GE(fd, 0);
+  const std::string b = Json{{"model", kModel}, {"prompt", "War"}, {"max_tokens", 400},
+                             {"ignore_eos", true}, {"stream", true}}.dump();
+  ASSERT_TRUE(SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                              std::to_string(b.size()) + "\r\n\r\n" + b));
+  char buf[4096];
+  ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);
   ::kill(srv.pid(), SIGTERM);
   int ready = 0;
-  for (int i = 0; i < 100 && ready != 503; ++i, std::this_thread::sleep_for(20ms)) ready = Get(srv.port(), "/ready").status;
+  for (int i = 0; i < 100 && ready != 503; ++i, std::this_thread::sleep_for(5ms)) ready = Get(srv.port(), "/ready").status;
   EXPECT_EQ(ready, 503);
-  slow.join();
+  std::string rest;  // the drained request still completes
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) rest.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_NE(rest.find("[DONE]"), std::string::npos) << rest.substr(0, 400);
   EXPECT_EQ(srv.WaitExit(30), 0);
 }
 
