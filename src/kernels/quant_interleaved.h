@@ -24,9 +24,10 @@
 //          d, their f16 dmin, then per sub-block j the 16 rows' 6-bit scales (u8), then their
 //          6-bit mins; block b's weight is d·sc·u - dmin·m, both products exact in f32
 //          (block_scale_min).
-// Why scales sit beside their quants: a decode walk then reads one contiguous stream. With the
-// scales at the group's end (a second stream, 1/17 of the bytes) a bare walk of the bytes read
-// ~9% slower on Zen 5 (bench/NOTES.md).
+// Why scales sit beside their quants: a decode walk then reads one contiguous stream, and the
+// kernels prefetch a whole unit at once. With the scales at the group's end (a second stream)
+// a bare walk of the bytes read 43-46 GB/s on 2 Zen 5 threads, with these units 63-70
+// (bench/NOTES.md).
 // Quants stay 64-byte aligned (no cache-line-split loads). The copy has the original's size
 // (Q4_K: + 2.8%, the scales unpacked to bytes; + < 64 bytes per group, + the unused room of a
 // short last unit).
@@ -92,7 +93,7 @@ class QuantInterleaved final : public PreparedMatrix {
   // Q4_K: super-block u's scales in group g (see Layout). Preconditions: type() == kQ4_K.
   const uint8_t* unit_scales(int64_t g, int64_t u) const {
     TARMAC_DCHECK(type_ == DType::kQ4_K);
-    return group(g) + u * UnitBytes(type_) + 8 * QuantBytes(type_);
+    return group(g) + u * UnitBytes(type_) + UnitBlocks(type_) * QuantBytes(type_);
   }
 
   // The layout's sizes as constants, for kernels specialised on the type.
