@@ -26,7 +26,7 @@
 //          (block_scale_min).
 // Why scales sit beside their quants: a decode walk then reads one contiguous stream, and the
 // kernels prefetch a whole unit at once. With the scales at the group's end (a second stream)
-// a bare walk of the bytes read 43-46 GB/s on 2 Zen 5 threads, with these units 63-70
+// even a bare walk of the bytes, with no arithmetic, fell well short of the read probe
 // (bench/NOTES.md).
 // Quants stay 64-byte aligned (no cache-line-split loads). The copy has the original's size
 // (Q4_K: + 2.8%, the scales unpacked to bytes; + < 64 bytes per group, + the unused room of a
