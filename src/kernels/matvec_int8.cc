@@ -222,17 +222,15 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
 template <DType kT>
 inline void UnitBlock(const QuantInterleaved& pk, int64_t g, int64_t b, const uint8_t** p,
                       const uint16_t** sc) {
-  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
-  constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);
-  const uint8_t* unit = pk.group(g) + b / kU * kUnit;
-  if (b % kU == 0) {
-    for (int64_t l = 0; l < kUnit; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(unit + kAhead + l), _MM_HINT_T1);
+  using QI = QuantInterleaved;
+  const uint8_t* grp = pk.group(g);
+  *p = grp + QI::BlockOffset(kT, b);
+  *sc = reinterpret_cast<const uint16_t*>(grp + QI::ScalesOffset(kT, b));
+  if (b % QI::UnitBlocks(kT) == 0) {  // *p is the unit's first byte
+    for (int64_t l = 0; l < QI::UnitBytes(kT); l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(*p + kAhead + l), _MM_HINT_T1);
     }
   }
-  *p = unit + b % kU * QuantInterleaved::QuantBytes(kT);
-  *sc = reinterpret_cast<const uint16_t*>(unit + kU * QuantInterleaved::QuantBytes(kT)) +
-        b % kU * QuantInterleaved::kRows;
 }
 
 // y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved matrix: each int32 lane is

@@ -144,7 +144,6 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
                          int64_t x_stride, const Acts& a, float* y, int64_t y_stride,         \
                          bool prefetch) {                                                     \
     constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;             \
-    constexpr int64_t kB = QuantInterleaved::QuantBytes(kT);                                  \
     constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);                                  \
     constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);                                \
     const int64_t nb = pk.blocks();                                                           \
@@ -156,12 +155,13 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
     }                                                                                         \
     for (int64_t b = 0; b < nb; ++b) {                                                        \
       const int64_t sub = b % kU;                                                             \
-      const uint8_t* unit = grp + b / kU * kUnit;                                             \
-      const uint8_t* p = unit + sub * kB + 32 * h;                                            \
-      const uint8_t* us = unit + kU * kB; /* the unit's scales */                             \
-      if (prefetch && sub == 0) { /* the unit ahead, scales included, in one burst */         \
+      const uint8_t* q = grp + QuantInterleaved::BlockOffset(kT, b);                          \
+      const uint8_t* p = q + 32 * h;                                                          \
+      /* the unit's scales */                                                                 \
+      const uint8_t* us = grp + QuantInterleaved::UnitScalesOffset(kT, b / kU);               \
+      if (prefetch && sub == 0) { /* the unit ahead (q: its first byte), scales included */   \
         for (int64_t l = 0; l < kUnit; l += 64) {                                             \
-          _mm_prefetch(reinterpret_cast<const char*>(unit + kAhead + l), _MM_HINT_T1);        \
+          _mm_prefetch(reinterpret_cast<const char*>(q + kAhead + l), _MM_HINT_T1);           \
         }                                                                                     \
       }                                                                                       \
       if constexpr (kMins) {                                                                  \
@@ -190,7 +190,8 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
           mw = _mm256_mul_ps(msup[j], U8ToF32(s + 192));                                      \
         } else {                                                                              \
           dw = _mm256_cvtph_ps(_mm_loadu_si128(                                               \
-              reinterpret_cast<const __m128i*>(us + 32 * sub + 16 * (h + j))));                \
+              reinterpret_cast<const __m128i*>(grp + QuantInterleaved::ScalesOffset(kT, b) +   \
+                                               16 * (h + j))));                               \
           mw = dw;                                                                            \
         }                                                                                     \
         for (int t = 0; t < NT; ++t) {                                                        \

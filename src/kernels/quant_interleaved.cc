@@ -44,8 +44,8 @@ void PackRowQ4_K(const uint8_t* row, int64_t nsb, int64_t r, uint8_t* grp) {
   constexpr DType kT = DType::kQ4_K;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[sb];
-    uint8_t* q = grp + sb * QI::UnitBytes(kT);
-    uint8_t* sc = q + 8 * QI::QuantBytes(kT);
+    uint8_t* q = grp + QI::BlockOffset(kT, 8 * sb);
+    uint8_t* sc = grp + QI::UnitScalesOffset(kT, sb);
     std::memcpy(sc + r * 2, &blk.d, 2);
     std::memcpy(sc + 32 + r * 2, &blk.dmin, 2);
     for (int j = 0; j < 8; ++j, q += 256) {

@@ -93,7 +93,7 @@ class QuantInterleaved final : public PreparedMatrix {
   // Q4_K: super-block u's scales in group g (see Layout). Preconditions: type() == kQ4_K.
   const uint8_t* unit_scales(int64_t g, int64_t u) const {
     TARMAC_DCHECK(type_ == DType::kQ4_K);
-    return group(g) + u * UnitBytes(type_) + UnitBlocks(type_) * QuantBytes(type_);
+    return group(g) + UnitScalesOffset(type_, u);
   }
 
   // The layout's sizes as constants, for kernels specialised on the type.
@@ -105,13 +105,15 @@ class QuantInterleaved final : public PreparedMatrix {
   static constexpr int64_t UnitBytes(DType t) {
     return UnitBlocks(t) * QuantBytes(t) + UnitScaleBytes(t);
   }
+  // Byte offsets in a group: block b's quants; unit u's scales; Q4_0 / Q8_0 block b's scales.
   static constexpr int64_t BlockOffset(DType t, int64_t b) {
     return b / UnitBlocks(t) * UnitBytes(t) + b % UnitBlocks(t) * QuantBytes(t);
   }
-  // Q4_0 / Q8_0 only.
+  static constexpr int64_t UnitScalesOffset(DType t, int64_t u) {
+    return u * UnitBytes(t) + UnitBlocks(t) * QuantBytes(t);
+  }
   static constexpr int64_t ScalesOffset(DType t, int64_t b) {
-    return b / UnitBlocks(t) * UnitBytes(t) + UnitBlocks(t) * QuantBytes(t) +
-           b % UnitBlocks(t) * 2 * kRows;
+    return UnitScalesOffset(t, b / UnitBlocks(t)) + b % UnitBlocks(t) * 2 * kRows;
   }
   // Q4_K: row i (0..15) of group g, block b: scale d·sc and min dmin·m as the GGUF block's
   // reference decode computes them (exact f32 products). Preconditions: type() == kQ4_K.
