@@ -274,7 +274,6 @@ void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, int64_t n_toke
                            const int32_t* corr, const float* xs, float* y, int64_t y_stride,
                            int64_t g0, int64_t g1) {
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= 16);
-  TARMAC_DCHECK(pk.quant_bytes() == (pk.type() == DType::kQ8_0 ? 512 : 256));
   const Acts a{dx, corr, xs};
   switch (pk.type()) {
     case DType::kQ8_0:

@@ -113,7 +113,7 @@ std::unique_ptr<QuantInterleaved> QuantInterleaved::Pack(const MatrixView& w, Th
 void QuantInterleaved::block_scale_min(int64_t g, int64_t b, int64_t i, float* scale,
                                        float* min) const {
   TARMAC_DCHECK(type_ == DType::kQ4_K && i >= 0 && i < kRows && b >= 0 && b < nb_);
-  const uint8_t* s = unit_scales(g, b / 8);
+  const uint8_t* s = unit_scales(g, b / unit_blocks());
   uint16_t d, dmin;
   std::memcpy(&d, s + 2 * i, 2);
   std::memcpy(&dmin, s + 32 + 2 * i, 2);

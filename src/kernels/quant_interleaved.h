@@ -78,7 +78,6 @@ class QuantInterleaved final : public PreparedMatrix {
   int64_t groups() const { return (rows_ + kRows - 1) / kRows; }
   int64_t quant_bytes() const { return QuantBytes(type_); }  // per group and block
   int64_t unit_blocks() const { return UnitBlocks(type_); }
-  int64_t unit_bytes() const { return UnitBytes(type_); }
   int64_t group_stride() const { return GroupStride(type_, nb_); }
   const uint8_t* group(int64_t g) const { return data_ + g * group_stride(); }
   // Block b's quants in group g (see Layout). Preconditions: 0 <= b < blocks().
