@@ -39,6 +39,10 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   const bool q6k = c.type == DType::kQ6_K && Q6K(isa);
   const int64_t amx_min =
       c.prepared == PreparedLayout::kAmxSplit ? kAmxPackedMinTokens : kAmxPlainMinTokens;
+  // F16 with a panel copy: the panels for every token count. Each output is then one FMA chain
+  // over k whatever the step's token count, so a sequence's logits do not depend on what it
+  // was batched with (seeded sampling repeats); the short tiles also beat the row kernels.
+  if (c.prepared == PreparedLayout::kF16Panels) return MatMulKernel::kMatMulPanels;
   if (c.n_tokens <= 1) {
     if (interleaved && Interleaved(isa)) return MatMulKernel::kInterleavedInt8;
     if (int8_vec && Avx512Int8(isa)) return MatMulKernel::kMatVecInt8;

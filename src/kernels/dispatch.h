@@ -26,7 +26,7 @@ enum class MatMulKernel {
   kMatMulInt8,       // GEMM with int8 activations, Q8_0/Q4_0/Q4_K (matmul_int8.h)
   kMatMulQ6K,        // GEMM with int8 activations, Q6_K GGUF layout, AVX2 (matmul_q6k.h)
   kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)
-  kMatMulPanels,     // GEMM on f32 panels, Highway (matmul.h)
+  kMatMulPanels,     // GEMM on f32 panels, Highway; every token count of f16 with a panel copy (matmul.h)
 };
 
 // What decides the kernel. n_tokens >= 1.

@@ -95,44 +95,58 @@ HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
   }
 }
 
-// MicroKernel for two full panels side by side (c columns [0, NR) from panel0, [NR, 2·NR)
-// from panel1), for tiles of M <= 3 tokens: one panel gives each accumulator one FMA per k,
-// so M <= 3 would wait on the FMA latency; two give 4·M independent chains. Each output is the
-// same FMA sequence as MicroKernel's, so the results are bit-identical.
-template <int M, typename TW>
-HWY_INLINE void MicroKernelPair(const float* HWY_RESTRICT x, int64_t ldx,
-                                const TW* HWY_RESTRICT panel0, const TW* HWY_RESTRICT panel1,
-                                int64_t kc, float* HWY_RESTRICT c, int64_t ldc, bool load_c) {
-  static_assert(M >= 1 && M <= 3, "a pair of panels is for the short tiles");
+// MicroKernel for the short tiles (M <= 3 tokens) over P full panels at panel_stride elements
+// apart (c columns [0, P·NR)): one panel gives each of a short tile's accumulators one FMA per
+// k, which would wait on the FMA latency; P panels give 2·M·P independent chains (one token
+// takes four panels, two or three take two). Each panel's stream is prefetched kShortAhead
+// bytes ahead into L2: a decode step reads every weight once. Each output is the same FMA
+// sequence as MicroKernel's, so the results are bit-identical, which keeps a token's products
+// independent of how many tokens share its step (batch invariance).
+constexpr int64_t kShortAhead = 2048;
+
+template <int M, int P, typename TW>
+HWY_INLINE void MicroKernelPanels(const float* HWY_RESTRICT x, int64_t ldx,
+                                  const TW* HWY_RESTRICT panel, int64_t panel_stride, int64_t kc,
+                                  float* HWY_RESTRICT c, int64_t ldc, bool load_c) {
+  static_assert(M >= 1 && M <= 3 && M * P <= 6, "short tiles, at most 12 accumulators");
   const DF df;
   const int64_t N = hn::Lanes(df);
   using V = hn::Vec<DF>;
-  V acc[M][4];
+  V acc[M][2 * P];
   for (int m = 0; m < M; ++m) {
-    for (int j = 0; j < 4; ++j) acc[m][j] = load_c ? hn::LoadU(df, c + m * ldc + j * N) : hn::Zero(df);
+    for (int j = 0; j < 2 * P; ++j) {
+      acc[m][j] = load_c ? hn::LoadU(df, c + m * ldc + j * N) : hn::Zero(df);
+    }
   }
-  for (int64_t k = 0; k < kc; ++k) {
-    const V w0 = LoadPanel(panel0 + k * 2 * N);
-    const V w1 = LoadPanel(panel0 + k * 2 * N + N);
-    const V w2 = LoadPanel(panel1 + k * 2 * N);
-    const V w3 = LoadPanel(panel1 + k * 2 * N + N);
-    for (int m = 0; m < M; ++m) {
-      const V xb = hn::Set(df, x[m * ldx + k]);
-      acc[m][0] = hn::MulAdd(xb, w0, acc[m][0]);
-      acc[m][1] = hn::MulAdd(xb, w1, acc[m][1]);
-      acc[m][2] = hn::MulAdd(xb, w2, acc[m][2]);
-      acc[m][3] = hn::MulAdd(xb, w3, acc[m][3]);
+  const int64_t k_bytes = 2 * N * static_cast<int64_t>(sizeof(TW));  // one k step of a panel
+  const int64_t per_line = std::max<int64_t>(1, 64 / k_bytes);
+  for (int64_t k0 = 0; k0 < kc; k0 += per_line) {
+    for (int j = 0; j < P; ++j) {
+      __builtin_prefetch(
+          reinterpret_cast<const char*>(panel + j * panel_stride + k0 * 2 * N) + kShortAhead, 0, 2);
+    }
+    const int64_t k1 = std::min(kc, k0 + per_line);
+    for (int64_t k = k0; k < k1; ++k) {
+      for (int j = 0; j < P; ++j) {  // a panel at a time: 2 weight registers live, not 2·P
+        const V w0 = LoadPanel(panel + j * panel_stride + k * 2 * N);
+        const V w1 = LoadPanel(panel + j * panel_stride + k * 2 * N + N);
+        for (int m = 0; m < M; ++m) {
+          const V xb = hn::Set(df, x[m * ldx + k]);
+          acc[m][2 * j] = hn::MulAdd(xb, w0, acc[m][2 * j]);
+          acc[m][2 * j + 1] = hn::MulAdd(xb, w1, acc[m][2 * j + 1]);
+        }
+      }
     }
   }
   for (int m = 0; m < M; ++m) {
-    for (int j = 0; j < 4; ++j) hn::StoreU(acc[m][j], df, c + m * ldc + j * N);
+    for (int j = 0; j < 2 * P; ++j) hn::StoreU(acc[m][j], df, c + m * ldc + j * N);
   }
 }
 
-template <int M, typename TW>
-void MicroTilePair(const float* x, int64_t ldx, const TW* panel0, const TW* panel1, int64_t kc,
-                   float* c, int64_t ldc, bool load_c) {
-  MicroKernelPair<M>(x, ldx, panel0, panel1, kc, c, ldc, load_c);
+template <int M, int P, typename TW>
+void MicroTileShort(const float* x, int64_t ldx, const TW* panel, int64_t panel_stride,
+                    int64_t kc, float* c, int64_t ldc, bool load_c) {
+  MicroKernelPanels<M, P>(x, ldx, panel, panel_stride, kc, c, ldc, load_c);
 }
 
 template <int M, typename TW>
@@ -161,12 +175,22 @@ constexpr auto MakeTileTable(std::integer_sequence<int, Ms...>) {
 }
 
 template <typename TW>
-using PairTileFn = void (*)(const float*, int64_t, const TW*, const TW*, int64_t, float*,
-                            int64_t, bool);
+using ShortTileFn = void (*)(const float*, int64_t, const TW*, int64_t, int64_t, float*, int64_t,
+                             bool);
 
+// The short tile for m <= 3 tokens with full_panels >= 2 full panels left, and how many
+// panels it takes: one token four where it can, else two; three tokens take one on targets
+// with 16 vector registers, where two panels' 12 accumulators spill (bench/NOTES.md).
 template <typename TW>
-constexpr std::array<PairTileFn<TW>, 3> kPairTiles = {
-    {&MicroTilePair<1, TW>, &MicroTilePair<2, TW>, &MicroTilePair<3, TW>}};
+ShortTileFn<TW> ChooseShortTile(int64_t m, int64_t full_panels, int* panels) {
+  constexpr bool kRegisters32 = HWY_TARGET <= HWY_AVX3;
+  *panels = m == 1 && full_panels >= 4 ? 4 : m == 3 && !kRegisters32 ? 1 : 2;
+  if (*panels == 4) return &MicroTileShort<1, 4, TW>;
+  if (*panels == 1) return &MicroTileShort<3, 1, TW>;
+  static constexpr std::array<ShortTileFn<TW>, 3> kPairs = {
+      {&MicroTileShort<1, 2, TW>, &MicroTileShort<2, 2, TW>, &MicroTileShort<3, 2, TW>}};
+  return kPairs[m - 1];
+}
 
 // Packs rows [r0, r0 + nr) (nr <= NR), columns [k0, k0 + kc) of w into panel[kc][NR],
 // zero-filling missing rows. rowbuf: NR × kc floats of scratch.
@@ -250,17 +274,17 @@ void MatMulRowsT(const MatrixView& w, const PanelPackedMatrix* pk, const float* 
         const float* xt = x + t0 * K + k0;
         float* yt = y + t0 * w.rows + pr0;
         const int64_t valid = std::min(NR, r1 - pr0);
-        if (m <= 3 && p + 1 < n_panels && r1 - pr0 >= 2 * NR) {  // two full panels
+        if (m <= 3 && r1 - pr0 >= 2 * NR) {  // a short tile over full panels
+          int taken = 0;
           if (in_place) {
             const auto* src = reinterpret_cast<const hwy::float16_t*>(pk->panel(pr0 / NR)) + k0 * NR;
-            const auto* src1 =
-                reinterpret_cast<const hwy::float16_t*>(pk->panel(pr0 / NR + 1)) + k0 * NR;
-            kPairTiles<hwy::float16_t>[m - 1](xt, K, src, src1, kc, yt, w.rows, k0 > 0);
+            ChooseShortTile<hwy::float16_t>(m, (r1 - pr0) / NR, &taken)(xt, K, src, K * NR, kc, yt,
+                                                                        w.rows, k0 > 0);
           } else {
-            kPairTiles<float>[m - 1](xt, K, panels + p * kKC * NR, panels + (p + 1) * kKC * NR,
-                                     kc, yt, w.rows, k0 > 0);
+            ChooseShortTile<float>(m, (r1 - pr0) / NR, &taken)(xt, K, panels + p * kKC * NR,
+                                                               kKC * NR, kc, yt, w.rows, k0 > 0);
           }
-          ++p;
+          p += taken - 1;
           continue;
         }
         if (in_place) {

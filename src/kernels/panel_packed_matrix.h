@@ -2,12 +2,14 @@
 // (matmul.h), so a GEMM call reads its panels straight from the copy instead of converting and
 // transposing every weight on every call. That per-call packing is a fixed cost per matrix, so
 // it weighs most on the few-token steps of a prefix-cache hit (bench/NOTES.md). Used where
-// MatMul runs F16 weights on f32 panels: x86 levels with AVX2 (F16C) and without AMX.
+// MatMul runs F16 weights on f32 panels: x86 levels with AVX2 (F16C) and without AMX, where
+// the dispatch table sends every token count of a matrix with this copy to the panels.
 //
 // Layout: panels of panel_width() consecutive rows (the last zero-padded), each cols() × width
 // f16 values in [k][row] order: element (r, k) is at panel(r / width)[k · width + r % width].
 // The values are the source's f16 bits unchanged, so products equal those packed per call, bit
-// for bit. Costs as many bytes again as the source (which the matvec kernels keep reading).
+// for bit. Costs as many bytes again as the source, which stays (the kernels of a level set
+// after load, without this width's copy, read it).
 //
 // Immutable after Pack; thread-safe to read. Owns its buffer, or reads caller's storage.
 #pragma once

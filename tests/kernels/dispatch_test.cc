@@ -105,6 +105,14 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
       EXPECT_EQ(ChooseMatMulKernel({t, 17, P::kInterleaved}, Isa::kAvx2), K::kMatMulInt8);
     }
     EXPECT_FALSE(WantsInterleavedCopy(DType::kQ6_K, Isa::kAvx2));
+    // F16 with its panel copy: the panels at every token count (batch-invariant products);
+    // without one, the row kernels for a few tokens.
+    EXPECT_TRUE(WantsPanelCopy(DType::kF16, Isa::kAvx2));
+    for (int64_t n : {1, 2, 3, 16, 17, 512}) {
+      EXPECT_EQ(ChooseMatMulKernel({DType::kF16, n, P::kF16Panels}, Isa::kAvx2), K::kMatMulPanels) << n;
+    }
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 1, P::kNone}, Isa::kAvx2), K::kMatVec);
+    EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 2, P::kNone}, Isa::kAvx2), K::kMatVecMulti);
     // Q6_K: its GGUF blocks with int8 activations, row by row for a few tokens, then the
     // GEMM that unpacks them into slabs per call.
     for (int64_t n = 1; n < kQ6KGemmMinTokens; ++n) {

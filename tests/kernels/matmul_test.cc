@@ -339,16 +339,19 @@ TEST(MatMulTest, PanelsSharedEqualsOneByOne) {
 }
 
 // The f32-panel GEMM computes each output as one FMA chain in k order whatever tile its token
-// lands in (6-token tiles, short tiles on a pair of panels, a partial panel, the in-place f16
+// lands in (6-token tiles, short tiles on two or four panels, a partial panel, the in-place f16
 // tiles or the f32 scratch past 8 tiles): a token's row is bit-identical to that token alone.
-// Fails if a pair tile reads or writes the wrong panel, or sums in another order.
+// And MatMul on f16 with a panel copy (which the dispatch table sends to the panels at every
+// token count) is too, so a sequence's logits do not depend on its batch. Fails if a short
+// tile reads or writes the wrong panel, or sums in another order, or if the dispatch sends a
+// few tokens of such a matrix to a kernel that sums in another order.
 TEST(MatMulTest, PanelsResultsDoNotDependOnTheBatch) {
   std::mt19937 rng(11);
   ThreadPool pool2(2);
   testing::ForEachTarget([&](const char* target) {
     SCOPED_TRACE(target);
     for (DType type : {DType::kF16, DType::kF32}) {
-      for (int64_t rows : {16, 40, 67, 128}) {
+      for (int64_t rows : {16, 40, 67, 128, 520, 1024}) {
         for (int64_t cols : {300, 1100}) {
           const auto bytes = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
           MatrixView w{type, bytes.data(), rows, cols, RowBytes(type, cols)};
@@ -357,15 +360,23 @@ TEST(MatMulTest, PanelsResultsDoNotDependOnTheBatch) {
             pk = PanelPackedMatrix::Pack(w, MatMulPanelWidth(), nullptr);
             w.prepared = pk.get();
           }
-          for (int64_t tokens : {2, 3, 7, 8, 9, 14, 51}) {
+          for (int64_t tokens : {2, 3, 4, 7, 8, 9, 14, 51}) {
             const auto x = RandomActivations(tokens * cols, rng);
-            std::vector<float> all(tokens * rows, NAN), one(rows, NAN);
+            std::vector<float> all(tokens * rows, NAN), one(rows, NAN), mm(tokens * rows, NAN);
             MatMulPanels(w, x.data(), tokens, all.data(), &pool2);
+            if (pk != nullptr) MatMul(w, x.data(), tokens, mm.data(), &pool2);
             for (int64_t t = 0; t < tokens; ++t) {
               MatMulPanels(w, x.data() + t * cols, 1, one.data(), nullptr);
               ASSERT_EQ(0, std::memcmp(one.data(), all.data() + t * rows, rows * 4))
                   << DTypeName(type) << " rows " << rows << " cols " << cols << " tokens "
                   << tokens << " token " << t;
+              if (pk == nullptr) continue;
+              ASSERT_EQ(0, std::memcmp(one.data(), mm.data() + t * rows, rows * 4))
+                  << "MatMul, rows " << rows << " cols " << cols << " tokens " << tokens
+                  << " token " << t;
+              MatMul(w, x.data() + t * cols, 1, one.data(), &pool2);
+              ASSERT_EQ(0, std::memcmp(one.data(), all.data() + t * rows, rows * 4))
+                  << "MatMul of one token, rows " << rows << " cols " << cols;
             }
           }
         }
