@@ -381,6 +381,9 @@ void MatMulPanelsShared(const MatrixView* const* ws, float* const* ys, int n, co
   for (int i = 0; i < n; ++i) {
     pk[i] = PreparedAs<PanelPackedMatrix>(*ws[i]);
     if (pk[i] != nullptr && pk[i]->panel_width() != nr) pk[i] = nullptr;  // another level's
+    // A copy that replaced its source is made at the level the kernels run at (a level set
+    // after load would need the source).
+    TARMAC_CHECK(ws[i]->data != nullptr || pk[i] != nullptr);
     blocks[i] = (ws[i]->rows + block - 1) / block;
   }
   const SharedRanges ranges(blocks, n);  // the matrices' row blocks, one after another

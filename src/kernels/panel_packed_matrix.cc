@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "tensor/fp16.h"
 
 namespace tarmac::kernels {
 
@@ -57,6 +58,12 @@ std::unique_ptr<PanelPackedMatrix> PanelPackedMatrix::Pack(const MatrixView& w, 
     pool->ParallelFor(n, 1, run);
   }
   return p;
+}
+
+void PanelPackedMatrix::DequantizeRow(int64_t r, float* dst) const {
+  TARMAC_CHECK(r >= 0 && r < rows_);
+  const uint16_t* src = panel(r / width_) + r % width_;
+  for (int64_t k = 0; k < cols_; ++k) dst[k] = F16ToF32(src[k * width_]);
 }
 
 bool PanelPackedMatrix::Matches(const MatrixView& w) const {

@@ -8,8 +8,8 @@
 // Layout: panels of panel_width() consecutive rows (the last zero-padded), each cols() × width
 // f16 values in [k][row] order: element (r, k) is at panel(r / width)[k · width + r % width].
 // The values are the source's f16 bits unchanged, so products equal those packed per call, bit
-// for bit. Costs as many bytes again as the source, which stays (the kernels of a level set
-// after load, without this width's copy, read it).
+// for bit. Where the source is the caller's own memory the copy replaces it (PreparedWeights'
+// release_source); otherwise it costs as many bytes again.
 //
 // Immutable after Pack; thread-safe to read. Owns its buffer, or reads caller's storage.
 #pragma once
@@ -42,6 +42,9 @@ class PanelPackedMatrix final : public PreparedMatrix {
   int64_t panels() const { return (rows_ + width_ - 1) / width_; }
   // Panel p's cols × width f16 bits. Preconditions: 0 <= p < panels().
   const uint16_t* panel(int64_t p) const { return data_ + p * cols_ * width_; }
+  // Row r's values as f32 (dst: cols floats), equal to the source row's: lets an embedding
+  // lookup read a matrix whose source bytes were released. Preconditions: 0 <= r < rows.
+  void DequantizeRow(int64_t r, float* dst) const;
 
  private:
   PanelPackedMatrix() : PreparedMatrix(kLayout) {}

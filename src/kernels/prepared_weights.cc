@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/thread_pool.h"
+#include "kernels/dequant.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 
@@ -56,6 +57,14 @@ void Report(const PreparedWeights::Options& o, const char* stage, int64_t done, 
 }
 
 }  // namespace
+
+void DequantizeMatrixRow(const MatrixView& w, int64_t r, float* dst) {
+  TARMAC_CHECK(r >= 0 && r < w.rows);
+  if (w.data != nullptr) return DequantizeRow(w.type, w.row(r), dst, w.cols);
+  if (const auto* q = PreparedAs<QuantInterleaved>(w)) return q->DequantizeRow(r, dst);
+  if (const auto* p = PreparedAs<PanelPackedMatrix>(w)) return p->DequantizeRow(r, dst);
+  TARMAC_CHECK(false && "a matrix without its source bytes has no copy to read");
+}
 
 void PreparedWeights::Prepare(std::span<MatrixView* const> matrices, const Options& options) {
   TARMAC_CHECK(amx_.empty() && interleaved_.empty() && panels_.empty());
@@ -129,16 +138,20 @@ void PreparedWeights::PrepareInterleaved(std::span<MatrixView* const> matrices, 
 void PreparedWeights::PreparePanels(std::span<MatrixView* const> matrices, const Options& options) {
   // F16 GEMM without AMX converts and transposes every weight into f32 panels on every call,
   // a cost per matrix that a few-token step (a prefix hit's) pays in full. The panel copy is
-  // the same f16 values in that order; the matvec kernels keep reading the source, so the
-  // copy is always extra memory, within the cap, in one arena of huge pages in forward order.
+  // the same f16 values in that order, and the dispatch table runs every token count of a
+  // matrix with one on the panels, so with release_source the copy replaces its source as
+  // the interleaved ones do (one matrix at a time); otherwise it is extra memory, within the
+  // caps. One arena of huge pages in forward order.
   if (!WantsPanelCopy(DType::kF16)) return;
   const int64_t width = MatMulPanelWidth();
-  int64_t left = ExtraCopyCap();
+  const int64_t cap = ExtraCopyCap();
+  const bool release = options.release_source;
+  int64_t left = cap;
   const ArenaPlan plan = PlanArena(matrices, [&](const MatrixView& w, int64_t) -> int64_t {
     if (!WantsPanelCopy(w.type) || w.data == nullptr) return -1;
     const int64_t bytes = PanelPackedMatrix::PackedBytes(w, width);
-    if (bytes > left) return -1;
-    left -= bytes;
+    if (bytes > cap || (!release && bytes > left)) return -1;
+    if (!release) left -= bytes;
     return bytes;
   });
   if (plan.slices.empty()) return;
@@ -150,6 +163,10 @@ void PreparedWeights::PreparePanels(std::span<MatrixView* const> matrices, const
     panels_.push_back(PanelPackedMatrix::Pack(*w, width, &pool, panel_arena_.data() + offset));
     w->prepared = panels_.back().get();
     panel_bytes_ += PanelPackedMatrix::PackedBytes(*w, width);
+    if (release) {
+      ReleasePages(w->data, static_cast<size_t>(w->rows * w->row_stride));
+      w->data = nullptr;  // nothing may read it now: fail loudly rather than read zeros
+    }
   }
   Report(options, "preparing weights (f16 panels)", n, n);
 }

@@ -26,13 +26,19 @@
 
 namespace tarmac::kernels {
 
+// Row r of w as f32 (dst: w.cols floats), from its source bytes or, where a copy replaced
+// them, from the copy. Preconditions: 0 <= r < w.rows; w has its source or an interleaved or
+// panel copy.
+void DequantizeMatrixRow(const MatrixView& w, int64_t r, float* dst);
+
 class PreparedWeights {
  public:
   using ProgressFn = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
   struct Options {
-    // The matrices' bytes are the caller's own memory (not a file mapping): an interleaved
-    // copy then replaces its source (the source pages are released and the view's data set to
-    // null, so the memory use stays the same). Otherwise every copy is extra memory, capped at
+    // The matrices' bytes are the caller's own memory (not a file mapping): an interleaved or
+    // F16 panel copy then replaces its source (the source pages are released and the view's
+    // data set to null, so the memory use stays the same; every kernel the dispatch table
+    // runs on such a matrix reads the copy). Otherwise every copy is extra memory, capped at
     // 2 GiB and a quarter of the memory free now (each kind of copy on its own).
     bool release_source = false;
     ProgressFn progress;  // may be empty

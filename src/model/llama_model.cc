@@ -14,7 +14,6 @@
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
-#include "kernels/quant_interleaved.h"
 
 namespace tarmac::model {
 namespace {
@@ -74,16 +73,16 @@ Status LlamaModel::Init(int32_t context) {
 }
 
 void LlamaModel::PrepareWeights() {
-  // A tied embedding shares its bytes with a projection: when that one's interleaved copy
-  // replaces its bytes, token lookup reads its rows from the copy.
+  // A tied embedding shares its bytes with a projection: when that one's copy replaces its
+  // bytes, token lookup reads its rows from the copy.
   MatrixView* tied = nullptr;
   std::vector<MatrixView*> projections = w_.Projections();
   for (MatrixView* w : projections)
     if (w->data == w_.tok_embd.data) tied = w;
   prepared_.Prepare(projections, {.release_source = owned_bytes_.size() > 0, .progress = progress_});
-  if (tied != nullptr) {
-    if (const auto* copy = PreparedAs<kernels::QuantInterleaved>(*tied)) w_.tok_embd.prepared = copy;
-    w_.tok_embd.data = tied->data;  // null when the copy replaced it
+  if (tied != nullptr && tied->data == nullptr) {
+    w_.tok_embd.data = nullptr;
+    w_.tok_embd.prepared = tied->prepared;
   }
 }
 
@@ -178,11 +177,7 @@ void LlamaModel::Embed(const ForwardBatch& batch) {
     TARMAC_CHECK(batch.tokens[t] >= 0 && batch.tokens[t] < c.n_vocab);
     TARMAC_CHECK(batch.positions[t] >= 0 && batch.positions[t] < rope_.max_positions());
     TARMAC_CHECK(batch.RopePosition(t) >= 0 && batch.RopePosition(t) <= batch.positions[t]);
-    if (const auto* copy = PreparedAs<kernels::QuantInterleaved>(w_.tok_embd)) {  // tied, replaced
-      copy->DequantizeRow(batch.tokens[t], &x_[t * E]);
-    } else {
-      kernels::DequantizeRow(w_.tok_embd.type, w_.tok_embd.row(batch.tokens[t]), &x_[t * E], E);
-    }
+    kernels::DequantizeMatrixRow(w_.tok_embd, batch.tokens[t], &x_[t * E]);  // source or copy
     if (scale != 1.0f) kernels::Scale(&x_[t * E], scale, &x_[t * E], E);
   }
 }

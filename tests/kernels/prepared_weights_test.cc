@@ -133,12 +133,49 @@ TEST(PreparedWeightsTest, ReleaseSourceLetsTheInterleavedCopyReplaceItsBytes) {
   EXPECT_GT(reports, 0);
   for (const Case& c : cs) {
     SCOPED_TRACE(DTypeName(c.view.type));
-    const bool replaced = c.view.prepared_layout() == PreparedLayout::kInterleaved;
+    const bool replaced = c.view.prepared_layout() == PreparedLayout::kInterleaved ||
+                          c.view.prepared_layout() == PreparedLayout::kF16Panels;
     EXPECT_EQ(c.view.data == nullptr, replaced);
     if (c.view.type == DType::kQ8_0 || c.view.type == DType::kQ4_K) {
       ASSERT_TRUE(replaced);
       // Read from the copy alone, same sums.
       EXPECT_EQ(Product(c.view, x, 4, nullptr), c.view.type == DType::kQ8_0 ? before : before_k);
+    }
+  }
+}
+
+// F16 with a panel copy (x86 without AMX): with release_source the copy replaces its source,
+// every token count reads the copy alone (the sums of a copy kept beside its source, bit for
+// bit), and DequantizeMatrixRow reads each row from the copy as it was in the source.
+TEST(PreparedWeightsTest, ReleaseSourceLetsThePanelCopyReplaceItsBytes) {
+  if (!WantsPanelCopy(DType::kF16)) GTEST_SKIP() << "no F16 panel copy at this level";
+  std::mt19937 rng(7);
+  std::vector<Case> kept = Matrices(rng), released = kept;
+  std::vector<MatrixView*> kept_views, released_views;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    released[i].view.data = released[i].bytes.data();
+    kept_views.push_back(&kept[i].view);
+    released_views.push_back(&released[i].view);
+  }
+  PreparedWeights with_source, without_source;
+  with_source.Prepare(kept_views, {});
+  without_source.Prepare(released_views, {.release_source = true});
+  EXPECT_EQ(with_source.panel_bytes(), without_source.panel_bytes());
+  EXPECT_GT(without_source.panel_bytes(), 0);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i].view.type != DType::kF16) continue;
+    const MatrixView& w = released[i].view;
+    ASSERT_EQ(w.prepared_layout(), PreparedLayout::kF16Panels);
+    EXPECT_EQ(w.data, nullptr);
+    for (int64_t n : {1, 2, 3, 5, 17, 40}) {
+      const auto x = RandomActivations(n * w.cols, rng);
+      EXPECT_EQ(Product(w, x, n, nullptr), Product(kept[i].view, x, n, nullptr)) << "tokens " << n;
+    }
+    std::vector<float> row(w.cols), want(w.cols);
+    for (int64_t r : {int64_t{0}, int64_t{17}, w.rows - 1}) {
+      DequantizeMatrixRow(w, r, row.data());
+      DequantizeMatrixRow(kept[i].view, r, want.data());  // from the source
+      EXPECT_EQ(row, want) << "row " << r;
     }
   }
 }
