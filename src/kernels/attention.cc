@@ -55,13 +55,15 @@ void ConvertI8Scaled(const int8_t* HWY_RESTRICT src, float scale, float* HWY_RES
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]) * scale;
 }
 
-// Decode (one query token) with f16 K/V, head_dim = 4 vectors, G <= 4 query heads per KV
-// head: K and V are widened in registers straight from the cache instead of being copied
-// to f32 scratch per block, and the G heads share every K/V load with independent FMA
-// chains and their running sums in registers. The general path below computes the same
-// sums (it orders them differently: one FMA chain per score, a softmax update per chunk of
-// blocks), so the two agree to f32 rounding.
-template <int G>
+// Decode (one query token) with f16 K/V, head_dim = H vectors (4, or 8 on targets with 16
+// registers: AVX2's head dim 64), G <= 4 query heads per KV head: K and V are widened in
+// registers straight from the cache instead of being copied to f32 scratch per block, and
+// the G heads share every K/V load with independent FMA chains. The running sums stay in
+// registers where they fit (H = 4); with H = 8 each row of V is taken in two passes of 4
+// vectors, so a pass's sums are in registers while the other's wait in L1. The general path
+// below computes the same sums (it orders them differently: one FMA chain per score, a
+// softmax update per chunk of blocks), so the two agree to f32 rounding.
+template <int G, int H>
 void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
                    const PagedKvView& kv, const int32_t* block_table, float scale,
                    const AttentionVariant& variant, float* HWY_RESTRICT out) {
@@ -70,10 +72,10 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t hd = kv.head_dim, bs = kv.block_size;
   using VF = decltype(hn::Zero(df));
-  VF acc[G][4];
+  VF acc[G][H];
   float m[G], l[G];
   for (int u = 0; u < G; ++u) {
-    for (int i = 0; i < 4; ++i) acc[u][i] = hn::Zero(df);
+    for (int i = 0; i < H; ++i) acc[u][i] = hn::Zero(df);
     m[u] = -std::numeric_limits<float>::infinity();
     l[u] = 0.0f;
   }
@@ -139,29 +141,33 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
       const float corr = std::exp(m[u] - m_new);
       if (corr != 1.0f) {
         const auto vc = hn::Set(df, corr);
-        for (int i = 0; i < 4; ++i) acc[u][i] = hn::Mul(acc[u][i], vc);
+        for (int i = 0; i < H; ++i) acc[u][i] = hn::Mul(acc[u][i], vc);
       }
       l[u] = l[u] * corr + hn::GetLane(hn::SumOfLanes(df, vsum));
       m[u] = m_new;
     }
-    for (int64_t j = 0; j < rows; ++j) {  // V is [block_size][head_dim]
-      const auto* vj = V + j * hd;
-      const auto v0 = hn::PromoteTo(df, hn::LoadU(dh, vj));
-      const auto v1 = hn::PromoteTo(df, hn::LoadU(dh, vj + N));
-      const auto v2 = hn::PromoteTo(df, hn::LoadU(dh, vj + 2 * N));
-      const auto v3 = hn::PromoteTo(df, hn::LoadU(dh, vj + 3 * N));
-      for (int u = 0; u < G; ++u) {
-        const auto pj = hn::Set(df, p[u * bs + j]);
-        acc[u][0] = hn::MulAdd(pj, v0, acc[u][0]);
-        acc[u][1] = hn::MulAdd(pj, v1, acc[u][1]);
-        acc[u][2] = hn::MulAdd(pj, v2, acc[u][2]);
-        acc[u][3] = hn::MulAdd(pj, v3, acc[u][3]);
+    for (int pass = 0; pass < H / 4; ++pass) {
+      VF* a = nullptr;
+      for (int64_t j = 0; j < rows; ++j) {  // V is [block_size][head_dim]
+        const auto* vj = V + j * hd + pass * 4 * N;
+        const auto v0 = hn::PromoteTo(df, hn::LoadU(dh, vj));
+        const auto v1 = hn::PromoteTo(df, hn::LoadU(dh, vj + N));
+        const auto v2 = hn::PromoteTo(df, hn::LoadU(dh, vj + 2 * N));
+        const auto v3 = hn::PromoteTo(df, hn::LoadU(dh, vj + 3 * N));
+        for (int u = 0; u < G; ++u) {
+          a = acc[u] + pass * 4;
+          const auto pj = hn::Set(df, p[u * bs + j]);
+          a[0] = hn::MulAdd(pj, v0, a[0]);
+          a[1] = hn::MulAdd(pj, v1, a[1]);
+          a[2] = hn::MulAdd(pj, v2, a[2]);
+          a[3] = hn::MulAdd(pj, v3, a[3]);
+        }
       }
     }
   }
   for (int u = 0; u < G; ++u) {
     const auto inv = hn::Set(df, 1.0f / l[u]);
-    for (int i = 0; i < 4; ++i) hn::StoreU(hn::Mul(acc[u][i], inv), df, out + u * hd + i * N);
+    for (int i = 0; i < H; ++i) hn::StoreU(hn::Mul(acc[u][i], inv), df, out + u * hd + i * N);
   }
 }
 
@@ -310,15 +316,28 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   const int64_t bs_pad = (bs + N - 1) / N * N;
   const int64_t n_states = static_cast<int64_t>(nq) * group;
   // Tree tiles (a few verification tokens) take the general path, which applies the mask.
-  if (tree == nullptr && nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && hd == 4 * N && bs % N == 0 &&
-      group <= 4) {
+#if HWY_TARGET <= HWY_AVX3
+  constexpr bool kEightVectorHeads = false;  // head dim 128 keeps the general path here
+#else
+  constexpr bool kEightVectorHeads = true;
+#endif
+  if (tree == nullptr && nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 &&
+      (hd == 4 * N || (kEightVectorHeads && hd == 8 * N)) && bs % N == 0 && group <= 4) {
     const float* qh = q + static_cast<int64_t>(h0) * hd;
     float* oh = out + static_cast<int64_t>(h0) * hd;
+    if (hd == 8 * N) {
+      switch (group) {
+        case 1: return DecodeTileF16<1, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+        case 2: return DecodeTileF16<2, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+        case 3: return DecodeTileF16<3, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+        default: return DecodeTileF16<4, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      }
+    }
     switch (group) {
-      case 1: return DecodeTileF16<1>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      case 2: return DecodeTileF16<2>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      case 3: return DecodeTileF16<3>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      default: return DecodeTileF16<4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      case 1: return DecodeTileF16<1, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      case 2: return DecodeTileF16<2, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      case 3: return DecodeTileF16<3, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
+      default: return DecodeTileF16<4, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
     }
   }
   if (tree == nullptr && AttentionAmxUsable(nq, group, kv)) {
