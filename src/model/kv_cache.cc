@@ -17,9 +17,9 @@ KvCache::KvCache(const KvShape& shape) : shape_(shape) {
   const int64_t elems = 2ll * shape.n_layers * shape.num_blocks * shape.n_kv_heads *
                         shape.block_size * shape.head_dim;
   if (shape.dtype == KvDtype::kF16) {
-    data_.Resize(static_cast<size_t>(elems) * 2, /*huge_pages=*/false, /*zero=*/false);
+    data_.Resize(static_cast<size_t>(elems) * 2, /*huge_pages=*/true, /*zero=*/false);
   } else {
-    data_.Resize(static_cast<size_t>(elems), /*huge_pages=*/false, /*zero=*/false);
+    data_.Resize(static_cast<size_t>(elems), /*huge_pages=*/true, /*zero=*/false);
     scales_.assign(2ull * shape.n_layers * shape.num_blocks * shape.n_kv_heads, 0.0f);
   }
 }

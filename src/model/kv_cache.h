@@ -13,7 +13,8 @@
 // one extra half step each time the scale grows).
 // Owns the memory (one allocation, not zeroed: a page is first touched by the first write to
 // it, so a cache sized for the whole budget costs neither start-up time nor resident memory
-// until it is used). A position holds garbage until written; readers read written positions
+// until it is used; advised for transparent huge pages, as decode steps read blocks scattered
+// over the whole pool and 4 KiB pages made nearly every block a TLB miss). A position holds garbage until written; readers read written positions
 // only (the kernels mask a block's unwritten lanes, as they must for a reused block's stale
 // ones). Writes go through WriteToken; reads through the raw pointers. Not thread-safe for writes to the same slot; distinct slots may be written from
 // different threads.
