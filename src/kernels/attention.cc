@@ -96,20 +96,26 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
     const int64_t rows = std::min<int64_t>(bs, pos + 1 - b * bs);
     const auto* K = reinterpret_cast<const hwy::float16_t*>(kv.KRows(block, kv_head));
     const auto* V = reinterpret_cast<const hwy::float16_t*>(kv.VRows(block, kv_head));
-    if (b + 1 < n_blocks) {  // scattered blocks: fetch the next one into L2 meanwhile
-      const char* nk = reinterpret_cast<const char*>(kv.KRows(block_table[b + 1], kv_head));
-      const char* nv = reinterpret_cast<const char*>(kv.VRows(block_table[b + 1], kv_head));
-      for (int64_t c = 0; c < bs * hd * 2; c += 64) {
-        __builtin_prefetch(nk + c, 0, 2);
-        __builtin_prefetch(nv + c, 0, 2);
-      }
+    // Scattered blocks: fetch the next one into L2 meanwhile, a line per step of the score
+    // loop (a burst of hints fills the miss buffers and stalls this block's loads).
+    const char* pf_k = nullptr;
+    const char* pf_v = nullptr;
+    if (b + 1 < n_blocks) {
+      pf_k = reinterpret_cast<const char*>(kv.KRows(block_table[b + 1], kv_head));
+      pf_v = reinterpret_cast<const char*>(kv.VRows(block_table[b + 1], kv_head));
     }
+    const int64_t pf_bytes = pf_k != nullptr ? bs * hd * 2 : 0;  // of K, and of V
+    int64_t pf_at = 0;  // bytes of K, then of V, hinted so far
     VF vmax[G];
     for (int u = 0; u < G; ++u) vmax[u] = neg_inf;
     for (int64_t j0 = 0; j0 < rows; j0 += N) {
       VF a[G][2];
       for (int u = 0; u < G; ++u) a[u][0] = a[u][1] = hn::Zero(df);
       for (int64_t d = 0; d < hd; d += 2) {  // K is [head_dim][block_size]
+        if (pf_at < 2 * pf_bytes) {
+          __builtin_prefetch(pf_at < pf_bytes ? pf_k + pf_at : pf_v + (pf_at - pf_bytes), 0, 2);
+          pf_at += 64;
+        }
         const auto k0 = hn::PromoteTo(df, hn::LoadU(dh, K + d * bs + j0));
         const auto k1 = hn::PromoteTo(df, hn::LoadU(dh, K + (d + 1) * bs + j0));
         for (int u = 0; u < G; ++u) {
@@ -127,6 +133,9 @@ void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
         hn::StoreU(sc, df, p + u * bs + j0);
         vmax[u] = hn::Max(vmax[u], sc);
       }
+    }
+    for (; pf_at < 2 * pf_bytes; pf_at += 64) {  // lines the score loop had no step for
+      __builtin_prefetch(pf_at < pf_bytes ? pf_k + pf_at : pf_v + (pf_at - pf_bytes), 0, 2);
     }
     for (int u = 0; u < G; ++u) {
       float* HWY_RESTRICT pu = p + u * bs;
