@@ -55,129 +55,12 @@ void ConvertI8Scaled(const int8_t* HWY_RESTRICT src, float scale, float* HWY_RES
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]) * scale;
 }
 
-// Decode (one query token) with f16 K/V, head_dim = H vectors (4, or 8 on targets with 16
-// registers: AVX2's head dim 64), G <= 4 query heads per KV head: K and V are widened in
-// registers straight from the cache instead of being copied to f32 scratch per block, and
-// the G heads share every K/V load with independent FMA chains. The running sums stay in
-// registers where they fit (H = 4); with H = 8 each row of V is taken in two passes of 4
-// vectors, so a pass's sums are in registers while the other's wait in L1. The general path
-// below computes the same sums (it orders them differently: one FMA chain per score, a
-// softmax update per chunk of blocks), so the two agree to f32 rounding.
-template <int G, int H>
-void DecodeTileF16(const float* HWY_RESTRICT q, int64_t pos, int32_t kv_head,
-                   const PagedKvView& kv, const int32_t* block_table, float scale,
-                   const AttentionVariant& variant, float* HWY_RESTRICT out) {
-  const DF df;
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t hd = kv.head_dim, bs = kv.block_size;
-  using VF = decltype(hn::Zero(df));
-  VF acc[G][H];
-  float m[G], l[G];
-  for (int u = 0; u < G; ++u) {
-    for (int i = 0; i < H; ++i) acc[u][i] = hn::Zero(df);
-    m[u] = -std::numeric_limits<float>::infinity();
-    l[u] = 0.0f;
-  }
-  static thread_local std::vector<float> p_store;
-  if (static_cast<int64_t>(p_store.size()) < G * bs) p_store.resize(G * bs);
-  float* HWY_RESTRICT p = p_store.data();  // [G][bs]
-  const auto vscale = hn::Set(df, scale);
-  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
-  const bool capped = variant.softcap > 0.0f;
-  const auto vcap = hn::Set(df, variant.softcap);
-  const auto vinv_cap = hn::Set(df, capped ? 1.0f / variant.softcap : 0.0f);
-  const int64_t first_key = variant.FirstKey(pos);
-  const int64_t n_blocks = pos / bs + 1;
-  // The window's first block holds first_key, a key this token sees: every block processed
-  // has a live key, so the running max is finite from the first one on.
-  for (int64_t b = first_key / bs; b < n_blocks; ++b) {
-    const int32_t block = block_table[b];
-    const int64_t rows = std::min<int64_t>(bs, pos + 1 - b * bs);
-    const auto* K = reinterpret_cast<const hwy::float16_t*>(kv.KRows(block, kv_head));
-    const auto* V = reinterpret_cast<const hwy::float16_t*>(kv.VRows(block, kv_head));
-    // Scattered blocks: fetch the next one into L2 meanwhile, a line per step of the score
-    // loop (a burst of hints fills the miss buffers and stalls this block's loads).
-    const char* pf_k = nullptr;
-    const char* pf_v = nullptr;
-    if (b + 1 < n_blocks) {
-      pf_k = reinterpret_cast<const char*>(kv.KRows(block_table[b + 1], kv_head));
-      pf_v = reinterpret_cast<const char*>(kv.VRows(block_table[b + 1], kv_head));
-    }
-    const int64_t pf_bytes = pf_k != nullptr ? bs * hd * 2 : 0;  // of K, and of V
-    int64_t pf_at = 0;  // bytes of K, then of V, hinted so far
-    VF vmax[G];
-    for (int u = 0; u < G; ++u) vmax[u] = neg_inf;
-    for (int64_t j0 = 0; j0 < rows; j0 += N) {
-      VF a[G][2];
-      for (int u = 0; u < G; ++u) a[u][0] = a[u][1] = hn::Zero(df);
-      for (int64_t d = 0; d < hd; d += 2) {  // K is [head_dim][block_size]
-        if (pf_at < 2 * pf_bytes) {
-          __builtin_prefetch(pf_at < pf_bytes ? pf_k + pf_at : pf_v + (pf_at - pf_bytes), 0, 2);
-          pf_at += 64;
-        }
-        const auto k0 = hn::PromoteTo(df, hn::LoadU(dh, K + d * bs + j0));
-        const auto k1 = hn::PromoteTo(df, hn::LoadU(dh, K + (d + 1) * bs + j0));
-        for (int u = 0; u < G; ++u) {
-          a[u][0] = hn::MulAdd(hn::Set(df, q[u * hd + d]), k0, a[u][0]);
-          a[u][1] = hn::MulAdd(hn::Set(df, q[u * hd + d + 1]), k1, a[u][1]);
-        }
-      }
-      auto live = hn::FirstN(df, static_cast<size_t>(rows - j0));
-      const int64_t before = first_key - (b * bs + j0);  // leading lanes outside the window
-      if (before > 0) live = hn::AndNot(hn::FirstN(df, static_cast<size_t>(before)), live);
-      for (int u = 0; u < G; ++u) {
-        auto raw = hn::Mul(hn::Add(a[u][0], a[u][1]), vscale);
-        if (capped) raw = hn::Mul(hn::Tanh(df, hn::Mul(raw, vinv_cap)), vcap);
-        const auto sc = hn::IfThenElse(live, raw, neg_inf);
-        hn::StoreU(sc, df, p + u * bs + j0);
-        vmax[u] = hn::Max(vmax[u], sc);
-      }
-    }
-    for (; pf_at < 2 * pf_bytes; pf_at += 64) {  // lines the score loop had no step for
-      __builtin_prefetch(pf_at < pf_bytes ? pf_k + pf_at : pf_v + (pf_at - pf_bytes), 0, 2);
-    }
-    for (int u = 0; u < G; ++u) {
-      float* HWY_RESTRICT pu = p + u * bs;
-      const float m_new = std::max(m[u], hn::GetLane(hn::MaxOfLanes(df, vmax[u])));
-      const auto vm = hn::Set(df, m_new);
-      auto vsum = hn::Zero(df);
-      for (int64_t j0 = 0; j0 < rows; j0 += N) {
-        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, pu + j0), vm));
-        hn::StoreU(e, df, pu + j0);
-        vsum = hn::Add(vsum, e);
-      }
-      const float corr = std::exp(m[u] - m_new);
-      if (corr != 1.0f) {
-        const auto vc = hn::Set(df, corr);
-        for (int i = 0; i < H; ++i) acc[u][i] = hn::Mul(acc[u][i], vc);
-      }
-      l[u] = l[u] * corr + hn::GetLane(hn::SumOfLanes(df, vsum));
-      m[u] = m_new;
-    }
-    for (int pass = 0; pass < H / 4; ++pass) {
-      VF* a = nullptr;
-      for (int64_t j = 0; j < rows; ++j) {  // V is [block_size][head_dim]
-        const auto* vj = V + j * hd + pass * 4 * N;
-        const auto v0 = hn::PromoteTo(df, hn::LoadU(dh, vj));
-        const auto v1 = hn::PromoteTo(df, hn::LoadU(dh, vj + N));
-        const auto v2 = hn::PromoteTo(df, hn::LoadU(dh, vj + 2 * N));
-        const auto v3 = hn::PromoteTo(df, hn::LoadU(dh, vj + 3 * N));
-        for (int u = 0; u < G; ++u) {
-          a = acc[u] + pass * 4;
-          const auto pj = hn::Set(df, p[u * bs + j]);
-          a[0] = hn::MulAdd(pj, v0, a[0]);
-          a[1] = hn::MulAdd(pj, v1, a[1]);
-          a[2] = hn::MulAdd(pj, v2, a[2]);
-          a[3] = hn::MulAdd(pj, v3, a[3]);
-        }
-      }
-    }
-  }
-  for (int u = 0; u < G; ++u) {
-    const auto inv = hn::Set(df, 1.0f / l[u]);
-    for (int i = 0; i < H; ++i) hn::StoreU(hn::Mul(acc[u][i], inv), df, out + u * hd + i * N);
-  }
+// Key and value vectors as f32: from the f32 scratch of a chunk, or widened in registers
+// straight from an f16 cache block (one query token: each K/V value is used once per head,
+// so a copy to scratch would cost more than it saves).
+HWY_INLINE hn::Vec<DF> LoadF32(const float* HWY_RESTRICT p) { return hn::LoadU(DF(), p); }
+HWY_INLINE hn::Vec<DF> LoadF32(const hwy::float16_t* HWY_RESTRICT p) {
+  return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
 }
 
 // One online-softmax update of a row over a chunk: p[0, n) (n a multiple of the vector length)
@@ -214,11 +97,14 @@ constexpr int kPvHeads = 2;  // 2 × 4 accumulators + 4 V vectors of 16 register
 
 // acc[u][d0, d0 + 4N) = corr[u] · acc[u][d0, d0 + 4N) + sum_{j < rows} p[u][j] · v[j][d0, d0 + 4N)
 // for U heads: the running sums stay in registers across the rows, each V load is shared by
-// the U heads. p rows at stride p_stride, acc rows and v rows at stride hd.
-template <int U>
+// the U heads. p rows at stride p_stride, acc rows at stride hd; V row j is row j % block_rows
+// of vblocks[j / block_rows], rows at stride hd (the chunk's scratch copy: one block of all
+// the rows; the cache: its blocks).
+template <int U, typename TV>
 HWY_INLINE void AccumulatePv(const float* HWY_RESTRICT p, int64_t p_stride,
-                             const float* HWY_RESTRICT vt, int64_t hd, int64_t d0, int64_t rows,
-                             const float* corr, float* HWY_RESTRICT acc) {
+                             const TV* const* vblocks, int64_t block_rows, int64_t hd,
+                             int64_t d0, int64_t rows, const float* corr,
+                             float* HWY_RESTRICT acc) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   using VF = decltype(hn::Zero(df));
@@ -227,20 +113,100 @@ HWY_INLINE void AccumulatePv(const float* HWY_RESTRICT p, int64_t p_stride,
     const auto vc = hn::Set(df, corr[u]);
     for (int k = 0; k < 4; ++k) a[u][k] = hn::Mul(hn::LoadU(df, acc + u * hd + d0 + k * N), vc);
   }
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* HWY_RESTRICT vj = vt + j * hd + d0;
-    const auto v0 = hn::LoadU(df, vj), v1 = hn::LoadU(df, vj + N);
-    const auto v2 = hn::LoadU(df, vj + 2 * N), v3 = hn::LoadU(df, vj + 3 * N);
-    for (int u = 0; u < U; ++u) {
-      const auto pj = hn::Set(df, p[u * p_stride + j]);
-      a[u][0] = hn::MulAdd(pj, v0, a[u][0]);
-      a[u][1] = hn::MulAdd(pj, v1, a[u][1]);
-      a[u][2] = hn::MulAdd(pj, v2, a[u][2]);
-      a[u][3] = hn::MulAdd(pj, v3, a[u][3]);
+  for (int64_t j0 = 0, b = 0; j0 < rows; j0 += block_rows, ++b) {
+    const TV* HWY_RESTRICT vb = vblocks[b] + d0;
+    const int64_t n = std::min(block_rows, rows - j0);
+    for (int64_t j = 0; j < n; ++j) {
+      VF pj[U];
+      for (int u = 0; u < U; ++u) pj[u] = hn::Set(df, p[u * p_stride + j0 + j]);
+      for (int k = 0; k < 4; ++k) {  // one V vector live at a time: 4·U + U + 1 registers
+        const auto vk = LoadF32(vb + j * hd + k * N);
+        for (int u = 0; u < U; ++u) a[u][k] = hn::MulAdd(pj[u], vk, a[u][k]);
+      }
     }
   }
   for (int u = 0; u < U; ++u)
     for (int k = 0; k < 4; ++k) hn::StoreU(a[u][k], df, acc + u * hd + d0 + k * N);
+}
+
+// AccumulatePv for gn (1..4) heads.
+template <typename TV>
+HWY_INLINE void AccumulatePvHeads(int32_t gn, const float* HWY_RESTRICT p, int64_t p_stride,
+                                  const TV* const* vblocks, int64_t block_rows, int64_t hd,
+                                  int64_t d0, int64_t rows, const float* corr,
+                                  float* HWY_RESTRICT acc) {
+  switch (gn) {
+    case 1: return AccumulatePv<1>(p, p_stride, vblocks, block_rows, hd, d0, rows, corr, acc);
+    case 2: return AccumulatePv<2>(p, p_stride, vblocks, block_rows, hd, d0, rows, corr, acc);
+    case 3: return AccumulatePv<3>(p, p_stride, vblocks, block_rows, hd, d0, rows, corr, acc);
+    default: return AccumulatePv<4>(p, p_stride, vblocks, block_rows, hd, d0, rows, corr, acc);
+  }
+}
+
+// L2 hints for K/V blocks a chunk is about to read, given out a few lines at a time during
+// the chunk's score loop: blocks are scattered, so the hardware prefetcher cannot run ahead,
+// and a burst of hints fills the miss buffers and stalls the loads in flight. Regions are
+// hinted in the order they were added.
+struct PrefetchQueue {
+  static constexpr int kMaxBlocks = 8;
+  static constexpr int kMax = 4 * kMaxBlocks;  // K and V of this chunk's and the next's
+  const char* region[kMax] = {};
+  int n = 0;              // regions queued
+  int64_t bytes = 0;      // per region (one block of one KV head's K, or of its V)
+  int64_t per_step = 1;   // lines per Step
+  int r = 0;              // the region being hinted
+  int64_t off = 0;        // bytes of it hinted so far
+  void Add(const void* p) {
+    if (n < kMax) region[n++] = static_cast<const char*>(p);
+  }
+  int64_t Lines() const { return n * bytes / 64; }
+  void Step() {
+    for (int64_t i = 0; i < per_step && r < n; ++i) {
+      __builtin_prefetch(region[r] + off, 0, 2);
+      off += 64;
+      if (off >= bytes) {
+        off = 0;
+        ++r;
+      }
+    }
+  }
+  void Drain() {
+    per_step = Lines() + 1;  // more than are left
+    Step();
+  }
+};
+
+// Scores of gn (<= 4) heads (q rows at qh, head_dim apart) against kKeyVecs key vectors: a[u][v]
+// = sum_d qh[u][d] · kb[v][d · kstride], one FMA chain over d per score vector. The heads
+// share each K load, the key vectors each broadcast of q, and the chains are independent.
+template <int kKeyVecs, int G, typename TK>
+HWY_INLINE void ScoreVectorsG(const float* HWY_RESTRICT qh, int64_t hd, const TK* const* kb,
+                              int64_t kstride, hn::Vec<DF> (*HWY_RESTRICT a)[kKeyVecs],
+                              PrefetchQueue* pf) {
+  const DF df;
+  for (int u = 0; u < G; ++u)
+    for (int v = 0; v < kKeyVecs; ++v) a[u][v] = hn::Zero(df);
+  for (int64_t d = 0; d < hd; ++d) {
+    if (pf != nullptr) pf->Step();
+    hn::Vec<DF> k[kKeyVecs];
+    for (int v = 0; v < kKeyVecs; ++v) k[v] = LoadF32(kb[v] + d * kstride);
+    for (int u = 0; u < G; ++u) {
+      const auto qd = hn::Set(df, qh[static_cast<int64_t>(u) * hd + d]);
+      for (int v = 0; v < kKeyVecs; ++v) a[u][v] = hn::MulAdd(qd, k[v], a[u][v]);
+    }
+  }
+}
+
+template <int kKeyVecs, typename TK>
+HWY_INLINE void ScoreVectors(const float* HWY_RESTRICT qh, int64_t hd, int32_t gn,
+                             const TK* const* kb, int64_t kstride,
+                             hn::Vec<DF> (*HWY_RESTRICT a)[kKeyVecs], PrefetchQueue* pf) {
+  switch (gn) {
+    case 1: return ScoreVectorsG<kKeyVecs, 1>(qh, hd, kb, kstride, a, pf);
+    case 2: return ScoreVectorsG<kKeyVecs, 2>(qh, hd, kb, kstride, a, pf);
+    case 3: return ScoreVectorsG<kKeyVecs, 3>(qh, hd, kb, kstride, a, pf);
+    default: return ScoreVectorsG<kKeyVecs, 4>(qh, hd, kb, kstride, a, pf);
+  }
 }
 
 // The tile on AMX (attention_amx.h): per chunk of 64 keys, S = Q·Kᵀ on tiles, the online
@@ -324,31 +290,6 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   const int32_t h0 = kv_head * group;
   const int64_t bs_pad = (bs + N - 1) / N * N;
   const int64_t n_states = static_cast<int64_t>(nq) * group;
-  // Tree tiles (a few verification tokens) take the general path, which applies the mask.
-#if HWY_TARGET <= HWY_AVX3
-  constexpr bool kEightVectorHeads = false;  // head dim 128 keeps the general path here
-#else
-  constexpr bool kEightVectorHeads = true;
-#endif
-  if (tree == nullptr && nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 &&
-      (hd == 4 * N || (kEightVectorHeads && hd == 8 * N)) && bs % N == 0 && group <= 4) {
-    const float* qh = q + static_cast<int64_t>(h0) * hd;
-    float* oh = out + static_cast<int64_t>(h0) * hd;
-    if (hd == 8 * N) {
-      switch (group) {
-        case 1: return DecodeTileF16<1, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-        case 2: return DecodeTileF16<2, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-        case 3: return DecodeTileF16<3, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-        default: return DecodeTileF16<4, 8>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      }
-    }
-    switch (group) {
-      case 1: return DecodeTileF16<1, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      case 2: return DecodeTileF16<2, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      case 3: return DecodeTileF16<3, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-      default: return DecodeTileF16<4, 4>(qh, pos0, kv_head, kv, block_table, scale, variant, oh);
-    }
-  }
   if (tree == nullptr && AttentionAmxUsable(nq, group, kv)) {
     return AttentionTileAmx(q, q_stride, nq, pos0, group, h0, kv_head, kv, block_table, scale,
                             variant, out, out_stride);
@@ -357,9 +298,22 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   // a multiple of the vector length: one block, padded): each query's online-softmax update
   // (max, exp of the correction, rescaling the running sums) happens once per chunk, and the
   // scores of a chunk are register-blocked over up to 4 key vectors and 4 heads.
+  // One query token with f16 K/V in blocks of whole vectors and heads of whole 4-vector
+  // slices (decode, and a one-token prefill chunk): the same arithmetic, in the same order,
+  // with K and V widened in registers straight from the cache blocks instead of a chunk's
+  // scratch copy. The order being the same keeps a token's attention bit-identical whether it
+  // is computed alone or in a tile (batch invariance).
+  const bool direct = nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && bs == bs_pad &&
+                      hd % (4 * N) == 0;
   constexpr int64_t kChunkKeys = 64;
+#if HWY_TARGET <= HWY_AVX3
+  constexpr int kKeyVecs = 4;  // score vectors per pass
+#else
+  constexpr int kKeyVecs = 2;  // 4 × 2 accumulators + 2 K vectors of 16 registers
+#endif
   const int64_t bpc = bs == bs_pad ? std::max<int64_t>(1, kChunkKeys / bs) : 1;  // blocks
   const int64_t cw_pad = bpc * bs_pad;  // score columns per head
+  TARMAC_DCHECK(!direct || bpc <= PrefetchQueue::kMaxBlocks);  // bs >= N >= 8 where direct
   static thread_local Scratch s;
   if (static_cast<int64_t>(s.kt.size()) < hd * cw_pad) s.kt.resize(hd * cw_pad);
   if (static_cast<int64_t>(s.vt.size()) < bpc * bs * hd) s.vt.resize(bpc * bs * hd);
@@ -391,10 +345,25 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   for (int64_t c0 = variant.FirstKey(pos0) / bs; c0 < n_blocks; c0 += bpc) {
     const int64_t nbk = std::min(bpc, n_blocks - c0);
     const int64_t key0 = c0 * bs;
+    PrefetchQueue pf;
+    if (direct) {
+      // In the order they are read: this chunk's K after its first block (the first pass
+      // reads that at once), its V (read after the scores), then the next chunk's K and V.
+      pf.bytes = bs * hd * 2;
+      for (int64_t b = c0 + 1; b < c0 + nbk; ++b) pf.Add(kv.KRows(block_table[b], kv_head));
+      for (int64_t b = c0; b < c0 + nbk; ++b) pf.Add(kv.VRows(block_table[b], kv_head));
+      for (int64_t b = c0 + nbk; b < std::min(n_blocks, c0 + nbk + bpc); ++b) {
+        pf.Add(kv.KRows(block_table[b], kv_head));
+        pf.Add(kv.VRows(block_table[b], kv_head));
+      }
+      const int64_t passes = (nbk * bs / N + kKeyVecs - 1) / kKeyVecs * ((group + 3) / 4);
+      const int64_t steps = std::max<int64_t>(1, hd * passes);  // of the score loop
+      pf.per_step = (pf.Lines() + steps - 1) / steps;
+    }
     for (int64_t bi = 0; bi < nbk; ++bi) {
       const int32_t block = block_table[c0 + bi];
       const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - (c0 + bi) * bs);
-      if (bi + 1 == nbk && c0 + nbk < n_blocks) {
+      if (!direct && bi + 1 == nbk && c0 + nbk < n_blocks) {
         // Blocks are scattered, so the hardware prefetcher cannot run ahead: ask for the next
         // chunk's K/V (into L2: an L1 hint would evict this chunk's f32 scratch) while this
         // one is computed.
@@ -411,6 +380,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           }
         }
       }
+      if (direct) continue;
       // K is stored transposed ([head_dim][block_size]): a vector of scores (one lane per
       // key) is a chain of FMAs over dims with no transpose and no horizontal sums.
       float* HWY_RESTRICT kdst = kt + bi * hd * bs_pad;
@@ -442,33 +412,28 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       const int64_t rows = std::min<int64_t>(nbk * bs, pos + 1 - key0);
       const int64_t n_vec = (rows + N - 1) / N;
       const float* HWY_RESTRICT qi = q + i * q_stride + static_cast<int64_t>(h0) * hd;
-      // Scores of up to 4 heads × kKeyVecs key vectors at a time: the heads share each K
-      // load, the key vectors each broadcast of q, and the FMA chains are independent.
-#if HWY_TARGET <= HWY_AVX3
-      constexpr int kKeyVecs = 4;
-#else
-      constexpr int kKeyVecs = 2;  // 4 × 2 accumulators + 2 K vectors of 16 registers
-#endif
+      // Scores of up to 4 heads × kKeyVecs key vectors at a time (ScoreVectors).
       for (int32_t g0 = 0; g0 < group; g0 += 4) {
         const int32_t gn = std::min<int32_t>(4, group - g0);
+        const float* HWY_RESTRICT qh = qi + static_cast<int64_t>(g0) * hd;
         for (int64_t v0 = 0; v0 < n_vec; v0 += kKeyVecs) {
           const int64_t nv = std::min<int64_t>(kKeyVecs, n_vec - v0);
-          const float* kb[kKeyVecs];
-          for (int64_t v = 0; v < kKeyVecs; ++v) {
-            const int64_t key = (v0 + std::min(v, nv - 1)) * N;  // bs_pad multiple of N
-            kb[v] = kt + (key / bs_pad) * hd * bs_pad + key % bs_pad;
-          }
           VF a[4][kKeyVecs];
-          for (int u = 0; u < 4; ++u)
-            for (int v = 0; v < kKeyVecs; ++v) a[u][v] = hn::Zero(df);
-          for (int64_t d = 0; d < hd; ++d) {
-            VF k[kKeyVecs];
-            for (int v = 0; v < kKeyVecs; ++v) k[v] = hn::LoadU(df, kb[v] + d * bs_pad);
-            for (int u = 0; u < 4; ++u) {
-              if (u >= gn) break;
-              const auto qd = hn::Set(df, qi[static_cast<int64_t>(g0 + u) * hd + d]);
-              for (int v = 0; v < kKeyVecs; ++v) a[u][v] = hn::MulAdd(qd, k[v], a[u][v]);
+          if (direct) {
+            const hwy::float16_t* kb[kKeyVecs];
+            for (int64_t v = 0; v < kKeyVecs; ++v) {
+              const int64_t key = (v0 + std::min(v, nv - 1)) * N;  // bs a multiple of N
+              kb[v] = reinterpret_cast<const hwy::float16_t*>(
+                          kv.KRows(block_table[c0 + key / bs], kv_head)) + key % bs;
             }
+            ScoreVectors<kKeyVecs>(qh, hd, gn, kb, bs, a, &pf);
+          } else {
+            const float* kb[kKeyVecs];
+            for (int64_t v = 0; v < kKeyVecs; ++v) {
+              const int64_t key = (v0 + std::min(v, nv - 1)) * N;  // bs_pad multiple of N
+              kb[v] = kt + (key / bs_pad) * hd * bs_pad + key % bs_pad;
+            }
+            ScoreVectors<kKeyVecs>(qh, hd, gn, kb, bs_pad, a, nullptr);
           }
           for (int64_t v = 0; v < nv; ++v) {
             const int64_t j0 = (v0 + v) * N;
@@ -495,8 +460,12 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           for (int32_t g = 0; g < group; ++g) p_all[g * cw_pad + j] = -std::numeric_limits<float>::infinity();
         }
       }
+      if (direct) pf.Drain();
       // Online softmax over the chunk, per head: new max, probabilities, correction.
-      float corr[kPvHeads];
+      // Heads whose P·V sums share each V load: with K/V read from the cache (direct), all of a
+      // KV head's (up to 4): each V row is then widened once, not once per kPvHeads heads.
+      const int32_t pv_heads = direct ? 4 : kPvHeads;
+      float corr[4];
       for (int32_t g = 0; g < group; ++g) {
         const int64_t st = static_cast<int64_t>(i) * group + g;
         float* HWY_RESTRICT p = p_all + g * cw_pad;
@@ -508,21 +477,24 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           // Head sizes of whole 4-vector slices (64 on AVX-512, 32 and 64 on AVX2): the
           // running sums of kPvHeads heads stay in registers across the chunk's rows, one
           // slice at a time, sharing each V load.
-          corr[g % kPvHeads] = c;
-          if (g % kPvHeads != kPvHeads - 1 && g + 1 != group) continue;
-          const int32_t ga = g / kPvHeads * kPvHeads, gn = g + 1 - ga;
+          corr[g % pv_heads] = c;
+          if (g % pv_heads != pv_heads - 1 && g + 1 != group) continue;
+          const int32_t ga = g / pv_heads * pv_heads, gn = g + 1 - ga;
           const float* HWY_RESTRICT pa = p_all + ga * cw_pad;
           float* HWY_RESTRICT aa = s.acc.data() + (st - g + ga) * hd;
+          const float* vt_blocks[1] = {vt};
+          const hwy::float16_t* vh_blocks[PrefetchQueue::kMaxBlocks];
+          if (direct) {
+            for (int64_t bi = 0; bi * bs < rows; ++bi) {
+              vh_blocks[bi] = reinterpret_cast<const hwy::float16_t*>(
+                  kv.VRows(block_table[c0 + bi], kv_head));
+            }
+          }
           for (int64_t d0 = 0; d0 < hd; d0 += 4 * N) {
-            switch (gn) {
-              case 1: AccumulatePv<1>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
-#if HWY_TARGET <= HWY_AVX3
-              case 2: AccumulatePv<2>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
-              case 3: AccumulatePv<3>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
-              default: AccumulatePv<4>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
-#else
-              default: AccumulatePv<2>(pa, cw_pad, vt, hd, d0, rows, corr, aa); break;
-#endif
+            if (direct) {
+              AccumulatePvHeads(gn, pa, cw_pad, vh_blocks, bs, hd, d0, rows, corr, aa);
+            } else {
+              AccumulatePvHeads(gn, pa, cw_pad, vt_blocks, rows, hd, d0, rows, corr, aa);
             }
           }
           continue;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -235,27 +236,44 @@ TEST(AttentionTest, PositionsPastTheTileAreNeverUsed) {
   });
 }
 
-// A tile of n tokens gives the same result as n single-token calls (the decode path).
+// A query's attention does not depend on the tile it is computed in: a tile of n tokens
+// gives, bit for bit, what n single-token calls (decode, or a one-token prefill chunk) give,
+// at every Highway target, for head sizes whose single tokens read K/V straight from the
+// cache (32, 64, 128) and one that goes through the scratch copy (40), groups 1-4, and a tile
+// that spans chunks. Fails if the single-token path sums in another order than the tile.
+// (Sliding windows are outside this: a tile's chunks start at its first token's window.)
 TEST(AttentionTest, TileEqualsSingleTokens) {
   const AmxSwitch no_amx(false);
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int n_heads = 6, n_kv = 2, hd = 64, bs = 16, nb = 8;
-  std::vector<uint16_t> k(nb * n_kv * bs * hd), v(k.size());
-  for (auto& x : k) x = F32ToF16(nd(rng));
-  for (auto& x : v) x = F32ToF16(nd(rng));
-  std::vector<int32_t> table = {3, 0, 7, 1, 6, 2, 5, 4};
-  PagedKvView view{k.data(), v.data(), n_kv, bs, hd};
-  const int nq = 16, pos0 = 40, stride = n_heads * hd;
-  std::vector<float> q(nq * stride), tile(q.size()), single(q.size());
-  for (auto& x : q) x = nd(rng);
-  for (int g = 0; g < n_kv; ++g)
-    PagedAttentionTile(q.data(), stride, nq, pos0, n_heads, g, view, table.data(), 0.125f, tile.data(), stride);
-  for (int i = 0; i < nq; ++i)
-    for (int g = 0; g < n_kv; ++g)
-      PagedAttentionTile(q.data() + i * stride, stride, 1, pos0 + i, n_heads, g, view, table.data(), 0.125f,
-                         single.data() + i * stride, stride);
-  for (size_t e = 0; e < q.size(); ++e) ASSERT_NEAR(tile[e], single[e], 1e-6) << e;
+  struct Shape { int n_heads, n_kv, hd; };
+  testing::ForEachTarget([&](const char* target) {
+    SCOPED_TRACE(target);
+    for (Shape sh : {Shape{6, 2, 64}, Shape{4, 4, 64}, Shape{8, 2, 64}, Shape{4, 2, 32},
+                     Shape{4, 1, 128}, Shape{2, 1, 40}}) {
+      const int bs = 16, nb = 8;
+      std::vector<uint16_t> k(nb * sh.n_kv * bs * sh.hd), v(k.size());
+      for (auto& x : k) x = F32ToF16(nd(rng));
+      for (auto& x : v) x = F32ToF16(nd(rng));
+      std::vector<int32_t> table = {3, 0, 7, 1, 6, 2, 5, 4};
+      PagedKvView view{k.data(), v.data(), sh.n_kv, bs, sh.hd};
+      const int nq = 21, pos0 = 40, stride = sh.n_heads * sh.hd;
+      std::vector<float> q(nq * stride), tile(q.size()), single(q.size());
+      for (auto& x : q) x = nd(rng);
+      for (int g = 0; g < sh.n_kv; ++g) {
+        PagedAttentionTile(q.data(), stride, nq, pos0, sh.n_heads, g, view, table.data(), 0.125f,
+                           tile.data(), stride);
+      }
+      for (int i = 0; i < nq; ++i) {
+        for (int g = 0; g < sh.n_kv; ++g) {
+          PagedAttentionTile(q.data() + i * stride, stride, 1, pos0 + i, sh.n_heads, g, view,
+                             table.data(), 0.125f, single.data() + i * stride, stride);
+        }
+        ASSERT_EQ(0, std::memcmp(tile.data() + i * stride, single.data() + i * stride, stride * 4))
+            << "heads " << sh.n_heads << "/" << sh.n_kv << " hd " << sh.hd << " token " << i;
+      }
+    }
+  });
 }
 
 // int8 K/V with per-(block, head) scales: the tile kernel matches the reference reading the
