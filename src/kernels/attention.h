@@ -2,7 +2,10 @@
 // over one block of keys at a time, so the full score matrix is never materialised. One kernel
 // serves prefill chunks and decode steps: it takes a tile of consecutive query tokens of one
 // sequence (a decode step is a tile of one), and every K/V block is converted from f16 once
-// per tile and shared by all query heads of a KV group (grouped-query attention).
+// per tile and shared by all query heads of a KV group (grouped-query attention); a tile of
+// one f16 token widens K/V in registers straight from the cache instead, with the same sums
+// in the same order, so a token's result is bit-identical alone or in a tile (without a
+// sliding window; the AMX tiles aside).
 //
 // Pure functions over views; write only `out`. Thread-safe (per-thread scratch).
 #pragma once
