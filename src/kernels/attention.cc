@@ -303,8 +303,6 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   // with K and V widened in registers straight from the cache blocks instead of a chunk's
   // scratch copy. The order being the same keeps a token's attention bit-identical whether it
   // is computed alone or in a tile (batch invariance).
-  const bool direct = nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && bs == bs_pad &&
-                      hd % (4 * N) == 0;
   constexpr int64_t kChunkKeys = 64;
 #if HWY_TARGET <= HWY_AVX3
   constexpr int kKeyVecs = 4;  // score vectors per pass
@@ -313,7 +311,8 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
 #endif
   const int64_t bpc = bs == bs_pad ? std::max<int64_t>(1, kChunkKeys / bs) : 1;  // blocks
   const int64_t cw_pad = bpc * bs_pad;  // score columns per head
-  TARMAC_DCHECK(!direct || bpc <= PrefetchQueue::kMaxBlocks);  // bs >= N >= 8 where direct
+  const bool direct = nq == 1 && !kv.is_int8() && TARMAC_HWY_HARDWARE_F16 && bs == bs_pad &&
+                      hd % (4 * N) == 0 && bpc <= PrefetchQueue::kMaxBlocks;
   static thread_local Scratch s;
   if (static_cast<int64_t>(s.kt.size()) < hd * cw_pad) s.kt.resize(hd * cw_pad);
   if (static_cast<int64_t>(s.vt.size()) < bpc * bs * hd) s.vt.resize(bpc * bs * hd);

@@ -97,8 +97,8 @@ HWY_INLINE void MicroKernel(const float* HWY_RESTRICT x, int64_t ldx,
 
 // MicroKernel for the short tiles (M <= 3 tokens) over P full panels at panel_stride elements
 // apart (c columns [0, P·NR)): one panel gives each of a short tile's accumulators one FMA per
-// k, which would wait on the FMA latency; P panels give 2·M·P independent chains (one token
-// takes four panels, two or three take two). Each panel's stream is prefetched kShortAhead
+// k, which would wait on the FMA latency; P panels give 2·M·P independent chains (P as
+// ChooseShortTile picks it). Each panel's stream is prefetched kShortAhead
 // bytes ahead into L2: a decode step reads every weight once. Each output is the same FMA
 // sequence as MicroKernel's, so the results are bit-identical, which keeps a token's products
 // independent of how many tokens share its step (batch invariance).
