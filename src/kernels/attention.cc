@@ -359,10 +359,11 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       const int64_t steps = std::max<int64_t>(1, hd * passes);  // of the score loop
       pf.per_step = (pf.Lines() + steps - 1) / steps;
     }
-    for (int64_t bi = 0; bi < nbk; ++bi) {
+    // The chunk's f32 scratch copy (not in direct mode, which reads the cache blocks).
+    for (int64_t bi = 0; !direct && bi < nbk; ++bi) {
       const int32_t block = block_table[c0 + bi];
       const int64_t rows_b = std::min<int64_t>(bs, last_pos + 1 - (c0 + bi) * bs);
-      if (!direct && bi + 1 == nbk && c0 + nbk < n_blocks) {
+      if (bi + 1 == nbk && c0 + nbk < n_blocks) {
         // Blocks are scattered, so the hardware prefetcher cannot run ahead: ask for the next
         // chunk's K/V (into L2: an L1 hint would evict this chunk's f32 scratch) while this
         // one is computed.
@@ -379,7 +380,6 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
           }
         }
       }
-      if (direct) continue;
       // K is stored transposed ([head_dim][block_size]): a vector of scores (one lane per
       // key) is a chain of FMAs over dims with no transpose and no horizontal sums.
       float* HWY_RESTRICT kdst = kt + bi * hd * bs_pad;
