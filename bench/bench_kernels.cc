@@ -234,6 +234,36 @@ void BM_MatVec(benchmark::State& state) {
   state.SetLabel(std::string(DTypeName(type)));
 }
 
+// A decode step's shape of work: MatVecInt8 over 64 distinct interleaved matrices of
+// range(2) rows x 2048 columns in turn (151 MB at 2048 rows: none stays in cache), so each
+// call's fixed costs (quantizing x, waking the pool, each chunk's prefetch warm-up, the
+// last chunk's tail) count as in the model, unlike one 1.5 GiB matrix.
+void BM_MatVecLayers(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const int64_t rows = state.range(2), cols = 2048, n = 64;
+  ThreadPool pool(threads);
+  const int64_t row_bytes = RowBytes(type, cols);
+  const MatrixView all = Weights(type, cols, n * rows * row_bytes, "matvec-layers");
+  std::vector<MatrixView> ws;
+  std::vector<std::unique_ptr<QuantInterleaved>> pks;
+  for (int64_t i = 0; i < n; ++i) {
+    ws.push_back(MatrixView::Dense(type, all.row(i * rows), rows, cols));
+    pks.push_back(QuantInterleaved::Pack(ws.back()));
+    ws.back().prepared = pks.back().get();
+  }
+  const auto x = RandomVector(cols, 7);
+  std::vector<float> y(rows);
+  for (auto _ : state) {
+    for (const MatrixView& w : ws) MatVecInt8(w, x.data(), y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB"] = benchmark::Counter(n * rows * row_bytes / 1e9,
+                                            benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+  state.SetLabel(std::string(DTypeName(type)));
+}
+
 // ---------------------------------------------------------------- matmul
 constexpr int64_t kTokens = 512;
 
@@ -448,6 +478,15 @@ void Register() {
       }
       benchmark::RegisterBenchmark(("BM_MatVecInt8InterleavedL2/" + name).c_str(), BM_MatVec)
           ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 20, 2})->UseRealTime()
+          ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+      for (int64_t t : kThreads) {
+        benchmark::RegisterBenchmark(("BM_MatVecLayers/" + name).c_str(), BM_MatVecLayers)
+            ->Args({static_cast<int64_t>(type), t, 2048})->UseRealTime()
+            ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+      }
+      // Half of a core's L2 on the CPUs measured (1-2 MiB): the kernel's own ceiling.
+      benchmark::RegisterBenchmark(("BM_MatVecInt8InterleavedCore/" + name).c_str(), BM_MatVec)
+          ->Args({static_cast<int64_t>(type), 1, int64_t{1} << 19, 2})->UseRealTime()
           ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     }
   }
