@@ -499,6 +499,10 @@ void Register() {
     benchmark::RegisterBenchmark("BM_MatVecQ6KL2/q6_K", BM_MatVec)
         ->Args({static_cast<int64_t>(DType::kQ6_K), 1, int64_t{1} << 20, 3})->UseRealTime()
         ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    // As BM_MatVecInt8InterleavedCore: half of a core's L2, the kernel's own ceiling.
+    benchmark::RegisterBenchmark("BM_MatVecQ6KCore/q6_K", BM_MatVec)
+        ->Args({static_cast<int64_t>(DType::kQ6_K), 1, int64_t{1} << 19, 3})->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)->MinTime(0.3);
   }
   // The same kernels on a 1 MiB matrix (L2-resident): their compute ceiling, for diagnosis.
   for (DType type : mv_types) {

@@ -69,17 +69,21 @@ Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
 // whose loop does similar work per byte.
 constexpr int64_t kAhead = 6144;
 
-// Byte masks that spread scales 2m (low lane) and 2m + 1 (high lane) of a super-block over a
-// chunk's int16 lanes; each byte is repeated so an arithmetic shift right by 8 sign-extends it.
-alignas(32) constexpr int8_t kScaleMask[kChunks][32] = {
-#define TARMAC_Q6K_MASK(m)                                                                   \
-  {2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m,             \
-   2 * m, 2 * m, 2 * m, 2 * m, 2 * m, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, \
-   2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1, 2 * m + 1,   \
-   2 * m + 1, 2 * m + 1, 2 * m + 1}
+// vpshufb masks that spread scales 2m (low lane) and 2m + 1 (high lane) of a super-block over a
+// chunk's int16 lanes as 256·scale: the scale byte in each lane's high byte, zero (index bit 7)
+// in its low byte. One shuffle per chunk, no sign-extending shift; 1/256 goes into the
+// super-block's d (powers of two scale exactly, so the products are bit for bit those of the
+// plain scales). vpmaddwd cannot overflow: |pair sum| <= 8128, |256·scale| <= 32768.
+alignas(32) constexpr uint8_t kScaleMask[kChunks][32] = {
+#define TARMAC_Q6K_LO(m) 0x80, 2 * m, 0x80, 2 * m, 0x80, 2 * m, 0x80, 2 * m
+#define TARMAC_Q6K_HI(m) 0x80, 2 * m + 1, 0x80, 2 * m + 1, 0x80, 2 * m + 1, 0x80, 2 * m + 1
+#define TARMAC_Q6K_MASK(m) \
+  {TARMAC_Q6K_LO(m), TARMAC_Q6K_LO(m), TARMAC_Q6K_HI(m), TARMAC_Q6K_HI(m)}
     TARMAC_Q6K_MASK(0), TARMAC_Q6K_MASK(1), TARMAC_Q6K_MASK(2), TARMAC_Q6K_MASK(3),
     TARMAC_Q6K_MASK(4), TARMAC_Q6K_MASK(5), TARMAC_Q6K_MASK(6), TARMAC_Q6K_MASK(7),
 #undef TARMAC_Q6K_MASK
+#undef TARMAC_Q6K_HI
+#undef TARMAC_Q6K_LO
 };
 
 TARMAC_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
@@ -100,18 +104,14 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
     for (int l = 0; l < 256; l += 64) _mm_prefetch(pf + l, _MM_HINT_T1);
     const __m256i scb =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].scales)));
-    const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b[i].d));
-    alignas(32) float dxd[NT][kChunks];  // d_w · d_x per chunk
-    for (int t = 0; t < NT; ++t) {
-      _mm256_store_ps(dxd[t], _mm256_mul_ps(vd, _mm256_loadu_ps(a.dx + t * a.nb + kChunks * i)));
-    }
+    const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b[i].d) * (1.0f / 256));  // the masks' 256
     for (int h = 0; h < 2; ++h) {
       __m256i u[4];  // chunks 4h .. 4h + 3
       q6k_internal::UnpackHalfAvx2(b[i], h, u);
       for (int k = 0; k < 4; ++k) {
         const int m = 4 * h + k;
-        const __m256i sc = _mm256_srai_epi16(
-            _mm256_shuffle_epi8(scb, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMask[m]))), 8);
+        const __m256i sc =
+            _mm256_shuffle_epi8(scb, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMask[m])));
         const int64_t c = kChunks * i + m;  // the activation block
         for (int t = 0; t < NT; ++t) {
           const __m256i xv =
@@ -120,7 +120,7 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
               _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bias + (t * a.nb + c) * 16));
           const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], xv), bias);
           acc[t][k % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc)),
-                                          _mm256_broadcast_ss(&dxd[t][m]), acc[t][k % 2]);
+                                          _mm256_mul_ps(vd, _mm256_broadcast_ss(a.dx + t * a.nb + c)), acc[t][k % 2]);
         }
       }
     }
