@@ -105,6 +105,15 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
     const __m256i scb =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].scales)));
     const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b[i].d) * (1.0f / 256));  // the masks' 256
+    // d_w · d_x per chunk, the same products either way: one token forms each in registers (a
+    // table on the stack costs it the store-to-load latency), several read a table (a mul per
+    // token and chunk costs them vector ops; bench/NOTES.md).
+    alignas(32) float dxd[NT][kChunks];
+    if constexpr (NT > 1) {
+      for (int t = 0; t < NT; ++t) {
+        _mm256_store_ps(dxd[t], _mm256_mul_ps(vd, _mm256_loadu_ps(a.dx + t * a.nb + kChunks * i)));
+      }
+    }
     for (int h = 0; h < 2; ++h) {
       __m256i u[4];  // chunks 4h .. 4h + 3
       q6k_internal::UnpackHalfAvx2(b[i], h, u);
@@ -119,8 +128,10 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
           const __m256i bias =
               _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bias + (t * a.nb + c) * 16));
           const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], xv), bias);
-          acc[t][k % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc)),
-                                          _mm256_mul_ps(vd, _mm256_broadcast_ss(a.dx + t * a.nb + c)), acc[t][k % 2]);
+          const __m256 scale = NT == 1 ? _mm256_mul_ps(vd, _mm256_broadcast_ss(a.dx + c))
+                                       : _mm256_broadcast_ss(&dxd[t][m]);
+          acc[t][k % 2] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc)), scale, acc[t][k % 2]);
         }
       }
     }
