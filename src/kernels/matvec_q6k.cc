@@ -72,8 +72,8 @@ constexpr int64_t kAhead = 6144;
 // vpshufb masks that spread scales 2m (low lane) and 2m + 1 (high lane) of a super-block over a
 // chunk's int16 lanes as 256·scale: the scale byte in each lane's high byte, zero (index bit 7)
 // in its low byte. One shuffle per chunk, no sign-extending shift; 1/256 goes into the
-// super-block's d (powers of two scale exactly, so the products are bit for bit those of the
-// plain scales). vpmaddwd cannot overflow: |pair sum| <= 8128, |256·scale| <= 32768.
+// super-block's d (powers of two scale exactly, so barring a subnormal d_w·d_x the products are
+// those of the plain scales). vpmaddwd cannot overflow: |pair sum| <= 8128, |256·scale| <= 32768.
 alignas(32) constexpr uint8_t kScaleMask[kChunks][32] = {
 #define TARMAC_Q6K_LO(m) 0x80, 2 * m, 0x80, 2 * m, 0x80, 2 * m, 0x80, 2 * m
 #define TARMAC_Q6K_HI(m) 0x80, 2 * m + 1, 0x80, 2 * m + 1, 0x80, 2 * m + 1, 0x80, 2 * m + 1
