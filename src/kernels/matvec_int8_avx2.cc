@@ -222,6 +222,85 @@ TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2, BlockSumsAvx2)
 TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2_VNNI, BlockSumsVnni)
 #undef TARMAC_MV8A_HALF
 
+// One token of Q8_0 / Q4_0 group g, both halves in one pass: HalfBlockSumsAvx2<kQ8, false, 1, 2>
+// with its sums and accumulators in named registers. GCC keeps those arrays on the stack
+// (their indices are still loop variables when it scalarizes), which cost each block two
+// spilled int16 sums and two accumulator stores; the products are the same, op for op.
+template <bool kQ8>
+TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, const int8_t* xq,
+                                     const Acts& a, float* y, bool prefetch) {
+  constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
+  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
+  constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);
+  const int64_t nb = pk.blocks();
+  const uint8_t* grp = pk.group(g);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = grp + QuantInterleaved::BlockOffset(kT, b);
+    if (prefetch && b % kU == 0) {  // the unit ahead, scales included
+      for (int64_t l = 0; l < kUnit; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);
+      }
+    }
+    const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
+    __m256i i0, i1;  // the halves' int32 sums, 8 rows each
+    if constexpr (kQ8) {
+      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+      i0 = i1 = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const __m256i x = _mm256_set1_epi32(xb[s]);
+        const __m256i q0 =
+            _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s)), flip);
+        const __m256i q1 = _mm256_xor_si256(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32)), flip);
+        i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(
+                                      _mm256_maddubs_epi16(_mm256_sign_epi8(q0, q0),
+                                                           _mm256_sign_epi8(x, q0)),
+                                      ones));
+        i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(
+                                      _mm256_maddubs_epi16(_mm256_sign_epi8(q1, q1),
+                                                           _mm256_sign_epi8(x, q1)),
+                                      ones));
+      }
+    } else {
+      __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i xl = _mm256_set1_epi32(xb[s]), xh = _mm256_set1_epi32(xb[4 + s]);
+        __m256i lo0, hi0, lo1, hi1;
+        Nibbles(p + 64 * s, &lo0, &hi0);
+        Nibbles(p + 64 * s + 32, &lo1, &hi1);
+        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lo0, xl));
+        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(hi0, xh));
+        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(lo1, xl));
+        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi1, xh));
+        asm("" : "+x"(s0), "+x"(s1));  // chains, as in BlockSumsAvx2
+      }
+      const __m256i corr = _mm256_set1_epi32(a.corr[b]);
+      i0 = _mm256_add_epi32(corr, _mm256_madd_epi16(s0, ones));
+      i1 = _mm256_add_epi32(corr, _mm256_madd_epi16(s1, ones));
+    }
+    const uint8_t* sc = grp + QuantInterleaved::ScalesOffset(kT, b);
+    const __m256 dx = _mm256_set1_ps(a.dx[b]);
+    const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
+  }
+  const __m256 acc[2] = {acc0, acc1};
+  for (int j = 0; j < 2; ++j) {
+    const int64_t row0 = g * kRows + 8 * j;
+    const int64_t n = std::min<int64_t>(8, pk.rows() - row0);
+    if (n == 8) {
+      _mm256_storeu_ps(y + row0, acc[j]);
+    } else if (n > 0) {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, acc[j]);
+      std::memcpy(y + row0, tmp, n * sizeof(float));
+    }
+  }
+}
+
 // Tokens per pass: NT int32 sums and NT f32 accumulators plus the weight vectors fit the 16
 // ymm registers up to 4.
 constexpr int kMaxNT = 4;
@@ -239,6 +318,8 @@ void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int6
       if (nt == 1) {  // both halves in one pass
         if constexpr (kVnni) {
           HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, t0 == 0);
+        } else if constexpr (!kMins) {
+          OneTokenAvx2<kQ8>(pk, g, xt, at, yt, t0 == 0);
         } else {
           HalfBlockSumsAvx2<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, t0 == 0);
         }
