@@ -44,6 +44,24 @@ TARMAC_TARGET_AVX2 inline void Nibbles(const uint8_t* p, __m256i* lo, __m256i* h
   *hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
 }
 
+// One Q8_0 k-group's int32 pair sums for one token: q the weights less 128 (signed), aq = |q|,
+// x the token's four activations broadcast.
+TARMAC_TARGET_AVX2 inline __m256i Q8Sums(__m256i aq, __m256i q, __m256i x, __m256i ones) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(x, q)), ones);
+}
+
+// A half's 8 row results to y[row0 ..], fewer where the matrix ends (rows: its row count).
+TARMAC_TARGET_AVX2 inline void StoreRows8(__m256 v, float* y, int64_t row0, int64_t rows) {
+  const int64_t n = std::min<int64_t>(8, rows - row0);
+  if (n == 8) {
+    _mm256_storeu_ps(y + row0, v);
+  } else if (n > 0) {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    std::memcpy(y + row0, tmp, n * sizeof(float));
+  }
+}
+
 // Tokens' integer sums of one block over NH halves (8 rows each): isum[j][t] (int32 per row).
 // p: the block's quants at the first half's first byte (k-group s of half j at p + 64·s + 32·j).
 // The halves share each activation broadcast.
@@ -63,9 +81,7 @@ TARMAC_TARGET_AVX2 inline void BlockSumsAvx2(const uint8_t* p, const int32_t* co
             _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32 * j)), flip);
         const __m256i aq = _mm256_sign_epi8(q, q);
         for (int t = 0; t < NT; ++t) {
-          const __m256i sx = _mm256_sign_epi8(x[t], q);
-          isum[j][t] = _mm256_add_epi32(isum[j][t],
-                                        _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), ones));
+          isum[j][t] = _mm256_add_epi32(isum[j][t], Q8Sums(aq, q, x[t], ones));
         }
       }
     }
@@ -204,16 +220,8 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
       }                                                                                       \
     }                                                                                         \
     for (int j = 0; j < NH; ++j) {                                                            \
-      const int64_t row0 = g * kRows + 8 * (h + j);                                           \
-      const int64_t n = std::min<int64_t>(8, pk.rows() - row0);                               \
       for (int t = 0; t < NT; ++t) {                                                          \
-        if (n == 8) {                                                                         \
-          _mm256_storeu_ps(y + t * y_stride + row0, acc[j][t]);                               \
-        } else if (n > 0) {                                                                   \
-          alignas(32) float tmp[8];                                                           \
-          _mm256_store_ps(tmp, acc[j][t]);                                                    \
-          std::memcpy(y + t * y_stride + row0, tmp, n * sizeof(float));                       \
-        }                                                                                     \
+        StoreRows8(acc[j][t], y + t * y_stride, g * kRows + 8 * (h + j), pk.rows());          \
       }                                                                                       \
     }                                                                                         \
   }
@@ -254,14 +262,8 @@ TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, cons
             _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s)), flip);
         const __m256i q1 = _mm256_xor_si256(
             _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32)), flip);
-        i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(
-                                      _mm256_maddubs_epi16(_mm256_sign_epi8(q0, q0),
-                                                           _mm256_sign_epi8(x, q0)),
-                                      ones));
-        i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(
-                                      _mm256_maddubs_epi16(_mm256_sign_epi8(q1, q1),
-                                                           _mm256_sign_epi8(x, q1)),
-                                      ones));
+        i0 = _mm256_add_epi32(i0, Q8Sums(_mm256_sign_epi8(q0, q0), q0, x, ones));
+        i1 = _mm256_add_epi32(i1, Q8Sums(_mm256_sign_epi8(q1, q1), q1, x, ones));
       }
     } else {
       __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -287,18 +289,8 @@ TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, cons
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
   }
-  const __m256 acc[2] = {acc0, acc1};
-  for (int j = 0; j < 2; ++j) {
-    const int64_t row0 = g * kRows + 8 * j;
-    const int64_t n = std::min<int64_t>(8, pk.rows() - row0);
-    if (n == 8) {
-      _mm256_storeu_ps(y + row0, acc[j]);
-    } else if (n > 0) {
-      alignas(32) float tmp[8];
-      _mm256_store_ps(tmp, acc[j]);
-      std::memcpy(y + row0, tmp, n * sizeof(float));
-    }
-  }
+  StoreRows8(acc0, y, g * kRows, pk.rows());
+  StoreRows8(acc1, y, g * kRows + 8, pk.rows());
 }
 
 // Tokens per pass: NT int32 sums and NT f32 accumulators plus the weight vectors fit the 16
