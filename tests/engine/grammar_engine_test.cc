@@ -15,6 +15,7 @@
 #include "engine_test_util.h"
 #include "grammar/matcher.h"
 #include "grammar/structured_output.h"
+#include "kernels/dispatch.h"
 
 namespace tarmac::engine {
 namespace {
@@ -155,7 +156,9 @@ TEST(GrammarEngineTest, MixedBatchConstrainedMatchFreeUnchanged) {
   EXPECT_EQ(mixed[2].finish, FinishReason::kStop);  // the regex is complete after 10 characters
   EXPECT_TRUE(mixed[3].text == "French" || mixed[3].text == "Russian" || mixed[3].text == "Austrian") << mixed[3].text;
   EXPECT_EQ(mixed[3].finish, FinishReason::kStop);
-  // Free requests give what they give alone.
+  // Free requests give what they give alone, where the products do not depend on the batch
+  // (EngineCoreTest.SeededSamplingDoesNotDependOnTheBatch says where they do).
+  if (kernels::WantsAmxCopy(DType::kF16)) return;
   for (size_t i : {0u, 4u}) {
     auto alone_core = Core(Cfg());
     const std::vector<Outcome> alone = RunAll(*alone_core, {reqs[i]});
