@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "base/check.h"
@@ -22,23 +23,39 @@
 namespace tarmac::kernels {
 namespace {
 
+#if TARMAC_CPU_X86
+// CPUID leaf 0's vendor string, in register order EBX, EDX, ECX.
+CpuVendor VendorOf(unsigned b, unsigned d, unsigned c) {
+  char id[13] = {};
+  std::memcpy(id, &b, 4);
+  std::memcpy(id + 4, &d, 4);
+  std::memcpy(id + 8, &c, 4);
+  const std::string_view v(id, 12);
+  if (v == "GenuineIntel") return CpuVendor::kIntel;
+  if (v == "AuthenticAMD" || v == "HygonGenuine") return CpuVendor::kAmd;
+  return CpuVendor::kOther;
+}
+#endif
+
 CpuFeatures Probe() {
   CpuFeatures f;
 #if TARMAC_CPU_X86
   f.x86 = true;
   unsigned a, b, c, d;
+  if (__get_cpuid_count(0, 0, &a, &b, &c, &d) == 0) return f;
+  f.vendor = VendorOf(b, d, c);
   if (__get_cpuid_count(1, 0, &a, &b, &c, &d) == 0) return f;
   const bool osxsave = (c >> 27) & 1;
   f.fma = (c >> 12) & 1;
   f.f16c = (c >> 29) & 1;
-  if (!osxsave) return CpuFeatures{.x86 = true};
+  if (!osxsave) return CpuFeatures{.x86 = true, .vendor = f.vendor};
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
   const uint64_t xcr0 = (static_cast<uint64_t>(xhi) << 32) | xlo;
   const bool os_avx = (xcr0 & 0x6) == 0x6;         // SSE and AVX state
   const bool os_avx512 = (xcr0 & 0xE6) == 0xE6;    // + opmask, ZMM_Hi256, Hi16_ZMM
   const bool os_amx = ((xcr0 >> 17) & 3) == 3;     // XTILECFG, XTILEDATA
-  if (!os_avx) return CpuFeatures{.x86 = true};
+  if (!os_avx) return CpuFeatures{.x86 = true, .vendor = f.vendor};
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return f;
   f.avx2 = (b >> 5) & 1;
   if (os_avx512) {
@@ -107,6 +124,15 @@ void ApplyHighway(Isa isa) {
 const CpuFeatures& Cpu() {
   static const CpuFeatures f = Probe();
   return f;
+}
+
+const char* CpuVendorName(CpuVendor v) {
+  switch (v) {
+    case CpuVendor::kIntel: return "intel";
+    case CpuVendor::kAmd: return "amd";
+    case CpuVendor::kOther: return "other";
+  }
+  return "?";
 }
 
 const char* IsaName(Isa isa) {
@@ -186,6 +212,7 @@ std::string DescribeCpu() {
   const CpuFeatures& f = Cpu();
   if (!f.x86) return "not x86";
   std::string s;
+  const std::string vendor = std::string(CpuVendorName(f.vendor)) + ": ";
   auto add = [&](bool on, const char* name) {
     if (!on) return;
     if (!s.empty()) s += ' ';
@@ -207,7 +234,7 @@ std::string DescribeCpu() {
   add(f.amx_bf16, "amx-bf16");
   add(f.amx_int8, "amx-int8");
   add(f.amx_os, "(amx granted)");
-  return s.empty() ? "no AVX2" : s;
+  return vendor + (s.empty() ? "no AVX2" : s);
 }
 
 }  // namespace tarmac::kernels

@@ -27,8 +27,15 @@
 
 namespace tarmac::kernels {
 
+// Whose cores these are: the memory system differs (how many misses a core keeps in flight),
+// so the decode kernels' prefetch distances are tuned per vendor (dispatch.h,
+// ChooseStreamPrefetch). Hygon (Zen cores) counts as AMD.
+enum class CpuVendor { kOther, kIntel, kAmd };
+const char* CpuVendorName(CpuVendor v);  // "other", "intel", "amd"
+
 struct CpuFeatures {
   bool x86 = false;
+  CpuVendor vendor = CpuVendor::kOther;
   bool avx2 = false, fma = false, f16c = false;
   bool avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
@@ -79,7 +86,8 @@ class ScopedIsa {
 // "EMU128", ...).
 const char* HighwayTargetName(Isa isa);
 
-// One line naming the features found ("avx2 fma f16c avx-vnni avx512f ... amx-int8 (os)").
+// One line naming the vendor and the features found ("intel: avx2 fma f16c avx-vnni avx512f
+// ... amx-int8 (amx granted)").
 std::string DescribeCpu();
 
 }  // namespace tarmac::kernels

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/check.h"
+
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matmul_int8_paths.h"
@@ -133,6 +135,27 @@ bool WantsPanelCopy(DType type, Isa isa) {
   return PanelPackedMatrix::Supports(type) && Cpu().x86 && isa >= Isa::kAvx2 && !Amx(isa);
 }
 
+StreamPrefetch ChooseStreamPrefetch(Isa pass, CpuVendor vendor) {
+  TARMAC_CHECK(pass >= Isa::kAvx2);
+  const bool avx512 = pass >= Isa::kAvx512;
+  if (vendor == CpuVendor::kIntel) {
+    // Bursts of a whole unit stall the loads behind them, and past ~3 KiB the prefetches
+    // outrun what a core tracks; the slower AVX2 loop also wants its next lines in L1.
+    return avx512 ? StreamPrefetch{.l2_ahead = 3072, .l1_ahead = 0, .spread = true}
+                  : StreamPrefetch{.l2_ahead = 3072, .l1_ahead = 1152, .spread = true};
+  }
+  // AMD (Zen 5): bursts and spread prefetches stream alike; the AVX2 loop wants 6 KiB.
+  return avx512 ? StreamPrefetch{.l2_ahead = 3072, .l1_ahead = 0, .spread = false}
+                : StreamPrefetch{.l2_ahead = 6144, .l1_ahead = 0, .spread = false};
+}
+
+std::string DescribeStreamPrefetch(const StreamPrefetch& pf) {
+  std::string s = pf.spread ? "per block" : "per unit (burst)";
+  s += ", L2 " + std::to_string(pf.l2_ahead) + " B ahead";
+  if (pf.l1_ahead > 0) s += ", L1 " + std::to_string(pf.l1_ahead) + " B ahead";
+  return s;
+}
+
 std::string DescribeDispatchTable(Isa isa) {
   const Isa level = Clamp(isa);
   std::string out = std::string("kernel dispatch at level ") + IsaName(level) + " (native " +
@@ -169,6 +192,15 @@ std::string DescribeDispatchTable(Isa isa) {
       start = n + 1;
     }
     out += '\n';
+  }
+  if (Interleaved(level)) {
+    const std::string vendor = CpuVendorName(Cpu().vendor);
+    if (Avx512Int8(level)) {
+      out += "  interleaved-int8 prefetch, avx512 pass (" + vendor +
+             "): " + DescribeStreamPrefetch(ChooseStreamPrefetch(Isa::kAvx512)) + '\n';
+    }
+    out += "  interleaved-int8 prefetch, avx2 pass (" + vendor +
+           "): " + DescribeStreamPrefetch(ChooseStreamPrefetch(Isa::kAvx2)) + '\n';
   }
   return out;
 }

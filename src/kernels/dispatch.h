@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/cpu_features.h"
+#include "kernels/stream_prefetch.h"
 #include "tensor/dtype.h"
 #include "tensor/view.h"  // PreparedLayout
 
@@ -55,6 +56,16 @@ bool WantsPanelCopy(DType type, Isa isa);
 inline bool WantsInterleavedCopy(DType type) { return WantsInterleavedCopy(type, ActiveIsa()); }
 inline bool WantsAmxCopy(DType type) { return WantsAmxCopy(type, ActiveIsa()); }
 inline bool WantsPanelCopy(DType type) { return WantsPanelCopy(type, ActiveIsa()); }
+
+// How the interleaved-int8 decode pass (1 token, or the first token of a pass over several)
+// prefetches its weight stream: pass is the level its code runs at (kAvx512 for the AVX-512
+// VNNI pass; kAvx2 or kAvx2Vnni for the AVX2 passes, which Q4_K takes at every level).
+// Measured per vendor (bench/NOTES.md); other vendors get AMD's.
+StreamPrefetch ChooseStreamPrefetch(Isa pass, CpuVendor vendor);
+inline StreamPrefetch ChooseStreamPrefetch(Isa pass) {
+  return ChooseStreamPrefetch(pass, Cpu().vendor);
+}
+std::string DescribeStreamPrefetch(const StreamPrefetch& pf);  // "spread, L2 3072 B ahead, ..."
 
 // The table at a level, for the weight dtypes of a model (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
 // Q6_K) with the copies a model prepares at that level: per dtype, token ranges and their

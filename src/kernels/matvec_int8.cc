@@ -13,6 +13,7 @@
 #include "base/check.h"
 #include "hwy/targets.h"
 #include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec_int8_avx2.h"
@@ -217,27 +218,24 @@ TARMAC_TARGET_VNNI_VBMI void RowsVnni(const MatrixView& w, const XGroup* xg, int
   }
 }
 
-// Block b of group g of an interleaved Q4_0 / Q8_0 copy: its quants and scales; at a unit's
-// first block, prefetches the unit kAhead bytes on (quants and scales in one burst).
+// Block b of group g of an interleaved Q4_0 / Q8_0 copy: its quants and scales; issues the
+// walk's prefetches for the block (pf).
 template <DType kT>
-inline void UnitBlock(const QuantInterleaved& pk, int64_t g, int64_t b, const uint8_t** p,
-                      const uint16_t** sc) {
+inline void UnitBlock(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t g, int64_t b,
+                      const uint8_t** p, const uint16_t** sc) {
   using QI = QuantInterleaved;
   const uint8_t* grp = pk.group(g);
   *p = grp + QI::BlockOffset(kT, b);
   *sc = reinterpret_cast<const uint16_t*>(grp + QI::ScalesOffset(kT, b));
-  if (b % QI::UnitBlocks(kT) == 0) {  // *p is the unit's first byte
-    for (int64_t l = 0; l < QI::UnitBytes(kT); l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(*p + kAhead + l), _MM_HINT_T1);
-    }
-  }
+  PrefetchInterleavedBlock<kT>(pf, *p, b);
 }
 
 // y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved matrix: each int32 lane is
 // one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
 // MatMulInt8Ref does for each row (so the results are bit-identical to it).
 template <bool kQ8>
-TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk, const int8_t* xq,
+TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk,
+                                               const StreamPrefetch& pf, const int8_t* xq,
                                                const float* dx, const int32_t* corr, float* y,
                                                int64_t g0, int64_t g1) {
   const __m512i nib = _mm512_set1_epi8(0x0f);
@@ -252,7 +250,7 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk, const
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p;
       const uint16_t* sc;
-      UnitBlock<kT>(pk, g, b, &p, &sc);
+      UnitBlock<kT>(pk, pf, g, b, &p, &sc);
       const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
       __m512i ia = _mm512_set1_epi32(corr[b]);
       __m512i ib = _mm512_setzero_si512();
@@ -286,7 +284,8 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk, const
 // single-token kernel's (bit-identical to MatMulInt8Ref). xq/dx/corr: token t at
 // xq + t·x_stride, dx/corr + t·nb. y: token t's row r at y[t·y_stride + r].
 template <bool kQ8, int NT>
-TARMAC_TARGET_VNNI_VBMI void GroupsInterleavedMulti(const QuantInterleaved& pk, const int8_t* xq,
+TARMAC_TARGET_VNNI_VBMI void GroupsInterleavedMulti(const QuantInterleaved& pk,
+                                                    const StreamPrefetch& pf, const int8_t* xq,
                                                     int64_t x_stride, const float* dx,
                                                     const int32_t* corr, float* y,
                                                     int64_t y_stride, int64_t g0, int64_t g1) {
@@ -301,7 +300,7 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleavedMulti(const QuantInterleaved& pk, 
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p;
       const uint16_t* sc;
-      UnitBlock<kT>(pk, g, b, &p, &sc);
+      UnitBlock<kT>(pk, pf, g, b, &p, &sc);
       __m512i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(corr[t * nb + b]);
       for (int s = 0; s < 8; ++s) {
@@ -333,13 +332,14 @@ TARMAC_TARGET_VNNI_VBMI void GroupsInterleavedMulti(const QuantInterleaved& pk, 
 
 // Tokens [t0, t0 + nt) (nt <= 8) of row groups [g0, g1), dispatched to the instantiation.
 template <bool kQ8>
-void GroupsInterleavedTokens(const QuantInterleaved& pk, int nt, const int8_t* xq,
-                             int64_t x_stride, const float* dx, const int32_t* corr, float* y,
-                             int64_t y_stride, int64_t g0, int64_t g1) {
+void GroupsInterleavedTokens(const QuantInterleaved& pk, const StreamPrefetch& pf, int nt,
+                             const int8_t* xq, int64_t x_stride, const float* dx,
+                             const int32_t* corr, float* y, int64_t y_stride, int64_t g0,
+                             int64_t g1) {
   switch (nt) {
 #define TARMAC_MV8_CASE(N)                                                                    \
   case N:                                                                                     \
-    return GroupsInterleavedMulti<kQ8, N>(pk, xq, x_stride, dx, corr, y, y_stride, g0, g1);
+    return GroupsInterleavedMulti<kQ8, N>(pk, pf, xq, x_stride, dx, corr, y, y_stride, g0, g1);
     TARMAC_MV8_CASE(2)
     TARMAC_MV8_CASE(3)
     TARMAC_MV8_CASE(4)
@@ -350,7 +350,7 @@ void GroupsInterleavedTokens(const QuantInterleaved& pk, int nt, const int8_t* x
 #undef TARMAC_MV8_CASE
     default:
       TARMAC_CHECK(nt == 1);
-      return GroupsInterleaved<kQ8>(pk, xq, dx, corr, y, g0, g1);
+      return GroupsInterleaved<kQ8>(pk, pf, xq, dx, corr, y, g0, g1);
   }
 }
 
@@ -387,11 +387,13 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   const bool q8 = type == DType::kQ8_0;
   const bool avx512 = Int8MatVecFast();
   const bool vnni256 = IsaAtLeast(Isa::kAvx2Vnni) && Cpu().avx_vnni;
+  const StreamPrefetch pf512 = ChooseStreamPrefetch(Isa::kAvx512);
+  const StreamPrefetch pf256 = ChooseStreamPrefetch(vnni256 ? Isa::kAvx2Vnni : Isa::kAvx2);
   auto run = [&](int64_t g0, int64_t g1, int) {
     ranges.ForEach(g0, g1, [&](int i, int64_t a, int64_t b) {
       if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
-        mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, n_tokens, xq, x_stride, dx, corr,
-                                            sums, ys[i], ws[i]->rows, a, b);
+        mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, pf256, n_tokens, xq, x_stride, dx,
+                                            corr, sums, ys[i], ws[i]->rows, a, b);
         return;
       }
       // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
@@ -400,10 +402,12 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
         const int nt = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
         const int64_t rows = ws[i]->rows;
         if (q8) {
-          GroupsInterleavedTokens<true>(*pk[i], nt, xq + t0 * x_stride, x_stride, dx + t0 * nb,
+          GroupsInterleavedTokens<true>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
+                                        dx + t0 * nb,
                                         corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
         } else {
-          GroupsInterleavedTokens<false>(*pk[i], nt, xq + t0 * x_stride, x_stride, dx + t0 * nb,
+          GroupsInterleavedTokens<false>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
+                                         dx + t0 * nb,
                                          corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
         }
       }

@@ -23,11 +23,6 @@ namespace {
 
 constexpr int64_t kQB = 32;
 constexpr int64_t kRows = QuantInterleaved::kRows;
-// Prefetch distance in bytes of the group (quants and scales): twice the AVX-512 kernel's. At
-// 3 KiB a thread here still waited on memory at each block (bench/NOTES.md). Each unit is
-// prefetched in one burst when the walk enters it.
-constexpr int64_t kAhead = 6144;
-
 // The activations' per-block arrays (InterleavedGroupsAvx2), [token][block].
 struct Acts {
   const float* dx;
@@ -158,10 +153,9 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
   template <bool kQ8, bool kMins, int NT, int NH>                                             \
   TARGET void Half##SUMS(const QuantInterleaved& pk, int64_t g, int h, const int8_t* xq,      \
                          int64_t x_stride, const Acts& a, float* y, int64_t y_stride,         \
-                         bool prefetch) {                                                     \
+                         const StreamPrefetch& pf, bool prefetch) {                           \
     constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;             \
     constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);                                  \
-    constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);                                \
     const int64_t nb = pk.blocks();                                                           \
     const uint8_t* grp = pk.group(g);                                                         \
     __m256 acc[NH][NT], dsup[NH], msup[NH];                                                   \
@@ -175,11 +169,7 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
       const uint8_t* p = q + 32 * h;                                                          \
       /* the unit's scales */                                                                 \
       const uint8_t* us = grp + QuantInterleaved::UnitScalesOffset(kT, b / kU);               \
-      if (prefetch && sub == 0) { /* the unit ahead (q: its first byte), scales included */   \
-        for (int64_t l = 0; l < kUnit; l += 64) {                                             \
-          _mm_prefetch(reinterpret_cast<const char*>(q + kAhead + l), _MM_HINT_T1);           \
-        }                                                                                     \
-      }                                                                                       \
+      if (prefetch) PrefetchInterleavedBlock<kT>(pf, q, b);                                   \
       if constexpr (kMins) {                                                                  \
         if (sub == 0) {                                                                       \
           for (int j = 0; j < NH; ++j) {                                                      \
@@ -236,21 +226,16 @@ TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2_VNNI, BlockSumsVnni)
 // spilled int16 sums and two accumulator stores; the products are the same, op for op.
 template <bool kQ8>
 TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, const int8_t* xq,
-                                     const Acts& a, float* y, bool prefetch) {
+                                     const Acts& a, float* y, const StreamPrefetch& pf,
+                                     bool prefetch) {
   constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
-  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
-  constexpr int64_t kUnit = QuantInterleaved::UnitBytes(kT);
   const int64_t nb = pk.blocks();
   const uint8_t* grp = pk.group(g);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = grp + QuantInterleaved::BlockOffset(kT, b);
-    if (prefetch && b % kU == 0) {  // the unit ahead, scales included
-      for (int64_t l = 0; l < kUnit; l += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + l), _MM_HINT_T1);
-      }
-    }
+    if (prefetch) PrefetchInterleavedBlock<kT>(pf, p, b);
     const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
     __m256i i0, i1;  // the halves' int32 sums, 8 rows each
     if constexpr (kQ8) {
@@ -298,8 +283,9 @@ TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, cons
 constexpr int kMaxNT = 4;
 
 template <bool kQ8, bool kMins, bool kVnni>
-void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int64_t x_stride,
-            const Acts& acts, float* y, int64_t y_stride, int64_t g0, int64_t g1) {
+void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_tokens,
+            const int8_t* xq, int64_t x_stride, const Acts& acts, float* y, int64_t y_stride,
+            int64_t g0, int64_t g1) {
   const int64_t nb = pk.blocks();
   for (int64_t g = g0; g < g1; ++g) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
@@ -309,23 +295,25 @@ void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int6
       float* yt = y + t0 * y_stride;
       if (nt == 1) {  // both halves in one pass
         if constexpr (kVnni) {
-          HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, t0 == 0);
+          HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, pf,
+                                              t0 == 0);
         } else if constexpr (!kMins) {
-          OneTokenAvx2<kQ8>(pk, g, xt, at, yt, t0 == 0);
+          OneTokenAvx2<kQ8>(pk, g, xt, at, yt, pf, t0 == 0);
         } else {
-          HalfBlockSumsAvx2<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, t0 == 0);
+          HalfBlockSumsAvx2<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, pf,
+                                              t0 == 0);
         }
         continue;
       }
       for (int h = 0; h < 2; ++h) {
         if (g * kRows + 8 * h >= pk.rows()) break;
-        const bool pf = t0 == 0 && h == 0;
+        const bool first = t0 == 0 && h == 0;
 #define TARMAC_MV8A_CALL(N)                                                               \
   case N:                                                                                 \
     if constexpr (kVnni) {                                                                \
-      HalfBlockSumsVnni<kQ8, kMins, N, 1>(pk, g, h, xt, x_stride, at, yt, y_stride, pf);  \
+      HalfBlockSumsVnni<kQ8, kMins, N, 1>(pk, g, h, xt, x_stride, at, yt, y_stride, pf, first); \
     } else {                                                                              \
-      HalfBlockSumsAvx2<kQ8, kMins, N, 1>(pk, g, h, xt, x_stride, at, yt, y_stride, pf);  \
+      HalfBlockSumsAvx2<kQ8, kMins, N, 1>(pk, g, h, xt, x_stride, at, yt, y_stride, pf, first); \
     }                                                                                     \
     break;
         switch (nt) {
@@ -342,27 +330,29 @@ void Groups(const QuantInterleaved& pk, int64_t n_tokens, const int8_t* xq, int6
 
 }  // namespace
 
-void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, int64_t n_tokens,
-                           const int8_t* xq, int64_t x_stride, const float* dx,
+void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, const StreamPrefetch& pf,
+                           int64_t n_tokens, const int8_t* xq, int64_t x_stride, const float* dx,
                            const int32_t* corr, const float* xs, float* y, int64_t y_stride,
                            int64_t g0, int64_t g1) {
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= 16);
   const Acts a{dx, corr, xs};
+  auto run = [&]<bool kQ8, bool kMins>() {
+    if (vnni) {
+      return Groups<kQ8, kMins, true>(pk, pf, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+    }
+    return Groups<kQ8, kMins, false>(pk, pf, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+  };
   switch (pk.type()) {
-    case DType::kQ8_0:
-      if (vnni) return Groups<true, false, true>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
-      return Groups<true, false, false>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
-    case DType::kQ4_0:
-      if (vnni) return Groups<false, false, true>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
-      return Groups<false, false, false>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+    case DType::kQ8_0: return run.template operator()<true, false>();
+    case DType::kQ4_0: return run.template operator()<false, false>();
     default:
       TARMAC_DCHECK(pk.type() == DType::kQ4_K);
-      if (vnni) return Groups<false, true, true>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
-      return Groups<false, true, false>(pk, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+      return run.template operator()<false, true>();
   }
 }
 #else
-void InterleavedGroupsAvx2(const QuantInterleaved&, bool, int64_t, const int8_t*, int64_t,
+void InterleavedGroupsAvx2(const QuantInterleaved&, bool, const StreamPrefetch&, int64_t,
+                           const int8_t*, int64_t,
                            const float*, const int32_t*, const float*, float*, int64_t, int64_t,
                            int64_t) {
   TARMAC_CHECK(false && "x86 only");

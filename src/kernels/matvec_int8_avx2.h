@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/quant_interleaved.h"
+#include "kernels/stream_prefetch.h"
 
 namespace tarmac::kernels::mv8_internal {
 
@@ -34,8 +35,10 @@ namespace tarmac::kernels::mv8_internal {
 // sums at dx / corr / xs + t·pk.blocks() (QuantizeActivationsQ8 with offset 128 for Q8_0, 8
 // for Q4_0, 0 for Q4_K; xs is read for Q4_K's mins only);
 // token t's row r goes to y[t·y_stride + r]. vnni: use AVX-VNNI (precondition: the CPU has it).
+// pf: how the first pass over each group prefetches (dispatch.h, ChooseStreamPrefetch).
 // Preconditions: the CPU has AVX2, FMA and F16C.
-void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, int64_t n_tokens,
+void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, const StreamPrefetch& pf,
+                           int64_t n_tokens,
                            const int8_t* xq, int64_t x_stride, const float* dx,
                            const int32_t* corr, const float* xs, float* y, int64_t y_stride,
                            int64_t g0, int64_t g1);
