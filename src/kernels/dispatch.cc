@@ -196,10 +196,10 @@ std::string DescribeDispatchTable(Isa isa) {
   if (Interleaved(level)) {
     const std::string vendor = CpuVendorName(Cpu().vendor);
     if (Avx512Int8(level)) {
-      out += "  interleaved-int8 prefetch, avx512 pass (" + vendor +
+      out += "  decode prefetch, avx512 pass of interleaved-int8 (" + vendor +
              "): " + DescribeStreamPrefetch(ChooseStreamPrefetch(Isa::kAvx512)) + '\n';
     }
-    out += "  interleaved-int8 prefetch, avx2 pass (" + vendor +
+    out += "  decode prefetch, avx2 passes of interleaved-int8 and matvec-q6k (" + vendor +
            "): " + DescribeStreamPrefetch(ChooseStreamPrefetch(Isa::kAvx2)) + '\n';
   }
   return out;

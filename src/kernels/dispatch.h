@@ -57,9 +57,9 @@ inline bool WantsInterleavedCopy(DType type) { return WantsInterleavedCopy(type,
 inline bool WantsAmxCopy(DType type) { return WantsAmxCopy(type, ActiveIsa()); }
 inline bool WantsPanelCopy(DType type) { return WantsPanelCopy(type, ActiveIsa()); }
 
-// How the interleaved-int8 decode pass (1 token, or the first token of a pass over several)
-// prefetches its weight stream: pass is the level its code runs at (kAvx512 for the AVX-512
-// VNNI pass; kAvx2 or kAvx2Vnni for the AVX2 passes, which Q4_K takes at every level).
+// How a decode pass prefetches its weight stream: pass is the level its code runs at (kAvx512
+// for the interleaved-int8 AVX-512 VNNI pass; kAvx2 or kAvx2Vnni for the interleaved AVX2
+// passes, which Q4_K takes at every level, and for matvec-q6k, which uses the distances).
 // Measured per vendor (bench/NOTES.md); other vendors get AMD's.
 StreamPrefetch ChooseStreamPrefetch(Isa pass, CpuVendor vendor);
 inline StreamPrefetch ChooseStreamPrefetch(Isa pass) {

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/q6k_avx2-inl.h"
 #include "tensor/aligned_buffer.h"
@@ -65,10 +66,6 @@ Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
 }
 
 #if TARMAC_Q6K_X86
-// Prefetch distance in bytes (about 29 super-blocks): as far as the AVX2 interleaved kernel's,
-// whose loop does similar work per byte.
-constexpr int64_t kAhead = 6144;
-
 // vpshufb masks that spread scales 2m (low lane) and 2m + 1 (high lane) of a super-block over a
 // chunk's int16 lanes as 256·scale: the scale byte in each lane's high byte, zero (index bit 7)
 // in its low byte. One shuffle per chunk, no sign-extending shift; 1/256 goes into the
@@ -94,14 +91,14 @@ TARMAC_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
 }
 
 // y[t·y_stride] = row · x[t] for NT tokens of a (starting at token 0 of a).
+// pf: the AVX2 decode plan's distances (dispatch.h), one step per super-block.
 template <int NT>
 TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a, float* y,
-                                  int64_t y_stride) {
+                                  int64_t y_stride, const StreamPrefetch& pf) {
   __m256 acc[NT][2];
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nsb; ++i) {
-    const char* pf = reinterpret_cast<const char*>(b + i) + kAhead;
-    for (int l = 0; l < 256; l += 64) _mm_prefetch(pf + l, _MM_HINT_T1);
+    PrefetchSpan(pf, reinterpret_cast<const uint8_t*>(b + i), 256);
     const __m256i scb =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].scales)));
     const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b[i].d) * (1.0f / 256));  // the masks' 256
@@ -139,8 +136,8 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
   for (int t = 0; t < NT; ++t) y[t * y_stride] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
 }
 
-TARMAC_TARGET_AVX2 void Rows(const MatrixView& w, const Acts& a, int64_t n_tokens, float* y,
-                             int64_t r0, int64_t r1) {
+TARMAC_TARGET_AVX2 void Rows(const MatrixView& w, const Acts& a, const StreamPrefetch& pf,
+                             int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   const int64_t nsb = w.cols / kQK_K;
   for (int64_t r = r0; r < r1; ++r) {
     const auto* b = reinterpret_cast<const BlockQ6_K*>(w.row(r));
@@ -148,10 +145,10 @@ TARMAC_TARGET_AVX2 void Rows(const MatrixView& w, const Acts& a, int64_t n_token
       const Acts at{a.q + t0 * a.q_stride, a.q_stride, a.bias + t0 * a.nb * 16, a.dx + t0 * a.nb, a.nb};
       float* yt = y + t0 * w.rows + r;
       switch (std::min<int64_t>(kMaxNT, n_tokens - t0)) {
-        case 1: RowTokens<1>(b, nsb, at, yt, w.rows); break;
-        case 2: RowTokens<2>(b, nsb, at, yt, w.rows); break;
-        case 3: RowTokens<3>(b, nsb, at, yt, w.rows); break;
-        default: RowTokens<4>(b, nsb, at, yt, w.rows); break;
+        case 1: RowTokens<1>(b, nsb, at, yt, w.rows, pf); break;
+        case 2: RowTokens<2>(b, nsb, at, yt, w.rows, pf); break;
+        case 3: RowTokens<3>(b, nsb, at, yt, w.rows, pf); break;
+        default: RowTokens<4>(b, nsb, at, yt, w.rows, pf); break;
       }
     }
   }
@@ -179,7 +176,8 @@ void MatVecQ6K(const MatrixView& w, const float* x, int64_t n_tokens, float* y, 
   }
 #if TARMAC_Q6K_X86
   const Acts a = QuantizeTokens(x, n_tokens, w.cols);
-  auto run = [&](int64_t r0, int64_t r1, int) { Rows(w, a, n_tokens, y, r0, r1); };
+  const StreamPrefetch pf = ChooseStreamPrefetch(Isa::kAvx2);
+  auto run = [&](int64_t r0, int64_t r1, int) { Rows(w, a, pf, n_tokens, y, r0, r1); };
   const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || w.rows < 2) {
     run(0, w.rows, 0);

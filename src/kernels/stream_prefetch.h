@@ -1,6 +1,6 @@
-// StreamPrefetch: how a decode kernel walking a QuantInterleaved group prefetches the weight
-// stream ahead of its loads, and PrefetchInterleavedBlock, the one place that issues those
-// prefetches (the AVX-512 and AVX2 passes both call it).
+// StreamPrefetch: how a decode kernel prefetches the weight stream ahead of its loads, and the
+// two functions that issue those prefetches: PrefetchInterleavedBlock for the passes walking a
+// QuantInterleaved group (AVX-512 and AVX2), PrefetchSpan for any walk in steps (Q6_K rows).
 //
 // A token's matrix-vector product reads each weight once, so the loop alone keeps too few
 // misses in flight to stream at DRAM speed; the hardware prefetchers stop at 4 KiB pages.
@@ -31,38 +31,53 @@ struct StreamPrefetch {
   // Distance of a second prefetch into L1 (T0 hint), bytes; 0: none. Less than l2_ahead, so
   // it finds its lines already on their way to L2.
   int64_t l1_ahead = 0;
-  // true: each block prefetches its own lines (and the last block of a unit the unit's
-  // scales), a few prefetches per block; false: a unit's first block prefetches the whole
-  // unit in one burst.
+  // Interleaved walks only (walks without units always prefetch per step): true, each block
+  // prefetches its own lines (and the last block of a unit the unit's scales); false, a unit's
+  // first block prefetches the whole unit into L2 in one burst (l1_ahead unused).
   bool spread = false;
 };
 
+// One walk step's prefetches: the `bytes` from p + l2_ahead into L2 and, with an L1 distance,
+// those from p + l1_ahead into L1 (p: the step's first byte). Always inlined: GCC's IPA
+// otherwise judges a function of prefetches alone free of side effects and deletes the calls
+// before it would inline them.
+[[gnu::always_inline]] inline void PrefetchSpan(const StreamPrefetch& pf, const uint8_t* p,
+                                                int64_t bytes) {
+#if TARMAC_STREAM_PREFETCH_X86
+  for (int64_t l = 0; l < bytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + pf.l2_ahead + l), _MM_HINT_T1);
+  }
+  if (pf.l1_ahead > 0) {
+    for (int64_t l = 0; l < bytes; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + pf.l1_ahead + l), _MM_HINT_T0);
+    }
+  }
+#else
+  (void)pf, (void)p, (void)bytes;
+#endif
+}
+
 // Prefetches for block b of a group walk in block order, p its quants
 // (QuantInterleaved::BlockOffset(kT, b) bytes into the group). Only the first pass over a
-// group calls it (later passes find the group in cache).
-// Always inlined: GCC's IPA otherwise judges a function of prefetches alone free of side
-// effects and deletes the calls before it would inline them.
+// group calls it (later passes find the group in cache). Always inlined, as PrefetchSpan.
 template <DType kT>
-[[gnu::always_inline]] inline void PrefetchInterleavedBlock(const StreamPrefetch& pf, const uint8_t* p, int64_t b) {
+[[gnu::always_inline]] inline void PrefetchInterleavedBlock(const StreamPrefetch& pf,
+                                                            const uint8_t* p, int64_t b) {
 #if TARMAC_STREAM_PREFETCH_X86
   using QI = QuantInterleaved;
   constexpr int64_t kQuant = QI::QuantBytes(kT), kU = QI::UnitBlocks(kT);
-  auto at = [p](int64_t offset) { return reinterpret_cast<const char*>(p + offset); };
   if (!pf.spread) {
     if (b % kU != 0) return;  // p is the unit's first byte: the unit ahead, scales included
     for (int64_t l = 0; l < QI::UnitBytes(kT); l += 64) {
-      _mm_prefetch(at(pf.l2_ahead + l), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p + pf.l2_ahead + l), _MM_HINT_T1);
     }
     return;
   }
-  for (int64_t l = 0; l < kQuant; l += 64) _mm_prefetch(at(pf.l2_ahead + l), _MM_HINT_T1);
+  PrefetchSpan(pf, p, kQuant);
   if (b % kU == kU - 1) {  // the unit's scales follow its last block's quants
     for (int64_t l = 0; l < QI::UnitScaleBytes(kT); l += 64) {
-      _mm_prefetch(at(pf.l2_ahead + kQuant + l), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p + pf.l2_ahead + kQuant + l), _MM_HINT_T1);
     }
-  }
-  if (pf.l1_ahead > 0) {
-    for (int64_t l = 0; l < kQuant; l += 64) _mm_prefetch(at(pf.l1_ahead + l), _MM_HINT_T0);
   }
 #else
   (void)pf, (void)p, (void)b;
