@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "base/check.h"
-
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/matmul_int8_paths.h"

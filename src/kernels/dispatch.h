@@ -65,7 +65,8 @@ StreamPrefetch ChooseStreamPrefetch(Isa pass, CpuVendor vendor);
 inline StreamPrefetch ChooseStreamPrefetch(Isa pass) {
   return ChooseStreamPrefetch(pass, Cpu().vendor);
 }
-std::string DescribeStreamPrefetch(const StreamPrefetch& pf);  // "spread, L2 3072 B ahead, ..."
+// "per block, L2 3072 B ahead, L1 1152 B ahead" / "per unit (burst), L2 6144 B ahead".
+std::string DescribeStreamPrefetch(const StreamPrefetch& pf);
 
 // The table at a level, for the weight dtypes of a model (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
 // Q6_K) with the copies a model prepares at that level: per dtype, token ranges and their
