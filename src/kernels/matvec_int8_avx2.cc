@@ -220,19 +220,24 @@ TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2, BlockSumsAvx2)
 TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2_VNNI, BlockSumsVnni)
 #undef TARMAC_MV8A_HALF
 
-// One token of Q8_0 / Q4_0 group g, both halves in one pass: HalfBlockSumsAvx2<kQ8, false, 1, 2>
-// with its sums and accumulators in named registers. GCC keeps those arrays on the stack
-// (their indices are still loop variables when it scalarizes), which cost each block two
-// spilled int16 sums and two accumulator stores; the products are the same, op for op.
-template <bool kQ8>
+// One token of Q8_0 / Q4_0 / Q4_K (kMins) group g, both halves in one pass:
+// HalfBlockSumsAvx2<kQ8, kMins, 1, 2> with its sums, accumulators and super-block scales in
+// named registers. GCC keeps those arrays on the stack (their indices are still loop variables
+// when it scalarizes), which cost each block two spilled int16 sums and two accumulator
+// stores; the products are the same, op for op.
+template <bool kQ8, bool kMins>
 TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, const int8_t* xq,
                                      const Acts& a, float* y, const StreamPrefetch& pf,
                                      bool prefetch) {
-  constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
+  static_assert(!(kQ8 && kMins));
+  constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;
+  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
   const int64_t nb = pk.blocks();
   const uint8_t* grp = pk.group(g);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 dsup0, dsup1, msup0, msup1;  // Q4_K: the super-block's d and dmin of both halves' rows
+  if constexpr (kMins) dsup0 = dsup1 = msup0 = msup1 = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = grp + QuantInterleaved::BlockOffset(kT, b);
     if (prefetch) PrefetchInterleavedBlock<kT>(pf, p, b);
@@ -267,12 +272,34 @@ TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, cons
       i0 = _mm256_add_epi32(corr, _mm256_madd_epi16(s0, ones));
       i1 = _mm256_add_epi32(corr, _mm256_madd_epi16(s1, ones));
     }
-    const uint8_t* sc = grp + QuantInterleaved::ScalesOffset(kT, b);
     const __m256 dx = _mm256_set1_ps(a.dx[b]);
-    const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
+    if constexpr (kMins) {
+      const int64_t sub = b % kU;
+      const uint8_t* us = grp + QuantInterleaved::UnitScalesOffset(kT, b / kU);
+      if (sub == 0) {
+        dsup0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us)));
+        dsup1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 16)));
+        msup0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 32)));
+        msup1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 48)));
+      }
+      const uint8_t* sm = us + 16 * sub;  // block sub's 6-bit scales at +64, mins at +192
+      const __m256 xs = _mm256_set1_ps(a.xs[b]);
+      const __m256 dw0 = _mm256_mul_ps(dsup0, U8ToF32(sm + 64));
+      const __m256 mw0 = _mm256_mul_ps(msup0, U8ToF32(sm + 192));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
+      acc0 = _mm256_fnmadd_ps(mw0, xs, acc0);
+      const __m256 dw1 = _mm256_mul_ps(dsup1, U8ToF32(sm + 8 + 64));
+      const __m256 mw1 = _mm256_mul_ps(msup1, U8ToF32(sm + 8 + 192));
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
+      acc1 = _mm256_fnmadd_ps(mw1, xs, acc1);
+    } else {
+      const uint8_t* sc = grp + QuantInterleaved::ScalesOffset(kT, b);
+      const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      const __m256 dw1 =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
+    }
   }
   StoreRows8(acc0, y, g * kRows, pk.rows());
   StoreRows8(acc1, y, g * kRows + 8, pk.rows());
@@ -297,11 +324,8 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
         if constexpr (kVnni) {
           HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, pf,
                                               t0 == 0);
-        } else if constexpr (!kMins) {
-          OneTokenAvx2<kQ8>(pk, g, xt, at, yt, pf, t0 == 0);
         } else {
-          HalfBlockSumsAvx2<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, pf,
-                                              t0 == 0);
+          OneTokenAvx2<kQ8, kMins>(pk, g, xt, at, yt, pf, t0 == 0);
         }
         continue;
       }
