@@ -403,12 +403,10 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
         const int64_t rows = ws[i]->rows;
         if (q8) {
           GroupsInterleavedTokens<true>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
-                                        dx + t0 * nb,
-                                        corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+                                        dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
         } else {
           GroupsInterleavedTokens<false>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
-                                         dx + t0 * nb,
-                                         corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+                                         dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
         }
       }
     });

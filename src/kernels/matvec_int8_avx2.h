@@ -38,8 +38,7 @@ namespace tarmac::kernels::mv8_internal {
 // pf: how the first pass over each group prefetches (dispatch.h, ChooseStreamPrefetch).
 // Preconditions: the CPU has AVX2, FMA and F16C.
 void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, const StreamPrefetch& pf,
-                           int64_t n_tokens,
-                           const int8_t* xq, int64_t x_stride, const float* dx,
+                           int64_t n_tokens, const int8_t* xq, int64_t x_stride, const float* dx,
                            const int32_t* corr, const float* xs, float* y, int64_t y_stride,
                            int64_t g0, int64_t g1);
 
