@@ -220,89 +220,149 @@ TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2, BlockSumsAvx2)
 TARMAC_MV8A_HALF(TARMAC_TARGET_AVX2_VNNI, BlockSumsVnni)
 #undef TARMAC_MV8A_HALF
 
-// One token of Q8_0 / Q4_0 / Q4_K (kMins) group g, both halves in one pass:
-// HalfBlockSumsAvx2<kQ8, kMins, 1, 2> with its sums, accumulators and super-block scales in
-// named registers. GCC keeps those arrays on the stack (their indices are still loop variables
-// when it scalarizes), which cost each block two spilled int16 sums and two accumulator
-// stores; the products are the same, op for op.
-template <bool kQ8, bool kMins>
+// One Q8_0 k-group s of a group's two halves (p: the group's block + 64·s): their int32 sums
+// i0, i1 for one token's broadcast activations x.
+TARMAC_TARGET_AVX2 inline void Q8Step(const uint8_t* p, __m256i x, __m256i* i0, __m256i* i1) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+  const __m256i q0 = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)), flip);
+  const __m256i q1 =
+      _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)), flip);
+  *i0 = _mm256_add_epi32(*i0, Q8Sums(_mm256_sign_epi8(q0, q0), q0, x, ones));
+  *i1 = _mm256_add_epi32(*i1, Q8Sums(_mm256_sign_epi8(q1, q1), q1, x, ones));
+}
+
+// One Q4_0 / Q4_K k-group pair (s, 4 + s) of a group's two halves (p: the block + 64·s): their
+// int16 sums s0, s1 for one token's broadcast activations xl, xh.
+TARMAC_TARGET_AVX2 inline void Q4Step(const uint8_t* p, __m256i xl, __m256i xh, __m256i* s0,
+                                      __m256i* s1) {
+  __m256i lo, hi;
+  Nibbles(p, &lo, &hi);
+  *s0 = _mm256_add_epi16(*s0, _mm256_maddubs_epi16(lo, xl));
+  *s0 = _mm256_add_epi16(*s0, _mm256_maddubs_epi16(hi, xh));
+  Nibbles(p + 32, &lo, &hi);
+  *s1 = _mm256_add_epi16(*s1, _mm256_maddubs_epi16(lo, xl));
+  *s1 = _mm256_add_epi16(*s1, _mm256_maddubs_epi16(hi, xh));
+}
+
+// acc + f32(isum) · (d_w · dx) for one half's 8 rows, d_w the 8 f16 scales at sc.
+TARMAC_TARGET_AVX2 inline __m256 FoldBlock(__m256i isum, const uint8_t* sc, __m256 dx, __m256 acc) {
+  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc);
+}
+
+// Q4_K: a group's super-block d (d0, d1) and dmin (m0, m1) of both halves' rows, as f32.
+struct SuperScales {
+  __m256 d0, d1, m0, m1;
+};
+
+// us: the unit's scales (QuantInterleaved::UnitScalesOffset).
+TARMAC_TARGET_AVX2 inline SuperScales LoadSuperScales(const uint8_t* us) {
+  auto half = [us](int off) TARMAC_TARGET_AVX2 {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + off)));
+  };
+  return {half(0), half(16), half(32), half(48)};
+}
+
+// Q4_K block sub of a unit (sm = us + 16·sub: its 6-bit scales at +64, mins at +192) into
+// both halves' accumulators: acc = fma(f32(isum), d·sc · dx, acc), then fma(-dmin·m, xs, acc).
+TARMAC_TARGET_AVX2 inline void FoldBlockMins(__m256i i0, __m256i i1, const uint8_t* sm,
+                                             const SuperScales& ss, __m256 dx, __m256 xs,
+                                             __m256* acc0, __m256* acc1) {
+  const __m256 dw0 = _mm256_mul_ps(ss.d0, U8ToF32(sm + 64));
+  const __m256 mw0 = _mm256_mul_ps(ss.m0, U8ToF32(sm + 192));
+  *acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), *acc0);
+  *acc0 = _mm256_fnmadd_ps(mw0, xs, *acc0);
+  const __m256 dw1 = _mm256_mul_ps(ss.d1, U8ToF32(sm + 8 + 64));
+  const __m256 mw1 = _mm256_mul_ps(ss.m1, U8ToF32(sm + 8 + 192));
+  *acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), *acc1);
+  *acc1 = _mm256_fnmadd_ps(mw1, xs, *acc1);
+}
+
+// One token of Q8_0 / Q4_0 / Q4_K (kMins) groups g .. g + NG - 1 (NG 1 or 2),
+// both halves of each in one pass: HalfBlockSumsAvx2<kQ8, kMins, 1, 2> with its sums,
+// accumulators and super-block scales in named registers. GCC keeps those arrays on the stack
+// (their indices are still loop variables when it scalarizes), which cost each block two
+// spilled int16 sums and two accumulator stores; the products are the same, op for op, and
+// each group's are the same whether it runs alone or beside another.
+// Two groups walk two weight streams at once and share each activation broadcast: a core on
+// Intel then keeps more of the stream in flight (bench/NOTES.md).
+template <bool kQ8, bool kMins, int NG>
 TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, const int8_t* xq,
                                      const Acts& a, float* y, const StreamPrefetch& pf,
                                      bool prefetch) {
-  static_assert(!(kQ8 && kMins));
+  static_assert(!(kQ8 && kMins) && (NG == 1 || NG == 2));
+  TARMAC_DCHECK(g + NG <= pk.groups());
   constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;
   constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
   const int64_t nb = pk.blocks();
   const uint8_t* grp = pk.group(g);
+  const uint8_t* grp2 = NG == 2 ? pk.group(g + 1) : grp;  // the second group (NG 2)
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 dsup0, dsup1, msup0, msup1;  // Q4_K: the super-block's d and dmin of both halves' rows
-  if constexpr (kMins) dsup0 = dsup1 = msup0 = msup1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();  // the second group's halves
+  SuperScales ss{}, ss2{};  // Q4_K: each group's, set at each super-block
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = grp + QuantInterleaved::BlockOffset(kT, b);
-    if (prefetch) PrefetchInterleavedBlock<kT>(pf, p, b);
+    const int64_t off = QuantInterleaved::BlockOffset(kT, b);
+    const uint8_t* p = grp + off;
+    const uint8_t* p2 = grp2 + off;
+    if (prefetch) {
+      PrefetchInterleavedBlock<kT>(pf, p, b);
+      if constexpr (NG == 2) PrefetchInterleavedBlock<kT>(pf, p2, b);
+    }
     const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
-    __m256i i0, i1;  // the halves' int32 sums, 8 rows each
+    __m256i i0, i1, i2, i3;  // the halves' int32 sums, 8 rows each (i2, i3: the second group)
     if constexpr (kQ8) {
-      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-      i0 = i1 = _mm256_setzero_si256();
+      i0 = i1 = i2 = i3 = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
         const __m256i x = _mm256_set1_epi32(xb[s]);
-        const __m256i q0 =
-            _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s)), flip);
-        const __m256i q1 = _mm256_xor_si256(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 * s + 32)), flip);
-        i0 = _mm256_add_epi32(i0, Q8Sums(_mm256_sign_epi8(q0, q0), q0, x, ones));
-        i1 = _mm256_add_epi32(i1, Q8Sums(_mm256_sign_epi8(q1, q1), q1, x, ones));
+        Q8Step(p + 64 * s, x, &i0, &i1);
+        if constexpr (NG == 2) Q8Step(p2 + 64 * s, x, &i2, &i3);
       }
     } else {
-      __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
       for (int s = 0; s < 4; ++s) {
         const __m256i xl = _mm256_set1_epi32(xb[s]), xh = _mm256_set1_epi32(xb[4 + s]);
-        __m256i lo0, hi0, lo1, hi1;
-        Nibbles(p + 64 * s, &lo0, &hi0);
-        Nibbles(p + 64 * s + 32, &lo1, &hi1);
-        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lo0, xl));
-        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(hi0, xh));
-        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(lo1, xl));
-        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi1, xh));
+        Q4Step(p + 64 * s, xl, xh, &s0, &s1);
         asm("" : "+x"(s0), "+x"(s1));  // chains, as in BlockSumsAvx2
+        if constexpr (NG == 2) {
+          Q4Step(p2 + 64 * s, xl, xh, &s2, &s3);
+          asm("" : "+x"(s2), "+x"(s3));
+        }
       }
       const __m256i corr = _mm256_set1_epi32(a.corr[b]);
       i0 = _mm256_add_epi32(corr, _mm256_madd_epi16(s0, ones));
       i1 = _mm256_add_epi32(corr, _mm256_madd_epi16(s1, ones));
+      if constexpr (NG == 2) {
+        i2 = _mm256_add_epi32(corr, _mm256_madd_epi16(s2, ones));
+        i3 = _mm256_add_epi32(corr, _mm256_madd_epi16(s3, ones));
+      }
     }
     const __m256 dx = _mm256_set1_ps(a.dx[b]);
     if constexpr (kMins) {
-      const int64_t sub = b % kU;
-      const uint8_t* us = grp + QuantInterleaved::UnitScalesOffset(kT, b / kU);
+      const int64_t sub = b % kU, us = QuantInterleaved::UnitScalesOffset(kT, b / kU);
       if (sub == 0) {
-        dsup0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us)));
-        dsup1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 16)));
-        msup0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 32)));
-        msup1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(us + 48)));
+        ss = LoadSuperScales(grp + us);
+        if constexpr (NG == 2) ss2 = LoadSuperScales(grp2 + us);
       }
-      const uint8_t* sm = us + 16 * sub;  // block sub's 6-bit scales at +64, mins at +192
       const __m256 xs = _mm256_set1_ps(a.xs[b]);
-      const __m256 dw0 = _mm256_mul_ps(dsup0, U8ToF32(sm + 64));
-      const __m256 mw0 = _mm256_mul_ps(msup0, U8ToF32(sm + 192));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
-      acc0 = _mm256_fnmadd_ps(mw0, xs, acc0);
-      const __m256 dw1 = _mm256_mul_ps(dsup1, U8ToF32(sm + 8 + 64));
-      const __m256 mw1 = _mm256_mul_ps(msup1, U8ToF32(sm + 8 + 192));
-      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
-      acc1 = _mm256_fnmadd_ps(mw1, xs, acc1);
+      FoldBlockMins(i0, i1, grp + us + 16 * sub, ss, dx, xs, &acc0, &acc1);
+      if constexpr (NG == 2) FoldBlockMins(i2, i3, grp2 + us + 16 * sub, ss2, dx, xs, &acc2, &acc3);
     } else {
-      const uint8_t* sc = grp + QuantInterleaved::ScalesOffset(kT, b);
-      const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      const __m256 dw1 =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
+      const int64_t sc = QuantInterleaved::ScalesOffset(kT, b);
+      acc0 = FoldBlock(i0, grp + sc, dx, acc0);
+      acc1 = FoldBlock(i1, grp + sc + 16, dx, acc1);
+      if constexpr (NG == 2) {
+        acc2 = FoldBlock(i2, grp2 + sc, dx, acc2);
+        acc3 = FoldBlock(i3, grp2 + sc + 16, dx, acc3);
+      }
     }
   }
   StoreRows8(acc0, y, g * kRows, pk.rows());
   StoreRows8(acc1, y, g * kRows + 8, pk.rows());
+  if constexpr (NG == 2) {
+    StoreRows8(acc2, y, (g + 1) * kRows, pk.rows());
+    StoreRows8(acc3, y, (g + 1) * kRows + 8, pk.rows());
+  }
 }
 
 // Tokens per pass: NT int32 sums and NT f32 accumulators plus the weight vectors fit the 16
@@ -315,6 +375,13 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
             int64_t g0, int64_t g1) {
   const int64_t nb = pk.blocks();
   for (int64_t g = g0; g < g1; ++g) {
+    if constexpr (!kVnni) {
+      if (n_tokens == 1 && g + 1 < g1) {  // two groups at once
+        OneTokenAvx2<kQ8, kMins, 2>(pk, g, xq, acts, y, pf, true);
+        ++g;
+        continue;
+      }
+    }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxNT, n_tokens - t0));
       const int8_t* xt = xq + t0 * x_stride;
@@ -325,7 +392,7 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
           HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, pf,
                                               t0 == 0);
         } else {
-          OneTokenAvx2<kQ8, kMins>(pk, g, xt, at, yt, pf, t0 == 0);
+          OneTokenAvx2<kQ8, kMins, 1>(pk, g, xt, at, yt, pf, t0 == 0);
         }
         continue;
       }

@@ -136,7 +136,9 @@ TEST(MatVecInt8Test, NonFiniteAndZeroBlocks) {
 }
 
 // At every ISA level: the AVX-512 kernel, the AVX2 ones (vpmaddubsw; AVX-VNNI), and at the
-// scalar level MatMulInt8 on the copy's slabs; all bit-identical to the reference.
+// scalar level MatMulInt8 on the copy's slabs; all bit-identical to the reference. The row
+// counts give the one-token AVX2 pass, which takes a thread's groups two at a time, pairs, an
+// odd group left over, and pairs whose second group is partial.
 TEST(MatVecInt8Test, InterleavedIsBitIdenticalToReference) {
   std::mt19937 rng(26);
   ThreadPool pool2(2), pool3(3);
