@@ -230,52 +230,80 @@ inline void UnitBlock(const QuantInterleaved& pk, const StreamPrefetch& pf, int6
   PrefetchInterleavedBlock<kT>(pf, *p, b);
 }
 
-// y[16g .. 16g+16) for row groups g in [g0, g1) of an interleaved matrix: each int32 lane is
-// one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
-// MatMulInt8Ref does for each row (so the results are bit-identical to it).
+// Block b's exact int32 sums of one group's 16 rows (p: the block's quants, xb: the token's
+// quantized activations of the block, corr_b: its offset correction).
 template <bool kQ8>
-TARMAC_TARGET_VNNI_VBMI void GroupsInterleaved(const QuantInterleaved& pk,
-                                               const StreamPrefetch& pf, const int8_t* xq,
-                                               const float* dx, const int32_t* corr, float* y,
-                                               int64_t g0, int64_t g1) {
+TARMAC_TARGET_VNNI_VBMI inline __m512i BlockSums(const uint8_t* p, const int32_t* xb,
+                                                 int32_t corr_b) {
   const __m512i nib = _mm512_set1_epi8(0x0f);
   // GF(2) affine map taking each byte to byte >> 4 (result bit i = source bit i + 4): one
   // instruction instead of a shift and a mask.
   const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL);
-  const int64_t nb = pk.blocks();
-  constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
-  TARMAC_DCHECK(pk.type() == kT);
-  for (int64_t g = g0; g < g1; ++g) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* p;
-      const uint16_t* sc;
-      UnitBlock<kT>(pk, pf, g, b, &p, &sc);
-      const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
-      __m512i ia = _mm512_set1_epi32(corr[b]);
-      __m512i ib = _mm512_setzero_si512();
-      if constexpr (kQ8) {  // unsigned bytes qs + 128: straight into vpdpbusd
-        for (int s = 0; s < 4; ++s) {
-          ia = _mm512_dpbusd_epi32(ia, _mm512_load_si512(p + 64 * s), _mm512_set1_epi32(xb[s]));
-          ib = _mm512_dpbusd_epi32(ib, _mm512_load_si512(p + 64 * (4 + s)),
-                                   _mm512_set1_epi32(xb[4 + s]));
-        }
-      } else {
-        for (int s = 0; s < 4; ++s) {
-          const __m512i wv = _mm512_load_si512(p + 64 * s);
-          ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(wv, nib), _mm512_set1_epi32(xb[s]));
-          ib = _mm512_dpbusd_epi32(ib, _mm512_gf2p8affine_epi64_epi8(wv, shr4, 0),
-                                   _mm512_set1_epi32(xb[4 + s]));
-        }
-      }
-      const __m512 scale = _mm512_mul_ps(
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc))),
-          _mm512_set1_ps(dx[b]));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)), scale, acc);
+  __m512i ia = _mm512_set1_epi32(corr_b);
+  __m512i ib = _mm512_setzero_si512();
+  if constexpr (kQ8) {  // unsigned bytes qs + 128: straight into vpdpbusd
+    for (int s = 0; s < 4; ++s) {
+      ia = _mm512_dpbusd_epi32(ia, _mm512_load_si512(p + 64 * s), _mm512_set1_epi32(xb[s]));
+      ib = _mm512_dpbusd_epi32(ib, _mm512_load_si512(p + 64 * (4 + s)),
+                               _mm512_set1_epi32(xb[4 + s]));
     }
-    const int64_t n = std::min<int64_t>(QuantInterleaved::kRows, pk.rows() - g * QuantInterleaved::kRows);
-    _mm512_mask_storeu_ps(y + g * QuantInterleaved::kRows, static_cast<__mmask16>((1u << n) - 1), acc);
+  } else {
+    for (int s = 0; s < 4; ++s) {
+      const __m512i wv = _mm512_load_si512(p + 64 * s);
+      ia = _mm512_dpbusd_epi32(ia, _mm512_and_si512(wv, nib), _mm512_set1_epi32(xb[s]));
+      ib = _mm512_dpbusd_epi32(ib, _mm512_gf2p8affine_epi64_epi8(wv, shr4, 0),
+                               _mm512_set1_epi32(xb[4 + s]));
+    }
   }
+  return _mm512_add_epi32(ia, ib);
+}
+
+// acc + f32(isum) · (d_w · dx), d_w the group's 16 f16 scales of the block at sc.
+TARMAC_TARGET_VNNI_VBMI inline __m512 FoldBlock(__m512i isum, const uint16_t* sc, float dx,
+                                                __m512 acc) {
+  const __m512 scale =
+      _mm512_mul_ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc))),
+                    _mm512_set1_ps(dx));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
+}
+
+// y[16g .. 16g + 16·NG) for row groups g .. g + NG - 1 (NG 1 or 2) of an interleaved matrix:
+// each int32 lane is one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order,
+// exactly as MatMulInt8Ref does for each row (so the results are bit-identical to it). Two
+// groups walk two weight streams at once (as the AVX2 one-token pass; bench/NOTES.md).
+template <bool kQ8, int NG>
+TARMAC_TARGET_VNNI_VBMI void GroupRun(const QuantInterleaved& pk, const StreamPrefetch& pf,
+                                      const int8_t* xq, const float* dx, const int32_t* corr,
+                                      float* y, int64_t g) {
+  static_assert(NG == 1 || NG == 2);
+  constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
+  constexpr int64_t kRows = QuantInterleaved::kRows;
+  const int64_t nb = pk.blocks();
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();  // acc1: group g + 1
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
+    const uint8_t *p0, *p1;
+    const uint16_t *sc0, *sc1;
+    UnitBlock<kT>(pk, pf, g, b, &p0, &sc0);
+    if constexpr (NG == 2) UnitBlock<kT>(pk, pf, g + 1, b, &p1, &sc1);
+    acc0 = FoldBlock(BlockSums<kQ8>(p0, xb, corr[b]), sc0, dx[b], acc0);
+    if constexpr (NG == 2) acc1 = FoldBlock(BlockSums<kQ8>(p1, xb, corr[b]), sc1, dx[b], acc1);
+  }
+  for (int k = 0; k < NG; ++k) {
+    const int64_t n = std::min<int64_t>(kRows, pk.rows() - (g + k) * kRows);
+    _mm512_mask_storeu_ps(y + (g + k) * kRows, static_cast<__mmask16>((1u << n) - 1),
+                          k == 0 ? acc0 : acc1);
+  }
+}
+
+// Row groups [g0, g1) for one token, two at a time.
+template <bool kQ8>
+void GroupsInterleaved(const QuantInterleaved& pk, const StreamPrefetch& pf, const int8_t* xq,
+                       const float* dx, const int32_t* corr, float* y, int64_t g0, int64_t g1) {
+  TARMAC_DCHECK(pk.type() == (kQ8 ? DType::kQ8_0 : DType::kQ4_0));
+  int64_t g = g0;
+  for (; g + 1 < g1; g += 2) GroupRun<kQ8, 2>(pk, pf, xq, dx, corr, y, g);
+  if (g < g1) GroupRun<kQ8, 1>(pk, pf, xq, dx, corr, y, g);
 }
 
 // NT tokens (2..8) at once over the same row groups: each weight vector is loaded once and
