@@ -90,6 +90,47 @@ TARMAC_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Super-block b (the row's i-th) for token 0 of a into acc[0] / acc[1] (even / odd chunks).
+// d_w · d_x per chunk formed in registers (a table on the stack costs one token the
+// store-to-load latency; bench/NOTES.md).
+TARMAC_TARGET_AVX2 inline void SuperBlockOneToken(const BlockQ6_K& b, int64_t i, const Acts& a,
+                                                  __m256 (&acc)[2]) {
+  const __m256i scb =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b.d) * (1.0f / 256));  // the masks' 256
+  for (int h = 0; h < 2; ++h) {
+    __m256i u[4];  // chunks 4h .. 4h + 3
+    q6k_internal::UnpackHalfAvx2(b, h, u);
+    for (int k = 0; k < 4; ++k) {
+      const int m = 4 * h + k;
+      const __m256i sc =
+          _mm256_shuffle_epi8(scb, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMask[m])));
+      const int64_t c = kChunks * i + m;  // the activation block
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + kQB * c));
+      const __m256i bias = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bias + c * 16));
+      const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], xv), bias);
+      const __m256 scale = _mm256_mul_ps(vd, _mm256_broadcast_ss(a.dx + c));
+      acc[k % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc)), scale, acc[k % 2]);
+    }
+  }
+}
+
+// Token 0 of a over rows ra and rb at once, each as RowTokens<1> computes it (op for op): two
+// weight streams keep more of the matrix in flight than one (bench/NOTES.md).
+TARMAC_TARGET_AVX2 void RowPair(const BlockQ6_K* ra, const BlockQ6_K* rb, int64_t nsb,
+                                const Acts& a, float* ya, float* yb, const StreamPrefetch& pf) {
+  __m256 acc_a[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc_b[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < nsb; ++i) {
+    PrefetchSpan(pf, reinterpret_cast<const uint8_t*>(ra + i), 256);
+    PrefetchSpan(pf, reinterpret_cast<const uint8_t*>(rb + i), 256);
+    SuperBlockOneToken(ra[i], i, a, acc_a);
+    SuperBlockOneToken(rb[i], i, a, acc_b);
+  }
+  *ya = HorizontalSum(_mm256_add_ps(acc_a[0], acc_a[1]));
+  *yb = HorizontalSum(_mm256_add_ps(acc_b[0], acc_b[1]));
+}
+
 // y[t·y_stride] = row · x[t] for NT tokens of a (starting at token 0 of a).
 // pf: the AVX2 decode plan's distances (dispatch.h), one step per super-block.
 template <int NT>
@@ -99,17 +140,18 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nsb; ++i) {
     PrefetchSpan(pf, reinterpret_cast<const uint8_t*>(b + i), 256);
+    if constexpr (NT == 1) {
+      SuperBlockOneToken(b[i], i, a, acc[0]);
+      continue;
+    }
     const __m256i scb =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].scales)));
     const __m256 vd = _mm256_set1_ps(_cvtsh_ss(b[i].d) * (1.0f / 256));  // the masks' 256
-    // d_w · d_x per chunk, the same products either way: one token forms each in registers (a
-    // table on the stack costs it the store-to-load latency), several read a table (a mul per
-    // token and chunk costs them vector ops; bench/NOTES.md).
+    // d_w · d_x per chunk from a table (a mul per token and chunk costs several tokens vector
+    // ops; bench/NOTES.md); the same products as SuperBlockOneToken's.
     alignas(32) float dxd[NT][kChunks];
-    if constexpr (NT > 1) {
-      for (int t = 0; t < NT; ++t) {
-        _mm256_store_ps(dxd[t], _mm256_mul_ps(vd, _mm256_loadu_ps(a.dx + t * a.nb + kChunks * i)));
-      }
+    for (int t = 0; t < NT; ++t) {
+      _mm256_store_ps(dxd[t], _mm256_mul_ps(vd, _mm256_loadu_ps(a.dx + t * a.nb + kChunks * i)));
     }
     for (int h = 0; h < 2; ++h) {
       __m256i u[4];  // chunks 4h .. 4h + 3
@@ -125,8 +167,7 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
           const __m256i bias =
               _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bias + (t * a.nb + c) * 16));
           const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], xv), bias);
-          const __m256 scale = NT == 1 ? _mm256_mul_ps(vd, _mm256_broadcast_ss(a.dx + c))
-                                       : _mm256_broadcast_ss(&dxd[t][m]);
+          const __m256 scale = _mm256_broadcast_ss(&dxd[t][m]);
           acc[t][k % 2] =
               _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc)), scale, acc[t][k % 2]);
         }
@@ -139,6 +180,16 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
 TARMAC_TARGET_AVX2 void Rows(const MatrixView& w, const Acts& a, const StreamPrefetch& pf,
                              int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   const int64_t nsb = w.cols / kQK_K;
+  if (n_tokens == 1) {
+    // Two streams far apart: the range's first half beside its second (adjacent rows, one
+    // stream, were slower than one row at a time; bench/NOTES.md). An odd row runs below.
+    const auto row = [&w](int64_t r) { return reinterpret_cast<const BlockQ6_K*>(w.row(r)); };
+    const int64_t half = (r1 - r0) / 2;
+    for (int64_t k = 0; k < half; ++k) {
+      RowPair(row(r0 + k), row(r0 + half + k), nsb, a, y + r0 + k, y + r0 + half + k, pf);
+    }
+    r0 += 2 * half;
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const auto* b = reinterpret_cast<const BlockQ6_K*>(w.row(r));
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
