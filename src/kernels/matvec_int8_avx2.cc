@@ -278,92 +278,39 @@ TARMAC_TARGET_AVX2 inline void FoldBlockMins(__m256i i0, __m256i i1, const uint8
   *acc1 = _mm256_fnmadd_ps(mw1, xs, *acc1);
 }
 
-// One token of Q8_0 / Q4_0 / Q4_K (kMins) groups g .. g + NG - 1 (NG 1 or 2),
-// both halves of each in one pass: HalfBlockSumsAvx2<kQ8, kMins, 1, 2> with its sums,
-// accumulators and super-block scales in named registers. GCC keeps those arrays on the stack
-// (their indices are still loop variables when it scalarizes), which cost each block two
-// spilled int16 sums and two accumulator stores; the products are the same, op for op, and
-// each group's are the same whether it runs alone or beside another.
-// Two groups walk two weight streams at once and share each activation broadcast: a core on
-// Intel then keeps more of the stream in flight (bench/NOTES.md).
-template <bool kQ8, bool kMins, int NG>
-TARMAC_TARGET_AVX2 void OneTokenAvx2(const QuantInterleaved& pk, int64_t g, const int8_t* xq,
-                                     const Acts& a, float* y, const StreamPrefetch& pf,
-                                     bool prefetch) {
-  static_assert(!(kQ8 && kMins) && (NG == 1 || NG == 2));
-  TARMAC_DCHECK(g + NG <= pk.groups());
-  constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;
-  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
-  const int64_t nb = pk.blocks();
-  const uint8_t* grp = pk.group(g);
-  const uint8_t* grp2 = NG == 2 ? pk.group(g + 1) : grp;  // the second group (NG 2)
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();  // the second group's halves
-  SuperScales ss{}, ss2{};  // Q4_K: each group's, set at each super-block
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t off = QuantInterleaved::BlockOffset(kT, b);
-    const uint8_t* p = grp + off;
-    const uint8_t* p2 = grp2 + off;
-    if (prefetch) {
-      PrefetchInterleavedBlock<kT>(pf, p, b);
-      if constexpr (NG == 2) PrefetchInterleavedBlock<kT>(pf, p2, b);
-    }
-    const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
-    __m256i i0, i1, i2, i3;  // the halves' int32 sums, 8 rows each (i2, i3: the second group)
-    if constexpr (kQ8) {
-      i0 = i1 = i2 = i3 = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s) {
-        const __m256i x = _mm256_set1_epi32(xb[s]);
-        Q8Step(p + 64 * s, x, &i0, &i1);
-        if constexpr (NG == 2) Q8Step(p2 + 64 * s, x, &i2, &i3);
-      }
-    } else {
-      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-      for (int s = 0; s < 4; ++s) {
-        const __m256i xl = _mm256_set1_epi32(xb[s]), xh = _mm256_set1_epi32(xb[4 + s]);
-        Q4Step(p + 64 * s, xl, xh, &s0, &s1);
-        asm("" : "+x"(s0), "+x"(s1));  // chains, as in BlockSumsAvx2
-        if constexpr (NG == 2) {
-          Q4Step(p2 + 64 * s, xl, xh, &s2, &s3);
-          asm("" : "+x"(s2), "+x"(s3));
-        }
-      }
-      const __m256i corr = _mm256_set1_epi32(a.corr[b]);
-      i0 = _mm256_add_epi32(corr, _mm256_madd_epi16(s0, ones));
-      i1 = _mm256_add_epi32(corr, _mm256_madd_epi16(s1, ones));
-      if constexpr (NG == 2) {
-        i2 = _mm256_add_epi32(corr, _mm256_madd_epi16(s2, ones));
-        i3 = _mm256_add_epi32(corr, _mm256_madd_epi16(s3, ones));
-      }
-    }
-    const __m256 dx = _mm256_set1_ps(a.dx[b]);
-    if constexpr (kMins) {
-      const int64_t sub = b % kU, us = QuantInterleaved::UnitScalesOffset(kT, b / kU);
-      if (sub == 0) {
-        ss = LoadSuperScales(grp + us);
-        if constexpr (NG == 2) ss2 = LoadSuperScales(grp2 + us);
-      }
-      const __m256 xs = _mm256_set1_ps(a.xs[b]);
-      FoldBlockMins(i0, i1, grp + us + 16 * sub, ss, dx, xs, &acc0, &acc1);
-      if constexpr (NG == 2) FoldBlockMins(i2, i3, grp2 + us + 16 * sub, ss2, dx, xs, &acc2, &acc3);
-    } else {
-      const int64_t sc = QuantInterleaved::ScalesOffset(kT, b);
-      acc0 = FoldBlock(i0, grp + sc, dx, acc0);
-      acc1 = FoldBlock(i1, grp + sc + 16, dx, acc1);
-      if constexpr (NG == 2) {
-        acc2 = FoldBlock(i2, grp2 + sc, dx, acc2);
-        acc3 = FoldBlock(i3, grp2 + sc + 16, dx, acc3);
-      }
-    }
-  }
-  StoreRows8(acc0, y, g * kRows, pk.rows());
-  StoreRows8(acc1, y, g * kRows + 8, pk.rows());
-  if constexpr (NG == 2) {
-    StoreRows8(acc2, y, (g + 1) * kRows, pk.rows());
-    StoreRows8(acc3, y, (g + 1) * kRows + 8, pk.rows());
-  }
+// AVX-VNNI forms of Q8Step and Q4Step: int32 sums straight from the unsigned quants (Q8_0
+// stored + 128), from the offset correction.
+TARMAC_TARGET_AVX2_VNNI inline void Q8StepVnni(const uint8_t* p, __m256i x, __m256i* i0,
+                                               __m256i* i1) {
+  *i0 = _mm256_dpbusd_avx_epi32(*i0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p)), x);
+  *i1 = _mm256_dpbusd_avx_epi32(*i1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)),
+                                x);
 }
+
+TARMAC_TARGET_AVX2_VNNI inline void Q4StepVnni(const uint8_t* p, __m256i xl, __m256i xh,
+                                               __m256i* i0, __m256i* i1) {
+  __m256i lo, hi;
+  Nibbles(p, &lo, &hi);
+  *i0 = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(*i0, lo, xl), hi, xh);
+  Nibbles(p + 32, &lo, &hi);
+  *i1 = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(*i1, lo, xl), hi, xh);
+}
+
+// The one-token passes, OneTokenAvx2 and OneTokenVnni (matvec_int8_one_token-inl.h).
+#define TARMAC_ONE_TOKEN_NAME OneTokenAvx2
+#define TARMAC_ONE_TOKEN_TARGET TARMAC_TARGET_AVX2
+#define TARMAC_ONE_TOKEN_VNNI false
+#include "kernels/matvec_int8_one_token-inl.h"
+#undef TARMAC_ONE_TOKEN_NAME
+#undef TARMAC_ONE_TOKEN_TARGET
+#undef TARMAC_ONE_TOKEN_VNNI
+#define TARMAC_ONE_TOKEN_NAME OneTokenVnni
+#define TARMAC_ONE_TOKEN_TARGET TARMAC_TARGET_AVX2_VNNI
+#define TARMAC_ONE_TOKEN_VNNI true
+#include "kernels/matvec_int8_one_token-inl.h"
+#undef TARMAC_ONE_TOKEN_NAME
+#undef TARMAC_ONE_TOKEN_TARGET
+#undef TARMAC_ONE_TOKEN_VNNI
 
 // Tokens per pass: NT int32 sums and NT f32 accumulators plus the weight vectors fit the 16
 // ymm registers up to 4.
@@ -375,12 +322,14 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
             int64_t g0, int64_t g1) {
   const int64_t nb = pk.blocks();
   for (int64_t g = g0; g < g1; ++g) {
-    if constexpr (!kVnni) {
-      if (n_tokens == 1 && g + 1 < g1) {  // two groups at once
+    if (n_tokens == 1 && g + 1 < g1) {  // two groups at once
+      if constexpr (kVnni) {
+        OneTokenVnni<kQ8, kMins, 2>(pk, g, xq, acts, y, pf, true);
+      } else {
         OneTokenAvx2<kQ8, kMins, 2>(pk, g, xq, acts, y, pf, true);
-        ++g;
-        continue;
       }
+      ++g;
+      continue;
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxNT) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxNT, n_tokens - t0));
@@ -389,8 +338,7 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
       float* yt = y + t0 * y_stride;
       if (nt == 1) {  // both halves in one pass
         if constexpr (kVnni) {
-          HalfBlockSumsVnni<kQ8, kMins, 1, 2>(pk, g, 0, xt, x_stride, at, yt, y_stride, pf,
-                                              t0 == 0);
+          OneTokenVnni<kQ8, kMins, 1>(pk, g, xt, at, yt, pf, t0 == 0);
         } else {
           OneTokenAvx2<kQ8, kMins, 1>(pk, g, xt, at, yt, pf, t0 == 0);
         }

@@ -1,0 +1,108 @@
+// The one-token pass over interleaved Q8_0 / Q4_0 / Q4_K groups (matvec_int8_avx2.cc), written
+// once for two targets: matvec_int8_avx2.cc includes this file twice, defining
+// TARMAC_ONE_TOKEN_NAME (the function), TARMAC_ONE_TOKEN_TARGET (its target attribute) and
+// TARMAC_ONE_TOKEN_VNNI (true: the sums by vpdpbusd, Q8StepVnni / Q4StepVnni; false: by
+// vpmaddubsw, Q8Step / Q4Step). Only there, inside its namespace, after those helpers.
+
+// One token of Q8_0 / Q4_0 / Q4_K (kMins) groups g .. g + NG - 1 (NG 1 or 2),
+// both halves of each in one pass: HalfBlockSums*<kQ8, kMins, 1, 2> with its sums,
+// accumulators and super-block scales in named registers. GCC keeps those arrays on the stack
+// (their indices are still loop variables when it scalarizes), which cost each block two
+// spilled int16 sums and two accumulator stores; the products are the same, op for op, and
+// each group's are the same whether it runs alone or beside another.
+// Two groups walk two weight streams at once and share each activation broadcast: a core on
+// Intel then keeps more of the stream in flight (bench/NOTES.md).
+template <bool kQ8, bool kMins, int NG>
+TARMAC_ONE_TOKEN_TARGET void TARMAC_ONE_TOKEN_NAME(const QuantInterleaved& pk, int64_t g,
+                                                   const int8_t* xq, const Acts& a, float* y,
+                                                   const StreamPrefetch& pf, bool prefetch) {
+  static_assert(!(kQ8 && kMins) && (NG == 1 || NG == 2));
+  TARMAC_DCHECK(g + NG <= pk.groups());
+  constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;
+  constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
+  const int64_t nb = pk.blocks();
+  const uint8_t* grp = pk.group(g);
+  const uint8_t* grp2 = NG == 2 ? pk.group(g + 1) : grp;  // the second group (NG 2)
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();  // the second group's halves
+  SuperScales ss{}, ss2{};  // Q4_K: each group's, set at each super-block
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t off = QuantInterleaved::BlockOffset(kT, b);
+    const uint8_t* p = grp + off;
+    const uint8_t* p2 = grp2 + off;
+    if (prefetch) {
+      PrefetchInterleavedBlock<kT>(pf, p, b);
+      if constexpr (NG == 2) PrefetchInterleavedBlock<kT>(pf, p2, b);
+    }
+    const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
+    __m256i i0, i1, i2, i3;  // the halves' int32 sums, 8 rows each (i2, i3: the second group)
+    if constexpr (TARMAC_ONE_TOKEN_VNNI) {
+      i0 = i1 = i2 = i3 = _mm256_set1_epi32(a.corr[b]);
+      if constexpr (kQ8) {
+        for (int s = 0; s < 8; ++s) {
+          const __m256i x = _mm256_set1_epi32(xb[s]);
+          Q8StepVnni(p + 64 * s, x, &i0, &i1);
+          if constexpr (NG == 2) Q8StepVnni(p2 + 64 * s, x, &i2, &i3);
+        }
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const __m256i xl = _mm256_set1_epi32(xb[s]), xh = _mm256_set1_epi32(xb[4 + s]);
+          Q4StepVnni(p + 64 * s, xl, xh, &i0, &i1);
+          if constexpr (NG == 2) Q4StepVnni(p2 + 64 * s, xl, xh, &i2, &i3);
+        }
+      }
+    } else if constexpr (kQ8) {
+      i0 = i1 = i2 = i3 = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const __m256i x = _mm256_set1_epi32(xb[s]);
+        Q8Step(p + 64 * s, x, &i0, &i1);
+        if constexpr (NG == 2) Q8Step(p2 + 64 * s, x, &i2, &i3);
+      }
+    } else {
+      const __m256i ones = _mm256_set1_epi16(1);
+      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+      for (int s = 0; s < 4; ++s) {
+        const __m256i xl = _mm256_set1_epi32(xb[s]), xh = _mm256_set1_epi32(xb[4 + s]);
+        Q4Step(p + 64 * s, xl, xh, &s0, &s1);
+        asm("" : "+x"(s0), "+x"(s1));  // chains, as in BlockSumsAvx2
+        if constexpr (NG == 2) {
+          Q4Step(p2 + 64 * s, xl, xh, &s2, &s3);
+          asm("" : "+x"(s2), "+x"(s3));
+        }
+      }
+      const __m256i corr = _mm256_set1_epi32(a.corr[b]);
+      i0 = _mm256_add_epi32(corr, _mm256_madd_epi16(s0, ones));
+      i1 = _mm256_add_epi32(corr, _mm256_madd_epi16(s1, ones));
+      if constexpr (NG == 2) {
+        i2 = _mm256_add_epi32(corr, _mm256_madd_epi16(s2, ones));
+        i3 = _mm256_add_epi32(corr, _mm256_madd_epi16(s3, ones));
+      }
+    }
+    const __m256 dx = _mm256_set1_ps(a.dx[b]);
+    if constexpr (kMins) {
+      const int64_t sub = b % kU, us = QuantInterleaved::UnitScalesOffset(kT, b / kU);
+      if (sub == 0) {
+        ss = LoadSuperScales(grp + us);
+        if constexpr (NG == 2) ss2 = LoadSuperScales(grp2 + us);
+      }
+      const __m256 xs = _mm256_set1_ps(a.xs[b]);
+      FoldBlockMins(i0, i1, grp + us + 16 * sub, ss, dx, xs, &acc0, &acc1);
+      if constexpr (NG == 2) FoldBlockMins(i2, i3, grp2 + us + 16 * sub, ss2, dx, xs, &acc2, &acc3);
+    } else {
+      const int64_t sc = QuantInterleaved::ScalesOffset(kT, b);
+      acc0 = FoldBlock(i0, grp + sc, dx, acc0);
+      acc1 = FoldBlock(i1, grp + sc + 16, dx, acc1);
+      if constexpr (NG == 2) {
+        acc2 = FoldBlock(i2, grp2 + sc, dx, acc2);
+        acc3 = FoldBlock(i3, grp2 + sc + 16, dx, acc3);
+      }
+    }
+  }
+  StoreRows8(acc0, y, g * kRows, pk.rows());
+  StoreRows8(acc1, y, g * kRows + 8, pk.rows());
+  if constexpr (NG == 2) {
+    StoreRows8(acc2, y, (g + 1) * kRows, pk.rows());
+    StoreRows8(acc3, y, (g + 1) * kRows + 8, pk.rows());
+  }
+}
+
