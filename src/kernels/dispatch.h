@@ -65,7 +65,7 @@ StreamPrefetch ChooseStreamPrefetch(Isa pass, CpuVendor vendor);
 inline StreamPrefetch ChooseStreamPrefetch(Isa pass) {
   return ChooseStreamPrefetch(pass, Cpu().vendor);
 }
-// "per block, L2 3072 B ahead, L1 1152 B ahead" / "per unit (burst), L2 6144 B ahead".
+// "per block, L2 3072 B ahead, L1 2048 B ahead" / "per unit (burst), L2 6144 B ahead".
 std::string DescribeStreamPrefetch(const StreamPrefetch& pf);
 
 // The table at a level, for the weight dtypes of a model (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
