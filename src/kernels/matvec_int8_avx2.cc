@@ -144,9 +144,9 @@ TARMAC_TARGET_AVX2 inline __m256 U8ToF32(const uint8_t* q) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
 }
 
-// NH halves (8 rows each) of group g from half h for NT tokens: one token takes both halves
-// in one pass (two accumulators; the weights stream once, in order), several tokens a half at
-// a time (registers). prefetch: this pass is the group's first (the others find it in cache).
+// NH halves (8 rows each) of group g from half h for NT (2..4) tokens, a half at a time
+// (registers; one token takes the OneToken* passes below). prefetch: this pass is the group's
+// first (the others find it in cache).
 // kMins (Q4_K): block scales d·sc from the super-block's d and 6-bit scales, and the mins
 // term fma(-dmin·m, xs, acc) after each block, as MatMulInt8Ref orders it.
 #define TARMAC_MV8A_HALF(TARGET, SUMS)                                                         \

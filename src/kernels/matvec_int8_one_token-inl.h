@@ -4,14 +4,13 @@
 // TARMAC_ONE_TOKEN_VNNI (true: the sums by vpdpbusd, Q8StepVnni / Q4StepVnni; false: by
 // vpmaddubsw, Q8Step / Q4Step). Only there, inside its namespace, after those helpers.
 
-// One token of Q8_0 / Q4_0 / Q4_K (kMins) groups g .. g + NG - 1 (NG 1 or 2),
-// both halves of each in one pass: HalfBlockSums*<kQ8, kMins, 1, 2> with its sums,
-// accumulators and super-block scales in named registers. GCC keeps those arrays on the stack
-// (their indices are still loop variables when it scalarizes), which cost each block two
-// spilled int16 sums and two accumulator stores; the products are the same, op for op, and
-// each group's are the same whether it runs alone or beside another.
-// Two groups walk two weight streams at once and share each activation broadcast: a core on
-// Intel then keeps more of the stream in flight (bench/NOTES.md).
+// One token of Q8_0 / Q4_0 / Q4_K (kMins) groups g .. g + NG - 1 (NG 1 or 2), both halves of
+// each in one pass: per block the products of HalfBlockSums* for one token, with the sums,
+// accumulators and super-block scales in named registers (GCC keeps the generic passes' arrays
+// on the stack, their indices still loop variables when it scalarizes). Each group's products
+// are the same, op for op, whether it runs alone or beside another. Two groups walk two weight
+// streams at once and share each activation broadcast: a core on Intel then keeps more of the
+// stream in flight (bench/NOTES.md).
 template <bool kQ8, bool kMins, int NG>
 TARMAC_ONE_TOKEN_TARGET void TARMAC_ONE_TOKEN_NAME(const QuantInterleaved& pk, int64_t g,
                                                    const int8_t* xq, const Acts& a, float* y,
