@@ -18,7 +18,8 @@
 // acc) in block order per row (Q4_K: d_w = d·sc, then acc = fma(-dmin·m, d_x · sum q, acc)):
 // bit-identical to MatMulInt8Ref and to the AVX-512 kernel.
 // The token loop runs inside the row-group loop, so each group is read from memory once
-// (later tokens and the second half re-read it from L1/L2).
+// (later tokens and the second half re-read it from L1/L2). One token walks a thread's groups
+// two at a time: two weight streams keep more in flight than one (bench/NOTES.md).
 //
 // Pure functions; thread-safe.
 #pragma once

@@ -16,7 +16,9 @@
 // per call) is subtracted, so the int16 lanes hold exact pair sums of w·q (|.| <= 8128), and
 // vpmaddwd with the chunk's two 16-element scales widens them to int32. Then per chunk
 //   acc = fma(f32(isum), d_w · d_x, acc)
-// in 8 lanes and two accumulators per token (alternate chunks), summed at the row's end.
+// in 8 lanes and two accumulators per token (alternate chunks), summed at the row's end. One
+// token walks two rows at once, the first half of a thread's rows beside the second (two
+// weight streams; bench/NOTES.md).
 //
 // Numerics: the same activation rounding as MatMulInt8 (half a step of each 32-block's x);
 // the integers are exact, so against MatVecQ6KRef (the same integers, double accumulation)
