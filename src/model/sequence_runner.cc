@@ -36,7 +36,10 @@ Status SequenceRunner::Append(std::span<const int32_t> tokens, bool all_logits,
   for (int32_t t : tokens) {
     if (t < 0 || t >= n_vocab) return InvalidArgument("token id {} is outside the vocabulary of {}", t, n_vocab);
   }
-  logits->clear();
+  // One chunk (every decode step): the forward writes the caller's logits in place, whose
+  // rows are already the right size from the last step, instead of a copy of a vocabulary row.
+  const bool one_chunk = !tokens.empty() && tokens.size() <= static_cast<size_t>(max_chunk_);
+  if (!one_chunk) logits->clear();
   for (size_t start = 0; start < tokens.size(); start += max_chunk_) {
     const size_t end = std::min(tokens.size(), start + static_cast<size_t>(max_chunk_));
     const bool last_chunk = end == tokens.size();
@@ -51,8 +54,8 @@ Status SequenceRunner::Append(std::span<const int32_t> tokens, bool all_logits,
       batch_.seq.push_back(0);
       batch_.slots.push_back(pos);  // identity block table: slot == position
     }
-    model_->Forward(batch_, &cache_, pool_, &chunk_logits_);
-    logits->insert(logits->end(), chunk_logits_.begin(), chunk_logits_.end());
+    model_->Forward(batch_, &cache_, pool_, one_chunk ? logits : &chunk_logits_);
+    if (!one_chunk) logits->insert(logits->end(), chunk_logits_.begin(), chunk_logits_.end());
     n_past_ += static_cast<int32_t>(end - start);
   }
   return Status::Ok();

@@ -83,7 +83,8 @@ class Sampler {
   bool has_processors_;  // bias or penalties change the logits (Sample then keeps a raw copy)
 };
 
-// Index of the largest value (first among equals). Preconditions: !x.empty().
+// Index of the largest value (first among equals; kernels::ArgMax). Preconditions: !x.empty(),
+// no NaN (a NaN row still yields an index in range).
 int32_t ArgMax(std::span<const float> x);
 // log-softmax of x at the given ids, and the top-n of x, most likely first.
 void TopLogprobs(std::span<const float> logits, int32_t n, int32_t chosen, SampleResult* out);

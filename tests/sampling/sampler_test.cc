@@ -40,6 +40,28 @@ TEST(SamplerTest, GreedyIsArgmaxFirstAmongEquals) {
   EXPECT_EQ(s.Sample(logits).id, 1);
 }
 
+// ArgMax is the vectorized kernel: over vocabulary-sized rows (and the lengths around a vector
+// and its tails) it picks what a scalar first-max loop picks, ties and -inf rows included.
+TEST(SamplerTest, ArgMaxMatchesAScalarFirstMaxLoop) {
+  auto scalar = [](const std::vector<float>& x) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < static_cast<int32_t>(x.size()); ++i)
+      if (x[i] > x[best]) best = i;
+    return best;
+  };
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 32000, 128256}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = std::round(normal(rng));  // rounded: many ties at the top
+    EXPECT_EQ(ArgMax(x), scalar(x)) << n;
+    x.assign(static_cast<size_t>(n), -INFINITY);  // a fully masked row
+    EXPECT_EQ(ArgMax(x), 0) << n;
+    x[static_cast<size_t>(n - 1)] = -1e30f;  // one allowed id, last
+    EXPECT_EQ(ArgMax(x), n - 1) << n;
+  }
+}
+
 TEST(SamplerTest, SameSeedSameTokens) {
   std::vector<float> base = {0.1f, 0.5f, 0.2f, 0.9f, 0.3f, 0.0f, 0.7f};
   auto run = [&](uint64_t seed) {
