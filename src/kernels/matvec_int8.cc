@@ -384,11 +384,9 @@ void GroupsInterleavedTokens(const QuantInterleaved& pk, const StreamPrefetch& p
 
 // ys[i] = ws[i] · x for matrices with QuantInterleaved copies of one type and width: x is
 // quantized once and one parallel region covers all their row groups (their concatenation,
-// split in contiguous chunks). With glu (n == 2, gate then up, equal rows): the region covers
-// the row groups once, each chunk runs them in both matrices and then applies *glu to its rows
-// of ys[0] (MatVecInt8Glu).
+// split in contiguous chunks).
 void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, const float* x,
-                         int64_t n_tokens, ThreadPool* pool, const GluKind* glu = nullptr) {
+                         int64_t n_tokens, ThreadPool* pool) {
   const DType type = ws[0]->type;
   const int64_t nb = ws[0]->cols / kQB;
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
@@ -419,39 +417,29 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   const bool vnni256 = IsaAtLeast(Isa::kAvx2Vnni) && Cpu().avx_vnni;
   const StreamPrefetch pf512 = ChooseStreamPrefetch(Isa::kAvx512);
   const StreamPrefetch pf256 = ChooseStreamPrefetch(vnni256 ? Isa::kAvx2Vnni : Isa::kAvx2);
-  auto products = [&](int i, int64_t a, int64_t b) {
-    if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
-      mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, pf256, n_tokens, xq, x_stride, dx,
-                                          corr, sums, ys[i], ws[i]->rows, a, b);
-      return;
-    }
-    // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator per
-    // token).
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
-      const int nt = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
-      const int64_t rows = ws[i]->rows;
-      if (q8) {
-        GroupsInterleavedTokens<true>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
-                                      dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
-      } else {
-        GroupsInterleavedTokens<false>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
-                                       dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
-      }
-    }
-  };
-  TARMAC_CHECK(glu == nullptr || (n == 2 && ws[0]->rows == ws[1]->rows));
   auto run = [&](int64_t g0, int64_t g1, int) {
-    if (glu == nullptr) return ranges.ForEach(g0, g1, products);
-    products(0, g0, g1);
-    products(1, g0, g1);
-    const int64_t rows = ws[0]->rows, kR = QuantInterleaved::kRows;
-    const int64_t r0 = g0 * kR, r1 = std::min(rows, g1 * kR);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      float* g = ys[0] + t * rows + r0;
-      ApplyGlu(*glu, g, ys[1] + t * rows + r0, g, r1 - r0);
-    }
+    ranges.ForEach(g0, g1, [&](int i, int64_t a, int64_t b) {
+      if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
+        mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, pf256, n_tokens, xq, x_stride, dx,
+                                            corr, sums, ys[i], ws[i]->rows, a, b);
+        return;
+      }
+      // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
+      // per token).
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
+        const int nt = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
+        const int64_t rows = ws[i]->rows;
+        if (q8) {
+          GroupsInterleavedTokens<true>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
+                                        dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+        } else {
+          GroupsInterleavedTokens<false>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
+                                         dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+        }
+      }
+    });
   };
-  const int64_t total = glu != nullptr ? groups[0] : ranges.total();
+  const int64_t total = ranges.total();
   const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || total < 2) {
     run(0, total, 0);
@@ -460,9 +448,8 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   // Shrinking contiguous chunks: each thread's stream restarts a few times, and the thread on
   // the slower CPU is not left with a quarter of the matrix at the end (uniform chunks, two per
   // thread, left one thread idle ~11% of a decode; bench/NOTES.md). Groups of 16 rows; a
-  // chunk of at least 4 keeps the prefetch stream's warm-up small (an item of the gated
-  // region is a group of each matrix).
-  pool->ParallelForGuided(total, glu != nullptr ? 2 : 4, run);
+  // chunk of at least 4 keeps the prefetch stream's warm-up small.
+  pool->ParallelForGuided(total, 4, run);
 }
 
 #endif  // TARMAC_MV8_X86
@@ -504,19 +491,6 @@ void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
 #if TARMAC_MV8_X86
   InterleavedProducts(ws, ys, n, x, n_tokens, pool);
-#endif
-}
-
-void MatVecInt8Glu(const MatrixView& w_gate, const MatrixView& w_up, const float* x,
-                   int64_t n_tokens, GluKind kind, float* gate, float* up, ThreadPool* pool) {
-  const MatrixView* ws[2] = {&w_gate, &w_up};
-  TARMAC_CHECK(CanFuseMatVecInt8(ws, 2) && w_gate.rows == w_up.rows);
-  TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
-#if TARMAC_MV8_X86
-  float* ys[2] = {gate, up};
-  InterleavedProducts(ws, ys, 2, x, n_tokens, pool, &kind);
-#else
-  (void)x, (void)kind, (void)gate, (void)up, (void)pool;
 #endif
 }
 
