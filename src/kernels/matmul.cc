@@ -432,6 +432,23 @@ void MatMulShared(const MatrixView* const* ws, float* const* ys, int n, const fl
   for (int i = 0; i < n; ++i) MatMul(*ws[i], x, n_tokens, ys[i], pool);
 }
 
+void MatMulGlu(const MatrixView& w_gate, const MatrixView& w_up, const float* x,
+               int64_t n_tokens, GluKind kind, float* gate, float* up, ThreadPool* pool) {
+  TARMAC_CHECK(w_gate.rows == w_up.rows && w_gate.cols == w_up.cols && n_tokens >= 0);
+  const MatrixView* ws[2] = {&w_gate, &w_up};
+  if (n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens && CanFuseMatVecInt8(ws, 2)) {
+    return MatVecInt8Glu(w_gate, w_up, x, n_tokens, kind, gate, up, pool);
+  }
+  float* ys[2] = {gate, up};
+  MatMulShared(ws, ys, 2, x, n_tokens, pool);
+  const int64_t total = n_tokens * w_gate.rows;
+  auto act = [&](int64_t b, int64_t e, int) { ApplyGlu(kind, gate + b, up + b, gate + b, e - b); };
+  const int threads = pool ? pool->num_threads() : 1;
+  if (threads == 1 || n_tokens < 16) return act(0, total, 0);
+  // Up to 4 chunks per thread: a batch's activation is a few microseconds per thread.
+  pool->ParallelFor(total, (total + 4 * threads - 1) / (4 * threads), act);
+}
+
 void MatMulRef(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   std::vector<float> wf(w.rows * w.cols);
   for (int64_t r = 0; r < w.rows; ++r) DequantizeRowRef(w.type, w.row(r), &wf[r * w.cols], w.cols);

@@ -26,6 +26,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kernels/ops.h"
 #include "tensor/view.h"
 
 namespace tarmac::kernels {
@@ -58,6 +59,16 @@ void MatMulPanels(const MatrixView& w, const float* x, int64_t n_tokens, float* 
 // Preconditions: n >= 1; all ws[i]->cols equal; each matrix meets MatMul's preconditions.
 void MatMulShared(const MatrixView* const* ws, float* const* ys, int n, const float* x,
                   int64_t n_tokens, ThreadPool* pool);
+
+// A feed-forward block's gated input: gate = act(w_gate · x) ⊙ (w_up · x) (ApplyGlu of kind),
+// up left holding w_up · x. Where the pair takes the interleaved int8 products it runs
+// MatVecInt8Glu (the activation applied per chunk by the thread that computed its rows);
+// otherwise MatMulShared of the pair, then the activation over the rows (split over the pool
+// from 16 tokens). The same values either way.
+// x: [n_tokens][cols]; gate, up: [n_tokens][rows], aliasing neither x nor each other.
+// Preconditions: w_gate and w_up of one shape, each meeting MatMul's preconditions.
+void MatMulGlu(const MatrixView& w_gate, const MatrixView& w_up, const float* x,
+               int64_t n_tokens, GluKind kind, float* gate, float* up, ThreadPool* pool);
 
 // MatMulPanels over 1..4 matrices of one width in one parallel region (MatMulShared's f32
 // panel form; blocks of GemmRowBlock(their total rows)). Per matrix equal to MatMulPanels.

@@ -267,43 +267,55 @@ TARMAC_TARGET_VNNI_VBMI inline __m512 FoldBlock(__m512i isum, const uint16_t* sc
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
 }
 
-// y[16g .. 16g + 16·NG) for row groups g .. g + NG - 1 (NG 1 or 2) of an interleaved matrix:
-// each int32 lane is one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order,
-// exactly as MatMulInt8Ref does for each row (so the results are bit-identical to it). Two
-// groups walk two weight streams at once (as the AVX2 one-token pass; bench/NOTES.md).
+// y[16g .. 16g + 16) for row group g of an interleaved matrix and, with NG 2, y2's rows of
+// group g2 of pk2 (the next group of the same matrix, or a partner matrix's): each int32 lane
+// is one row; per block, acc = fma(f32(isum), d_w · d_x, acc) in block order, exactly as
+// MatMulInt8Ref does for each row (so the results are bit-identical to it). Two groups walk
+// two weight streams at once (as the AVX2 one-token pass; bench/NOTES.md).
 template <bool kQ8, int NG>
 TARMAC_TARGET_VNNI_VBMI void GroupRun(const QuantInterleaved& pk, const StreamPrefetch& pf,
                                       const int8_t* xq, const float* dx, const int32_t* corr,
-                                      float* y, int64_t g) {
+                                      float* y, int64_t g, const QuantInterleaved& pk2,
+                                      float* y2, int64_t g2) {
   static_assert(NG == 1 || NG == 2);
+  TARMAC_DCHECK(NG == 1 || (pk2.type() == pk.type() && pk2.blocks() == pk.blocks()));
   constexpr DType kT = kQ8 ? DType::kQ8_0 : DType::kQ4_0;
-  constexpr int64_t kRows = QuantInterleaved::kRows;
   const int64_t nb = pk.blocks();
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();  // acc1: group g + 1
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();  // acc1: group g2 of pk2
   for (int64_t b = 0; b < nb; ++b) {
     const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
     const uint8_t *p0, *p1;
     const uint16_t *sc0, *sc1;
     UnitBlock<kT>(pk, pf, g, b, &p0, &sc0);
-    if constexpr (NG == 2) UnitBlock<kT>(pk, pf, g + 1, b, &p1, &sc1);
+    if constexpr (NG == 2) UnitBlock<kT>(pk2, pf, g2, b, &p1, &sc1);
     acc0 = FoldBlock(BlockSums<kQ8>(p0, xb, corr[b]), sc0, dx[b], acc0);
     if constexpr (NG == 2) acc1 = FoldBlock(BlockSums<kQ8>(p1, xb, corr[b]), sc1, dx[b], acc1);
   }
-  for (int k = 0; k < NG; ++k) {
-    const int64_t n = std::min<int64_t>(kRows, pk.rows() - (g + k) * kRows);
-    _mm512_mask_storeu_ps(y + (g + k) * kRows, static_cast<__mmask16>((1u << n) - 1),
-                          k == 0 ? acc0 : acc1);
-  }
+  auto store = [](__m512 acc, float* out, int64_t grp, int64_t rows) TARMAC_TARGET_VNNI_VBMI {
+    const int64_t r0 = grp * QuantInterleaved::kRows;
+    const int64_t n = std::min<int64_t>(QuantInterleaved::kRows, rows - r0);
+    _mm512_mask_storeu_ps(out + r0, static_cast<__mmask16>((1u << n) - 1), acc);
+  };
+  store(acc0, y, g, pk.rows());
+  if constexpr (NG == 2) store(acc1, y2, g2, pk2.rows());
 }
 
-// Row groups [g0, g1) for one token, two at a time.
+// Row groups [g0, g1) for one token, two at a time; with a partner (pk2, y2), group g of each
+// as the two streams.
 template <bool kQ8>
 void GroupsInterleaved(const QuantInterleaved& pk, const StreamPrefetch& pf, const int8_t* xq,
-                       const float* dx, const int32_t* corr, float* y, int64_t g0, int64_t g1) {
+                       const float* dx, const int32_t* corr, float* y, int64_t g0, int64_t g1,
+                       const mv8_internal::Partner& partner = {}) {
   TARMAC_DCHECK(pk.type() == (kQ8 ? DType::kQ8_0 : DType::kQ4_0));
+  if (partner.pk != nullptr) {
+    for (int64_t g = g0; g < g1; ++g) {
+      GroupRun<kQ8, 2>(pk, pf, xq, dx, corr, y, g, *partner.pk, partner.y, g);
+    }
+    return;
+  }
   int64_t g = g0;
-  for (; g + 1 < g1; g += 2) GroupRun<kQ8, 2>(pk, pf, xq, dx, corr, y, g);
-  if (g < g1) GroupRun<kQ8, 1>(pk, pf, xq, dx, corr, y, g);
+  for (; g + 1 < g1; g += 2) GroupRun<kQ8, 2>(pk, pf, xq, dx, corr, y, g, pk, y, g + 1);
+  if (g < g1) GroupRun<kQ8, 1>(pk, pf, xq, dx, corr, y, g, pk, y, g);
 }
 
 // NT tokens (2..8) at once over the same row groups: each weight vector is loaded once and
@@ -384,9 +396,11 @@ void GroupsInterleavedTokens(const QuantInterleaved& pk, const StreamPrefetch& p
 
 // ys[i] = ws[i] · x for matrices with QuantInterleaved copies of one type and width: x is
 // quantized once and one parallel region covers all their row groups (their concatenation,
-// split in contiguous chunks).
+// split in contiguous chunks). With glu (n == 2, gate then up, equal rows): the region covers
+// the row groups once, each chunk runs them in both matrices (one token: group g of each as
+// the two streams) and then applies *glu to its rows of ys[0] (MatVecInt8Glu).
 void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, const float* x,
-                         int64_t n_tokens, ThreadPool* pool) {
+                         int64_t n_tokens, ThreadPool* pool, const GluKind* glu = nullptr) {
   const DType type = ws[0]->type;
   const int64_t nb = ws[0]->cols / kQB;
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
@@ -417,29 +431,53 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   const bool vnni256 = IsaAtLeast(Isa::kAvx2Vnni) && Cpu().avx_vnni;
   const StreamPrefetch pf512 = ChooseStreamPrefetch(Isa::kAvx512);
   const StreamPrefetch pf256 = ChooseStreamPrefetch(vnni256 ? Isa::kAvx2Vnni : Isa::kAvx2);
-  auto run = [&](int64_t g0, int64_t g1, int) {
-    ranges.ForEach(g0, g1, [&](int i, int64_t a, int64_t b) {
-      if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
-        mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, pf256, n_tokens, xq, x_stride, dx,
-                                            corr, sums, ys[i], ws[i]->rows, a, b);
-        return;
+  auto products = [&](int i, int64_t a, int64_t b) {
+    if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
+      mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, pf256, n_tokens, xq, x_stride, dx,
+                                          corr, sums, ys[i], ws[i]->rows, a, b);
+      return;
+    }
+    // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator per
+    // token).
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
+      const int nt = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
+      const int64_t rows = ws[i]->rows;
+      if (q8) {
+        GroupsInterleavedTokens<true>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
+                                      dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
+      } else {
+        GroupsInterleavedTokens<false>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
+                                       dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
       }
-      // Up to 8 tokens per pass over the rows (registers: an int32 and an f32 accumulator
-      // per token).
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
-        const int nt = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
-        const int64_t rows = ws[i]->rows;
-        if (q8) {
-          GroupsInterleavedTokens<true>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
-                                        dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
-        } else {
-          GroupsInterleavedTokens<false>(*pk[i], pf512, nt, xq + t0 * x_stride, x_stride,
-                                         dx + t0 * nb, corr + t0 * nb, ys[i] + t0 * rows, rows, a, b);
-        }
-      }
-    });
+    }
   };
-  const int64_t total = ranges.total();
+  // The gated pair's groups [a, b): one token walks gate's group g and up's as its two streams
+  // (each runs on into the next call's group); more tokens take one matrix at a time.
+  auto paired = [&](int64_t a, int64_t b) {
+    const mv8_internal::Partner up{pk[1], ys[1]};
+    if (!avx512 || type == DType::kQ4_K) {
+      return mv8_internal::InterleavedGroupsAvx2(*pk[0], vnni256, pf256, n_tokens, xq, x_stride,
+                                                 dx, corr, sums, ys[0], ws[0]->rows, a, b, up);
+    }
+    if (n_tokens > 1) {
+      products(0, a, b);
+      return products(1, a, b);
+    }
+    if (q8) return GroupsInterleaved<true>(*pk[0], pf512, xq, dx, corr, ys[0], a, b, up);
+    GroupsInterleaved<false>(*pk[0], pf512, xq, dx, corr, ys[0], a, b, up);
+  };
+  TARMAC_CHECK(glu == nullptr || (n == 2 && ws[0]->rows == ws[1]->rows));
+  auto run = [&](int64_t g0, int64_t g1, int) {
+    if (glu == nullptr) return ranges.ForEach(g0, g1, products);
+    paired(g0, g1);
+    const int64_t rows = ws[0]->rows, kR = QuantInterleaved::kRows;
+    const int64_t r0 = g0 * kR, r1 = std::min(rows, g1 * kR);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float* g = ys[0] + t * rows + r0;
+      ApplyGlu(*glu, g, ys[1] + t * rows + r0, g, r1 - r0);
+    }
+  };
+  const int64_t total = glu != nullptr ? groups[0] : ranges.total();
   const int threads = pool ? pool->num_threads() : 1;
   if (threads == 1 || total < 2) {
     run(0, total, 0);
@@ -448,8 +486,9 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   // Shrinking contiguous chunks: each thread's stream restarts a few times, and the thread on
   // the slower CPU is not left with a quarter of the matrix at the end (uniform chunks, two per
   // thread, left one thread idle ~11% of a decode; bench/NOTES.md). Groups of 16 rows; a
-  // chunk of at least 4 keeps the prefetch stream's warm-up small.
-  pool->ParallelForGuided(total, 4, run);
+  // chunk of at least 4 keeps the prefetch stream's warm-up small (an item of the gated
+  // region is a group of each matrix).
+  pool->ParallelForGuided(total, glu != nullptr ? 2 : 4, run);
 }
 
 #endif  // TARMAC_MV8_X86
@@ -491,6 +530,19 @@ void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
 #if TARMAC_MV8_X86
   InterleavedProducts(ws, ys, n, x, n_tokens, pool);
+#endif
+}
+
+void MatVecInt8Glu(const MatrixView& w_gate, const MatrixView& w_up, const float* x,
+                   int64_t n_tokens, GluKind kind, float* gate, float* up, ThreadPool* pool) {
+  const MatrixView* ws[2] = {&w_gate, &w_up};
+  TARMAC_CHECK(CanFuseMatVecInt8(ws, 2) && w_gate.rows == w_up.rows);
+  TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
+#if TARMAC_MV8_X86
+  float* ys[2] = {gate, up};
+  InterleavedProducts(ws, ys, 2, x, n_tokens, pool, &kind);
+#else
+  (void)x, (void)kind, (void)gate, (void)up, (void)pool;
 #endif
 }
 

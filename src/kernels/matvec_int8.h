@@ -31,6 +31,7 @@
 #pragma once
 
 #include "base/thread_pool.h"
+#include "kernels/ops.h"
 #include "tensor/dtype.h"
 #include "tensor/view.h"
 
@@ -74,5 +75,18 @@ bool CanFuseMatVecInt8(const MatrixView* const* ws, int n);
 // Preconditions: CanFuseMatVecInt8(ws, n); 1 <= n_tokens <= kInterleavedMaxTokens.
 void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const float* x,
                      int64_t n_tokens, ThreadPool* pool);
+
+// A feed-forward block's gated products: gate = act(w_gate · x) ⊙ (w_up · x), act as kind says
+// (ApplyGlu), up left holding w_up · x. Each parallel chunk is one range of row groups of
+// both matrices, and the thread that computed them applies act to those rows at once: no
+// serial pass over the rows after the products, nor the other core's rows to fetch. One token
+// walks gate's group g and up's group g as its two weight streams, so a chunk is one segment
+// of each matrix. Per token the values equal MatVecInt8Fused of the pair followed by ApplyGlu
+// (act is elementwise).
+// x: [n_tokens][cols]; gate, up: [n_tokens][rows], aliasing neither x nor each other.
+// Preconditions: CanFuseMatVecInt8 of the pair; equal rows; 1 <= n_tokens <=
+// kInterleavedMaxTokens.
+void MatVecInt8Glu(const MatrixView& w_gate, const MatrixView& w_up, const float* x,
+                   int64_t n_tokens, GluKind kind, float* gate, float* up, ThreadPool* pool);
 
 }  // namespace tarmac::kernels

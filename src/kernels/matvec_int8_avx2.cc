@@ -316,6 +316,18 @@ TARMAC_TARGET_AVX2_VNNI inline void Q4StepVnni(const uint8_t* p, __m256i xl, __m
 // ymm registers up to 4.
 constexpr int kMaxNT = 4;
 
+// One token of group g of pk into y, and group g2 of pk2 into y2 beside it (NG 2).
+template <bool kQ8, bool kMins, bool kVnni, int NG>
+void OneToken(const QuantInterleaved& pk, int64_t g, const QuantInterleaved& pk2, int64_t g2,
+              const int8_t* xq, const Acts& acts, float* y, float* y2, const StreamPrefetch& pf,
+              bool prefetch) {
+  if constexpr (kVnni) {
+    OneTokenVnni<kQ8, kMins, NG>(pk, g, pk2, g2, xq, acts, y, y2, pf, prefetch);
+  } else {
+    OneTokenAvx2<kQ8, kMins, NG>(pk, g, pk2, g2, xq, acts, y, y2, pf, prefetch);
+  }
+}
+
 template <bool kQ8, bool kMins, bool kVnni>
 void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_tokens,
             const int8_t* xq, int64_t x_stride, const Acts& acts, float* y, int64_t y_stride,
@@ -323,11 +335,7 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
   const int64_t nb = pk.blocks();
   for (int64_t g = g0; g < g1; ++g) {
     if (n_tokens == 1 && g + 1 < g1) {  // two groups at once
-      if constexpr (kVnni) {
-        OneTokenVnni<kQ8, kMins, 2>(pk, g, xq, acts, y, pf, true);
-      } else {
-        OneTokenAvx2<kQ8, kMins, 2>(pk, g, xq, acts, y, pf, true);
-      }
+      OneToken<kQ8, kMins, kVnni, 2>(pk, g, pk, g + 1, xq, acts, y, y, pf, true);
       ++g;
       continue;
     }
@@ -337,11 +345,7 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
       const Acts at{acts.dx + t0 * nb, acts.corr + t0 * nb, acts.xs + t0 * nb};
       float* yt = y + t0 * y_stride;
       if (nt == 1) {  // both halves in one pass
-        if constexpr (kVnni) {
-          OneTokenVnni<kQ8, kMins, 1>(pk, g, xt, at, yt, pf, t0 == 0);
-        } else {
-          OneTokenAvx2<kQ8, kMins, 1>(pk, g, xt, at, yt, pf, t0 == 0);
-        }
+        OneToken<kQ8, kMins, kVnni, 1>(pk, g, pk, g, xt, at, yt, yt, pf, t0 == 0);
         continue;
       }
       for (int h = 0; h < 2; ++h) {
@@ -369,17 +373,38 @@ void Groups(const QuantInterleaved& pk, const StreamPrefetch& pf, int64_t n_toke
 
 }  // namespace
 
+// One token of groups [g0, g1) of pk and of the partner's matrix, group g of each as a pass's
+// two streams.
+template <bool kQ8, bool kMins, bool kVnni>
+void PartnerGroups(const QuantInterleaved& pk, const StreamPrefetch& pf, const int8_t* xq,
+                   const Acts& acts, float* y, const Partner& partner, int64_t g0, int64_t g1) {
+  for (int64_t g = g0; g < g1; ++g) {
+    OneToken<kQ8, kMins, kVnni, 2>(pk, g, *partner.pk, g, xq, acts, y, partner.y, pf, true);
+  }
+}
+
 void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, const StreamPrefetch& pf,
                            int64_t n_tokens, const int8_t* xq, int64_t x_stride, const float* dx,
                            const int32_t* corr, const float* xs, float* y, int64_t y_stride,
-                           int64_t g0, int64_t g1) {
+                           int64_t g0, int64_t g1, const Partner& partner) {
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= 16);
+  TARMAC_CHECK(partner.pk == nullptr ||
+               (partner.pk->type() == pk.type() && partner.pk->blocks() == pk.blocks() &&
+                partner.pk->groups() == pk.groups() && partner.y != nullptr));
   const Acts a{dx, corr, xs};
   auto run = [&]<bool kQ8, bool kMins>() {
-    if (vnni) {
-      return Groups<kQ8, kMins, true>(pk, pf, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
-    }
-    return Groups<kQ8, kMins, false>(pk, pf, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+    auto groups = [&]<bool kVnni>() {
+      if (partner.pk != nullptr && n_tokens == 1) {
+        return PartnerGroups<kQ8, kMins, kVnni>(pk, pf, xq, a, y, partner, g0, g1);
+      }
+      Groups<kQ8, kMins, kVnni>(pk, pf, n_tokens, xq, x_stride, a, y, y_stride, g0, g1);
+      if (partner.pk != nullptr) {
+        Groups<kQ8, kMins, kVnni>(*partner.pk, pf, n_tokens, xq, x_stride, a, partner.y,
+                                  y_stride, g0, g1);
+      }
+    };
+    if (vnni) return groups.template operator()<true>();
+    return groups.template operator()<false>();
   };
   switch (pk.type()) {
     case DType::kQ8_0: return run.template operator()<true, false>();
@@ -393,7 +418,7 @@ void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, const StreamPr
 void InterleavedGroupsAvx2(const QuantInterleaved&, bool, const StreamPrefetch&, int64_t,
                            const int8_t*, int64_t,
                            const float*, const int32_t*, const float*, float*, int64_t, int64_t,
-                           int64_t) {
+                           int64_t, const Partner&) {
   TARMAC_CHECK(false && "x86 only");
 }
 #endif

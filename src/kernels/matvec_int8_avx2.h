@@ -38,9 +38,19 @@ namespace tarmac::kernels::mv8_internal {
 // token t's row r goes to y[t·y_stride + r]. vnni: use AVX-VNNI (precondition: the CPU has it).
 // pf: how the first pass over each group prefetches (dispatch.h, ChooseStreamPrefetch).
 // Preconditions: the CPU has AVX2, FMA and F16C.
+//
+// partner: a second matrix of pk's type and shape with the same activations (a feed-forward
+// block's up beside its gate), its rows to partner.y (same y_stride). One token then walks
+// group g of pk and group g of the partner as its two streams, so each stream runs on into the
+// next call's group (a pass over groups g, g + 1 of one matrix starts one stream cold); more
+// tokens run pk's groups, then the partner's.
+struct Partner {
+  const QuantInterleaved* pk = nullptr;  // none
+  float* y = nullptr;
+};
 void InterleavedGroupsAvx2(const QuantInterleaved& pk, bool vnni, const StreamPrefetch& pf,
                            int64_t n_tokens, const int8_t* xq, int64_t x_stride, const float* dx,
                            const int32_t* corr, const float* xs, float* y, int64_t y_stride,
-                           int64_t g0, int64_t g1);
+                           int64_t g0, int64_t g1, const Partner& partner = {});
 
 }  // namespace tarmac::kernels::mv8_internal

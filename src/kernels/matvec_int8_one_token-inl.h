@@ -4,8 +4,9 @@
 // TARMAC_ONE_TOKEN_VNNI (true: the sums by vpdpbusd, Q8StepVnni / Q4StepVnni; false: by
 // vpmaddubsw, Q8Step / Q4Step). Only there, inside its namespace, after those helpers.
 
-// One token of Q8_0 / Q4_0 / Q4_K (kMins) groups g .. g + NG - 1 (NG 1 or 2), both halves of
-// each in one pass: per block the products of HalfBlockSums* for one token, with the sums,
+// One token of Q8_0 / Q4_0 / Q4_K (kMins) group g of pk into y and, with NG 2, group g2 of pk2
+// into y2 (the next group of the same matrix, or a partner matrix's: MatVecPartner), both
+// halves of each in one pass: per block the products of HalfBlockSums* for one token, with the sums,
 // accumulators and super-block scales in named registers (GCC keeps the generic passes' arrays
 // on the stack, their indices still loop variables when it scalarizes). Each group's products
 // are the same, op for op, whether it runs alone or beside another. Two groups walk two weight
@@ -13,15 +14,18 @@
 // stream in flight (bench/NOTES.md).
 template <bool kQ8, bool kMins, int NG>
 TARMAC_ONE_TOKEN_TARGET void TARMAC_ONE_TOKEN_NAME(const QuantInterleaved& pk, int64_t g,
+                                                   const QuantInterleaved& pk2, int64_t g2,
                                                    const int8_t* xq, const Acts& a, float* y,
-                                                   const StreamPrefetch& pf, bool prefetch) {
+                                                   float* y2, const StreamPrefetch& pf,
+                                                   bool prefetch) {
   static_assert(!(kQ8 && kMins) && (NG == 1 || NG == 2));
-  TARMAC_DCHECK(g + NG <= pk.groups());
+  TARMAC_DCHECK(g < pk.groups() && (NG == 1 || g2 < pk2.groups()));
+  TARMAC_DCHECK(pk2.type() == pk.type() && pk2.blocks() == pk.blocks());
   constexpr DType kT = kQ8 ? DType::kQ8_0 : kMins ? DType::kQ4_K : DType::kQ4_0;
   constexpr int64_t kU = QuantInterleaved::UnitBlocks(kT);
   const int64_t nb = pk.blocks();
   const uint8_t* grp = pk.group(g);
-  const uint8_t* grp2 = NG == 2 ? pk.group(g + 1) : grp;  // the second group (NG 2)
+  const uint8_t* grp2 = NG == 2 ? pk2.group(g2) : grp;  // the second stream (NG 2)
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();  // the second group's halves
   SuperScales ss{}, ss2{};  // Q4_K: each group's, set at each super-block
@@ -100,8 +104,8 @@ TARMAC_ONE_TOKEN_TARGET void TARMAC_ONE_TOKEN_NAME(const QuantInterleaved& pk, i
   StoreRows8(acc0, y, g * kRows, pk.rows());
   StoreRows8(acc1, y, g * kRows + 8, pk.rows());
   if constexpr (NG == 2) {
-    StoreRows8(acc2, y, (g + 1) * kRows, pk.rows());
-    StoreRows8(acc3, y, (g + 1) * kRows + 8, pk.rows());
+    StoreRows8(acc2, y2, g2 * kRows, pk2.rows());
+    StoreRows8(acc3, y2, g2 * kRows + 8, pk2.rows());
   }
 }
 

@@ -341,6 +341,10 @@ void GeGlu(const float* gate, const float* up, float* out, int64_t n) {
   TARMAC_DCHECK(n >= 0);
   HWY_DYNAMIC_DISPATCH(GeGluImpl)(gate, up, out, n);
 }
+void ApplyGlu(GluKind kind, const float* gate, const float* up, float* out, int64_t n) {
+  if (kind == GluKind::kGeGlu) return GeGlu(gate, up, out, n);
+  SwiGlu(gate, up, out, n);
+}
 void SoftCap(const float* x, float cap, float* out, int64_t n) {
   TARMAC_DCHECK(n >= 0 && cap > 0.0f);
   HWY_DYNAMIC_DISPATCH(SoftCapImpl)(x, cap, out, n);

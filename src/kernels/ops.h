@@ -50,6 +50,11 @@ void Gelu(const float* x, float* out, int64_t n);
 // out = gelu(gate) · up with Gelu's tanh approximation (the GeGLU feed-forward gate of Gemma).
 // gate, up, out: [n] f32; out may alias gate or up.
 void GeGlu(const float* gate, const float* up, float* out, int64_t n);
+// A feed-forward block's gated activation: SwiGlu or GeGlu.
+enum class GluKind { kSwiGlu, kGeGlu };
+// out = SwiGlu / GeGlu(gate, up) as kind says; elementwise, so any split of [0, n) gives the
+// same values. Same aliasing as those.
+void ApplyGlu(GluKind kind, const float* gate, const float* up, float* out, int64_t n);
 
 // out = cap · tanh(x / cap): soft-capping of logits (Gemma 2's final logits). x, out: [n] f32;
 // out may alias x. Preconditions: cap > 0 (and finite).

@@ -259,17 +259,12 @@ void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* 
 void LlamaModel::FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool) {
   const ModelConfig& c = config_;
   const LayerWeights& L = w_.layers[il];
-  const int64_t E = c.n_embd, FF = c.n_ff;
-  // Input: the normed rows in xn_ (AttentionBlock's last step).
-  ProjectShared({&L.w_gate, &L.w_up}, {gate_.data(), up_.data()}, xn_.data(), n, pool);
-  const bool geglu = c.desc->activation == FfnActivation::kGeGlu;
-  ForTokens(n, pool, [&](int32_t t) {
-    if (geglu) {
-      kernels::GeGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
-    } else {
-      kernels::SwiGlu(&gate_[t * FF], &up_[t * FF], &gate_[t * FF], FF);
-    }
-  });
+  const int64_t E = c.n_embd;
+  // Input: the normed rows in xn_ (AttentionBlock's last step). gate_ becomes act(gate) · up.
+  const kernels::GluKind glu = c.desc->activation == FfnActivation::kGeGlu
+                                   ? kernels::GluKind::kGeGlu
+                                   : kernels::GluKind::kSwiGlu;
+  kernels::MatMulGlu(L.w_gate, L.w_up, xn_.data(), n, glu, gate_.data(), up_.data(), pool);
   Project(L.w_down, gate_.data(), n, xn_.data(), pool);
   ForTokens(n, pool, [&](int32_t t) {
     if (L.post_ffn_norm != nullptr)

@@ -274,6 +274,65 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
   });
 }
 
+// The gated pair (a feed-forward block's gate and up): each chunk's rows get the activation
+// from the thread that computed them. Values equal the products followed by ApplyGlu, for
+// group counts odd and even, a partial last group, 1-16 tokens, any pool; MatMulGlu gives the
+// same through either path (without interleaved copies, or past kInterleavedMaxTokens).
+TEST(MatVecInt8Test, GluEqualsProductsThenActivation) {
+  std::mt19937 rng(31);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  int p = 0;
+  testing::ForEachIsa([&](const char* isa) {
+    SCOPED_TRACE(isa);
+    if (!InterleavedInt8Available()) return;
+    for (DType type : kInterleavedTypes) {
+      const int64_t cols = 256;
+      for (int64_t rows : {15, 17, 100, 250}) {
+        const auto mg = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+        const auto mu = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
+        MatrixView wg{type, mg.data(), rows, cols, RowBytes(type, cols)};
+        MatrixView wu{type, mu.data(), rows, cols, RowBytes(type, cols)};
+        const auto pg = QuantInterleaved::Pack(wg), pu = QuantInterleaved::Pack(wu);
+        wg.prepared = pg.get();
+        wu.prepared = pu.get();
+        for (int64_t tokens : {1, 2, 5, 9, 16, 20}) {
+          for (GluKind kind : {GluKind::kSwiGlu, GluKind::kGeGlu}) {
+            ThreadPool* pool = pools[p++ % 3];
+            const auto x = RandomActivations(tokens * cols, rng);
+            std::vector<float> want(tokens * rows), up_want(tokens * rows);
+            MatMul(wg, x.data(), tokens, want.data(), pool);
+            MatMul(wu, x.data(), tokens, up_want.data(), pool);
+            ApplyGlu(kind, want.data(), up_want.data(), want.data(), tokens * rows);
+            std::vector<float> gate(tokens * rows, NAN), up(tokens * rows, NAN);
+            if (tokens <= kInterleavedMaxTokens) {
+              MatVecInt8Glu(wg, wu, x.data(), tokens, kind, gate.data(), up.data(), pool);
+              ASSERT_EQ(gate, want) << DTypeName(type) << " rows=" << rows << " tokens=" << tokens;
+              ASSERT_EQ(up, up_want) << DTypeName(type) << " rows=" << rows << " tokens=" << tokens;
+            }
+            std::fill(gate.begin(), gate.end(), NAN);
+            MatMulGlu(wg, wu, x.data(), tokens, kind, gate.data(), up.data(), pool);
+            ASSERT_EQ(gate, want) << "MatMulGlu " << DTypeName(type) << " rows=" << rows
+                                  << " tokens=" << tokens;
+            // Without the interleaved copies: the products, then the activation.
+            MatrixView plain_g = wg, plain_u = wu;
+            plain_g.prepared = plain_u.prepared = nullptr;
+            std::vector<float> want2(tokens * rows), up2(tokens * rows);
+            MatMul(plain_g, x.data(), tokens, want2.data(), pool);
+            MatMul(plain_u, x.data(), tokens, up2.data(), pool);
+            ApplyGlu(kind, want2.data(), up2.data(), want2.data(), tokens * rows);
+            std::fill(gate.begin(), gate.end(), NAN);
+            MatMulGlu(plain_g, plain_u, x.data(), tokens, kind, gate.data(), up.data(), pool);
+            ASSERT_EQ(gate, want2) << "MatMulGlu without copies " << DTypeName(type)
+                                   << " rows=" << rows << " tokens=" << tokens;
+            ASSERT_EQ(up, up2);
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(QuantInterleavedTest, DequantizeRowEqualsReference) {
   std::mt19937 rng(28);
   for (DType type : kInterleavedTypes) {
