@@ -29,13 +29,18 @@ TARMAC_ONE_TOKEN_TARGET void TARMAC_ONE_TOKEN_NAME(const QuantInterleaved& pk, i
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();  // the second group's halves
   SuperScales ss{}, ss2{};  // Q4_K: each group's, set at each super-block
+  // Groups g, g + 1 of one matrix: each stream's next pass is two groups on (RunOffSkip).
+  const int64_t stride = pk.group_stride();
+  const int64_t skip = NG == 2 && &pk2 == &pk && g2 == g + 1 ? stride : 0;
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t off = QuantInterleaved::BlockOffset(kT, b);
     const uint8_t* p = grp + off;
     const uint8_t* p2 = grp2 + off;
     if (prefetch) {
-      PrefetchInterleavedBlock<kT>(pf, p, b);
-      if constexpr (NG == 2) PrefetchInterleavedBlock<kT>(pf, p2, b);
+      const int64_t s2 = RunOffSkip(off, pf.l2_ahead, stride, skip);
+      const int64_t s1 = RunOffSkip(off, pf.l1_ahead, stride, skip);
+      PrefetchInterleavedBlock<kT>(pf, p, b, s2, s1);
+      if constexpr (NG == 2) PrefetchInterleavedBlock<kT>(pf, p2, b, s2, s1);
     }
     const auto* xb = reinterpret_cast<const int32_t*>(xq + b * kQB);
     __m256i i0, i1, i2, i3;  // the halves' int32 sums, 8 rows each (i2, i3: the second group)
