@@ -90,7 +90,16 @@ const char* MatMulKernelName(MatMulKernel k) {
   return "?";
 }
 
-std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa) {
+Isa InterleavedPass(DType type, int64_t n_tokens, Isa isa, CpuVendor vendor) {
+  TARMAC_CHECK(n_tokens >= 1);
+  isa = Clamp(isa);
+  const Isa pass256 = isa >= Isa::kAvx2Vnni && Cpu().avx_vnni ? Isa::kAvx2Vnni : Isa::kAvx2;
+  if (!Avx512Int8(isa) || type == DType::kQ4_K) return pass256;
+  if (n_tokens == 1 && vendor == CpuVendor::kIntel && pass256 == Isa::kAvx2Vnni) return pass256;
+  return Isa::kAvx512;
+}
+
+std::string MatMulKernelVariant(MatMulKernel k, DType type, int64_t n_tokens, Isa isa) {
   isa = Clamp(isa);
   std::string path;
   switch (k) {
@@ -106,11 +115,11 @@ std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa) {
     case MatMulKernel::kMatMulQ6K:
       path = "avx2";
       break;
-    case MatMulKernel::kInterleavedInt8:
-      path = Avx512Int8(isa) && type != DType::kQ4_K           ? "avx512-vnni"
-             : isa >= Isa::kAvx2Vnni && Cpu().avx_vnni        ? "avx2-vnni"
-                                                              : "avx2";
+    case MatMulKernel::kInterleavedInt8: {
+      const Isa pass = InterleavedPass(type, n_tokens, isa, Cpu().vendor);
+      path = pass == Isa::kAvx512 ? "avx512-vnni" : pass == Isa::kAvx2Vnni ? "avx2-vnni" : "avx2";
       break;
+    }
     case MatMulKernel::kMatMulInt8: {
       const int8_internal::Path* p = int8_internal::BestX86Path(isa);
       path = p != nullptr ? p->name : "scalar";
@@ -178,7 +187,12 @@ std::string DescribeDispatchTable(Isa isa) {
     int64_t start = 1;
     for (int64_t n = 1; n <= kScan; ++n) {
       const MatMulKernel k = ChooseMatMulKernel({t, n, prep}, level);
-      if (n < kScan && ChooseMatMulKernel({t, n + 1, prep}, level) == k) continue;
+      const std::string variant = MatMulKernelVariant(k, t, n, level);
+      if (n < kScan &&
+          MatMulKernelVariant(ChooseMatMulKernel({t, n + 1, prep}, level), t, n + 1, level) ==
+              variant) {
+        continue;
+      }
       char range[32];
       if (n == kScan) {
         std::snprintf(range, sizeof range, "%lld+", static_cast<long long>(start));
@@ -188,7 +202,7 @@ std::string DescribeDispatchTable(Isa isa) {
         std::snprintf(range, sizeof range, "%lld-%lld", static_cast<long long>(start),
                       static_cast<long long>(n));
       }
-      out += std::string("  ") + range + ": " + MatMulKernelVariant(k, t, level);
+      out += std::string("  ") + range + ": " + variant;
       start = n + 1;
     }
     out += '\n';

@@ -46,7 +46,18 @@ inline MatMulKernel ChooseMatMulKernel(const MatMulCase& c) {
 // for weights of a type ("interleaved-int8 [avx2]", "matmul-int8 [amx-int8]", "matvec
 // [AVX3_SPR]").
 const char* MatMulKernelName(MatMulKernel k);
-std::string MatMulKernelVariant(MatMulKernel k, DType type, Isa isa);
+std::string MatMulKernelVariant(MatMulKernel k, DType type, int64_t n_tokens, Isa isa);
+
+// The pass the interleaved int8 products (kInterleavedInt8) run for n_tokens tokens of type at
+// a level: kAvx512 (the AVX-512 VNNI pass; not Q4_K, whose mins it lacks), else kAvx2Vnni
+// (AVX-VNNI on ymm, where the CPU has it) or kAvx2. One token on an Intel CPU with AVX-VNNI
+// takes the 256-bit pass even where the AVX-512 one runs: its two streams with run-off skips
+// read more of the bandwidth there (bench/NOTES.md); elsewhere the one-token pass is
+// unmeasured against it and stays AVX-512. Preconditions: n_tokens >= 1.
+Isa InterleavedPass(DType type, int64_t n_tokens, Isa isa, CpuVendor vendor);
+inline Isa InterleavedPass(DType type, int64_t n_tokens) {
+  return InterleavedPass(type, n_tokens, ActiveIsa(), Cpu().vendor);
+}
 
 // Which copies a model prepares at load for a matrix of this dtype (used when one exists).
 bool WantsInterleavedCopy(DType type, Isa isa);

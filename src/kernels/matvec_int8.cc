@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "base/check.h"
@@ -400,7 +401,8 @@ void GroupsInterleavedTokens(const QuantInterleaved& pk, const StreamPrefetch& p
 // the row groups once, each chunk runs them in both matrices (one token: group g of each as
 // the two streams) and then applies *glu to its rows of ys[0] (MatVecInt8Glu).
 void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, const float* x,
-                         int64_t n_tokens, ThreadPool* pool, const GluKind* glu = nullptr) {
+                         int64_t n_tokens, ThreadPool* pool, const GluKind* glu = nullptr,
+                         std::optional<Isa> pass_override = std::nullopt) {
   const DType type = ws[0]->type;
   const int64_t nb = ws[0]->cols / kQB;
   TARMAC_CHECK(n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
@@ -427,8 +429,9 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   }
   const SharedRanges ranges(groups, n);  // the matrices' row groups, one after another
   const bool q8 = type == DType::kQ8_0;
-  const bool avx512 = Int8MatVecFast();
-  const bool vnni256 = IsaAtLeast(Isa::kAvx2Vnni) && Cpu().avx_vnni;
+  const Isa pass = pass_override.value_or(InterleavedPass(type, n_tokens));
+  const bool avx512 = pass == Isa::kAvx512;
+  const bool vnni256 = pass == Isa::kAvx2Vnni;
   const StreamPrefetch pf512 = ChooseStreamPrefetch(Isa::kAvx512);
   const StreamPrefetch pf256 = ChooseStreamPrefetch(vnni256 ? Isa::kAvx2Vnni : Isa::kAvx2);
   auto products = [&](int i, int64_t a, int64_t b) {
@@ -545,6 +548,23 @@ void MatVecInt8Glu(const MatrixView& w_gate, const MatrixView& w_up, const float
   (void)x, (void)kind, (void)gate, (void)up, (void)pool;
 #endif
 }
+
+namespace mv8_internal {
+
+void InterleavedProductsOnPass(const MatrixView* const* ws, float* const* ys, int n,
+                               const float* x, int64_t n_tokens, Isa pass, ThreadPool* pool,
+                               const GluKind* glu) {
+  TARMAC_CHECK(CanFuseMatVecInt8(ws, n) && n_tokens >= 1 && n_tokens <= kInterleavedMaxTokens);
+  TARMAC_CHECK(pass == Isa::kAvx2 || (pass == Isa::kAvx2Vnni && Cpu().avx_vnni) ||
+               (pass == Isa::kAvx512 && Int8MatVecFast() && ws[0]->type != DType::kQ4_K));
+#if TARMAC_MV8_X86
+  InterleavedProducts(ws, ys, n, x, n_tokens, pool, glu, pass);
+#else
+  (void)ys, (void)x, (void)pool, (void)glu;
+#endif
+}
+
+}  // namespace mv8_internal
 
 void MatVecInt8(const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
   TARMAC_CHECK(IsInt8MatVecType(w.type) || PreparedAs<QuantInterleaved>(w) != nullptr);

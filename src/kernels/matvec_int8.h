@@ -31,6 +31,7 @@
 #pragma once
 
 #include "base/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 #include "tensor/view.h"
@@ -47,8 +48,8 @@ bool IsInt8MatVecType(DType type);
 bool Int8MatVecFast();
 
 // True when the interleaved products run now (x86 with the active level avx2 or above): the
-// AVX-512 kernel where Int8MatVecFast(), else the AVX2 one (AVX-VNNI where the CPU has it and
-// the level allows; matvec_int8_avx2.h). Same results either way (bit-identical to
+// pass dispatch.h's InterleavedPass names for the type and token count (the AVX-512 kernel, or
+// the AVX2 one with AVX-VNNI where the CPU has it and the level allows; matvec_int8_avx2.h). Same results either way (bit-identical to
 // MatMulInt8Ref). MatMul uses them for 1..kInterleavedMaxTokens tokens of a matrix with an
 // interleaved copy.
 bool InterleavedInt8Available();
@@ -88,5 +89,15 @@ void MatVecInt8Fused(const MatrixView* const* ws, float* const* ys, int n, const
 // kInterleavedMaxTokens.
 void MatVecInt8Glu(const MatrixView& w_gate, const MatrixView& w_up, const float* x,
                    int64_t n_tokens, GluKind kind, float* gate, float* up, ThreadPool* pool);
+
+namespace mv8_internal {
+// MatVecInt8Fused (glu: MatVecInt8Glu of ws[0], ws[1]) on a pass other than InterleavedPass's
+// choice (tests: every pass this CPU runs stays covered whichever one the dispatch picks).
+// Preconditions: those functions'; pass kAvx2, kAvx2Vnni on a CPU with AVX-VNNI, or kAvx512
+// where Int8MatVecFast() (not Q4_K).
+void InterleavedProductsOnPass(const MatrixView* const* ws, float* const* ys, int n,
+                               const float* x, int64_t n_tokens, Isa pass, ThreadPool* pool,
+                               const GluKind* glu = nullptr);
+}  // namespace mv8_internal
 
 }  // namespace tarmac::kernels

@@ -121,14 +121,14 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
     for (int64_t n : {kQ6KGemmMinTokens, int64_t{16}, int64_t{17}, int64_t{512}}) {
       EXPECT_EQ(ChooseMatMulKernel({DType::kQ6_K, n, P::kNone}, Isa::kAvx2), K::kMatMulQ6K) << n;
     }
-    EXPECT_EQ(MatMulKernelVariant(K::kMatVecQ6K, DType::kQ6_K, Isa::kAvx2), "matvec-q6k [avx2]");
-    EXPECT_EQ(MatMulKernelVariant(K::kMatMulQ6K, DType::kQ6_K, Isa::kAvx2), "matmul-q6k [avx2]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatVecQ6K, DType::kQ6_K, 1, Isa::kAvx2), "matvec-q6k [avx2]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulQ6K, DType::kQ6_K, 32, Isa::kAvx2), "matmul-q6k [avx2]");
     EXPECT_EQ(ChooseMatMulKernel({DType::kQ4_K, 1, P::kNone}, Isa::kAvx2), K::kMatVec);
-    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ8_0, Isa::kAvx2),
+    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ8_0, 1, Isa::kAvx2),
               "interleaved-int8 [avx2]");
-    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, DType::kQ8_0, Isa::kAvx2), "matmul-int8 [avx2]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, DType::kQ8_0, 32, Isa::kAvx2), "matmul-int8 [avx2]");
     // Q4_K's mins run on the AVX2 kernel at every level (the AVX-512 one has none).
-    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ4_K, native).rfind("interleaved-int8 [avx2", 0), 0u);
+    EXPECT_EQ(MatMulKernelVariant(K::kInterleavedInt8, DType::kQ4_K, 4, native).rfind("interleaved-int8 [avx2", 0), 0u);
   }
   if (native >= Isa::kAmx) {
     EXPECT_TRUE(WantsAmxCopy(DType::kF16, Isa::kAmx));
@@ -138,7 +138,23 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
     EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 16, P::kNone}, Isa::kAmx), K::kMatVecMulti);
     EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAmx), K::kMatMulAmx);
     EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAvx512), K::kMatMulPanels);
-    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, DType::kQ8_0, Isa::kAmx), "matmul-int8 [amx-int8]");
+    EXPECT_EQ(MatMulKernelVariant(K::kMatMulInt8, DType::kQ8_0, 32, Isa::kAmx), "matmul-int8 [amx-int8]");
+  }
+  // The interleaved pass: AVX2 (AVX-VNNI where the CPU has it) below AVX-512 and for Q4_K;
+  // AVX-512 for 2-16 tokens where it runs, and for one token except on Intel CPUs with
+  // AVX-VNNI, which take the 256-bit pass.
+  if (Cpu().x86 && native >= Isa::kAvx2) {
+    const Isa pass256 = Cpu().avx_vnni ? Isa::kAvx2Vnni : Isa::kAvx2;
+    for (CpuVendor v : {CpuVendor::kIntel, CpuVendor::kAmd}) {
+      EXPECT_EQ(InterleavedPass(DType::kQ4_0, 1, Isa::kAvx2, v), Isa::kAvx2);
+      for (int64_t n : {1, 2, 16}) EXPECT_EQ(InterleavedPass(DType::kQ4_K, n, native, v), pass256);
+      if (!Int8MatVecFast()) continue;  // (at the native level)
+      for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+        for (int64_t n : {2, 9, 16}) EXPECT_EQ(InterleavedPass(t, n, native, v), Isa::kAvx512);
+        const bool narrow = v == CpuVendor::kIntel && Cpu().avx_vnni;
+        EXPECT_EQ(InterleavedPass(t, 1, native, v), narrow ? Isa::kAvx2Vnni : Isa::kAvx512);
+      }
+    }
   }
   // A level above the CPU's is clamped to it.
   EXPECT_EQ(ChooseMatMulKernel({DType::kF16, 17, P::kNone}, Isa::kAmx),

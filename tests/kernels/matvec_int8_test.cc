@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/quant_interleaved.h"
@@ -215,6 +216,69 @@ TEST(MatVecInt8Test, InterleavedTokensAreBitIdenticalToReference) {
       }
     }
   });
+}
+
+// Whichever pass the dispatch picks for one token (dispatch.h, InterleavedPass), every pass
+// this CPU runs stays bit-identical to the reference, for one matrix and for a fused pair.
+TEST(MatVecInt8Test, EveryInterleavedPassIsBitIdenticalToReference) {
+  std::mt19937 rng(37);
+  if (!InterleavedInt8Available()) GTEST_SKIP() << "no AVX2";
+  std::vector<Isa> passes = {Isa::kAvx2};
+  if (Cpu().avx_vnni) passes.push_back(Isa::kAvx2Vnni);
+  if (Int8MatVecFast()) passes.push_back(Isa::kAvx512);
+  ThreadPool pool2(2);
+  for (Isa pass : passes) {
+    for (DType type : kInterleavedTypes) {
+      if (pass == Isa::kAvx512 && type == DType::kQ4_K) continue;
+      for (int64_t tokens : {1, 3}) {
+        const int64_t cols = Width(type, 544);
+        const int64_t rows[2] = {100, 37};
+        std::vector<std::vector<uint8_t>> mats;
+        std::vector<MatrixView> ws;
+        std::vector<std::unique_ptr<QuantInterleaved>> pks;
+        for (int64_t r : rows) {
+          mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
+          ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
+          pks.push_back(QuantInterleaved::Pack(ws.back()));
+          ws.back().prepared = pks.back().get();
+        }
+        const MatrixView* wp[2] = {&ws[0], &ws[1]};
+        const auto x = RandomActivations(tokens * cols, rng);
+        for (int n : {1, 2}) {
+          std::vector<float> got[2], ref[2];
+          float* yp[2];
+          for (int i = 0; i < n; ++i) {
+            got[i].assign(tokens * rows[i], NAN);
+            ref[i].assign(tokens * rows[i], 0.0f);
+            yp[i] = got[i].data();
+            MatMulInt8Ref(ws[i], x.data(), tokens, ref[i].data());
+          }
+          mv8_internal::InterleavedProductsOnPass(wp, yp, n, x.data(), tokens, pass, &pool2);
+          for (int i = 0; i < n; ++i) {
+            EXPECT_EQ(got[i], ref[i]) << IsaName(pass) << " " << DTypeName(type)
+                                      << " tokens=" << tokens << " matrices=" << n << " i=" << i;
+          }
+        }
+        // A gated pair (equal rows): its partner walk on this pass.
+        ws[1].rows = rows[0];
+        std::vector<uint8_t> up_bytes = RandomMatrix(type, rows[0], cols, RowBytes(type, cols), rng);
+        ws[1].data = up_bytes.data();
+        const auto up_pk = QuantInterleaved::Pack(ws[1]);
+        ws[1].prepared = up_pk.get();
+        std::vector<float> gate(tokens * rows[0], NAN), up(tokens * rows[0], NAN);
+        std::vector<float> want(tokens * rows[0]), up_want(tokens * rows[0]);
+        MatMulInt8Ref(ws[0], x.data(), tokens, want.data());
+        MatMulInt8Ref(ws[1], x.data(), tokens, up_want.data());
+        ApplyGlu(GluKind::kSwiGlu, want.data(), up_want.data(), want.data(), tokens * rows[0]);
+        float* gy[2] = {gate.data(), up.data()};
+        const GluKind glu = GluKind::kSwiGlu;
+        mv8_internal::InterleavedProductsOnPass(wp, gy, 2, x.data(), tokens, pass, &pool2, &glu);
+        EXPECT_EQ(gate, want) << IsaName(pass) << " " << DTypeName(type) << " gated, tokens="
+                              << tokens;
+        EXPECT_EQ(up, up_want);
+      }
+    }
+  }
 }
 
 TEST(MatVecInt8Test, FusedEqualsOneByOne) {
