@@ -48,6 +48,27 @@ double OrderTolerance(const MatrixView& w, int64_t r, const float* x) {
   return (w.cols / 8.0 + 8.0) * std::ldexp(1.0, -23) * Int8ActivationMagnitude(w, r, x) + 1e-30;
 }
 
+// Random matrices of one type and width, each with its QuantInterleaved copy set as prepared
+// (the views point into the bytes and copies held here).
+struct InterleavedSet {
+  std::vector<std::vector<uint8_t>> mats;
+  std::vector<MatrixView> ws;
+  std::vector<std::unique_ptr<QuantInterleaved>> pks;
+};
+InterleavedSet MakeInterleaved(DType type, std::initializer_list<int64_t> rows, int64_t cols,
+                               std::mt19937& rng) {
+  InterleavedSet s;
+  for (int64_t r : rows) {
+    s.mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
+    s.ws.push_back(MatrixView{type, s.mats.back().data(), r, cols, RowBytes(type, cols)});
+  }
+  for (MatrixView& w : s.ws) {
+    s.pks.push_back(QuantInterleaved::Pack(w));
+    w.prepared = s.pks.back().get();
+  }
+  return s;
+}
+
 void CheckCase(DType type, int64_t rows, int64_t cols, int64_t stride, std::mt19937& rng,
                ThreadPool* pool) {
   const auto m = RandomMatrix(type, rows, cols, stride, rng);
@@ -233,15 +254,8 @@ TEST(MatVecInt8Test, EveryInterleavedPassIsBitIdenticalToReference) {
       for (int64_t tokens : {1, 3}) {
         const int64_t cols = Width(type, 544);
         const int64_t rows[2] = {100, 37};
-        std::vector<std::vector<uint8_t>> mats;
-        std::vector<MatrixView> ws;
-        std::vector<std::unique_ptr<QuantInterleaved>> pks;
-        for (int64_t r : rows) {
-          mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
-          ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
-          pks.push_back(QuantInterleaved::Pack(ws.back()));
-          ws.back().prepared = pks.back().get();
-        }
+        InterleavedSet set = MakeInterleaved(type, {rows[0], rows[1]}, cols, rng);
+        std::vector<MatrixView>& ws = set.ws;
         const MatrixView* wp[2] = {&ws[0], &ws[1]};
         const auto x = RandomActivations(tokens * cols, rng);
         for (int n : {1, 2}) {
@@ -260,11 +274,8 @@ TEST(MatVecInt8Test, EveryInterleavedPassIsBitIdenticalToReference) {
           }
         }
         // A gated pair (equal rows): its partner walk on this pass.
-        ws[1].rows = rows[0];
-        std::vector<uint8_t> up_bytes = RandomMatrix(type, rows[0], cols, RowBytes(type, cols), rng);
-        ws[1].data = up_bytes.data();
-        const auto up_pk = QuantInterleaved::Pack(ws[1]);
-        ws[1].prepared = up_pk.get();
+        InterleavedSet pair = MakeInterleaved(type, {rows[0], rows[0]}, cols, rng);
+        ws = pair.ws;
         std::vector<float> gate(tokens * rows[0], NAN), up(tokens * rows[0], NAN);
         std::vector<float> want(tokens * rows[0]), up_want(tokens * rows[0]);
         MatMulInt8Ref(ws[0], x.data(), tokens, want.data());
@@ -291,15 +302,9 @@ TEST(MatVecInt8Test, FusedEqualsOneByOne) {
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
         const int64_t cols = 256;
         const int64_t rows[3] = {100, 17, 33};
-        std::vector<std::vector<uint8_t>> mats;
-        std::vector<MatrixView> ws;
-        std::vector<std::unique_ptr<QuantInterleaved>> pks;
-        for (int64_t r : rows) {
-          mats.push_back(RandomMatrix(type, r, cols, RowBytes(type, cols), rng));
-          ws.push_back(MatrixView{type, mats.back().data(), r, cols, RowBytes(type, cols)});
-          pks.push_back(QuantInterleaved::Pack(ws.back()));
-          ws.back().prepared = pks.back().get();
-        }
+        InterleavedSet set = MakeInterleaved(type, {rows[0], rows[1], rows[2]}, cols, rng);
+        std::vector<MatrixView>& ws = set.ws;
+        const auto& pks = set.pks;
         const MatrixView* wp[3] = {&ws[0], &ws[1], &ws[2]};
         ASSERT_TRUE(CanFuseMatVecInt8(wp, 3));
         const auto x = RandomActivations(cols, rng);
@@ -353,13 +358,8 @@ TEST(MatVecInt8Test, GluEqualsProductsThenActivation) {
     for (DType type : kInterleavedTypes) {
       const int64_t cols = 256;
       for (int64_t rows : {15, 17, 100, 250}) {
-        const auto mg = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
-        const auto mu = RandomMatrix(type, rows, cols, RowBytes(type, cols), rng);
-        MatrixView wg{type, mg.data(), rows, cols, RowBytes(type, cols)};
-        MatrixView wu{type, mu.data(), rows, cols, RowBytes(type, cols)};
-        const auto pg = QuantInterleaved::Pack(wg), pu = QuantInterleaved::Pack(wu);
-        wg.prepared = pg.get();
-        wu.prepared = pu.get();
+        const InterleavedSet set = MakeInterleaved(type, {rows, rows}, cols, rng);
+        const MatrixView &wg = set.ws[0], &wu = set.ws[1];
         for (int64_t tokens : {1, 2, 5, 9, 16, 20}) {
           for (GluKind kind : {GluKind::kSwiGlu, GluKind::kGeGlu}) {
             ThreadPool* pool = pools[p++ % 3];
