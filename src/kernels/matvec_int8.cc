@@ -435,7 +435,7 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   const StreamPrefetch pf512 = ChooseStreamPrefetch(Isa::kAvx512);
   const StreamPrefetch pf256 = ChooseStreamPrefetch(vnni256 ? Isa::kAvx2Vnni : Isa::kAvx2);
   auto products = [&](int i, int64_t a, int64_t b) {
-    if (!avx512 || type == DType::kQ4_K) {  // the AVX-512 kernel has no mins
+    if (!avx512) {  // (never Q4_K: the AVX-512 kernel has no mins)
       mv8_internal::InterleavedGroupsAvx2(*pk[i], vnni256, pf256, n_tokens, xq, x_stride, dx,
                                           corr, sums, ys[i], ws[i]->rows, a, b);
       return;
@@ -458,7 +458,7 @@ void InterleavedProducts(const MatrixView* const* ws, float* const* ys, int n, c
   // (each runs on into the next call's group); more tokens take one matrix at a time.
   auto paired = [&](int64_t a, int64_t b) {
     const mv8_internal::Partner up{pk[1], ys[1]};
-    if (!avx512 || type == DType::kQ4_K) {
+    if (!avx512) {
       return mv8_internal::InterleavedGroupsAvx2(*pk[0], vnni256, pf256, n_tokens, xq, x_stride,
                                                  dx, corr, sums, ys[0], ws[0]->rows, a, b, up);
     }

@@ -49,9 +49,9 @@ bool Int8MatVecFast();
 
 // True when the interleaved products run now (x86 with the active level avx2 or above): the
 // pass dispatch.h's InterleavedPass names for the type and token count (the AVX-512 kernel, or
-// the AVX2 one with AVX-VNNI where the CPU has it and the level allows; matvec_int8_avx2.h). Same results either way (bit-identical to
-// MatMulInt8Ref). MatMul uses them for 1..kInterleavedMaxTokens tokens of a matrix with an
-// interleaved copy.
+// the AVX2 one with AVX-VNNI where the CPU has it and the level allows; matvec_int8_avx2.h).
+// Same results either way (bit-identical to MatMulInt8Ref). MatMul uses them for
+// 1..kInterleavedMaxTokens tokens of a matrix with an interleaved copy.
 bool InterleavedInt8Available();
 
 // y[r] = row r · x with int8 activations. x: w.cols floats; y: w.rows floats (no aliasing).

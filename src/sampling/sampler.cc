@@ -124,8 +124,7 @@ void Sampler::Distribution(std::span<const float> logits, std::span<float> probs
 int32_t ArgMax(std::span<const float> x) {
   TARMAC_CHECK(!x.empty());
   // Vectorized: greedy decoding runs this over the whole vocabulary for every token on the
-  // engine thread while the pool's other threads wait (a scalar loop cost ~145 us of a 23 ms
-  // 1B step at 128k ids; bench/NOTES.md).
+  // engine thread while the pool's other threads wait (bench/NOTES.md).
   return static_cast<int32_t>(kernels::ArgMax(x.data(), static_cast<int64_t>(x.size())));
 }
 
