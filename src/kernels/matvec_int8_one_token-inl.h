@@ -5,13 +5,13 @@
 // vpmaddubsw, Q8Step / Q4Step). Only there, inside its namespace, after those helpers.
 
 // One token of Q8_0 / Q4_0 / Q4_K (kMins) group g of pk into y and, with NG 2, group g2 of pk2
-// into y2 (the next group of the same matrix, or a partner matrix's: MatVecPartner), both
-// halves of each in one pass: per block the products of HalfBlockSums* for one token, with the sums,
-// accumulators and super-block scales in named registers (GCC keeps the generic passes' arrays
-// on the stack, their indices still loop variables when it scalarizes). Each group's products
-// are the same, op for op, whether it runs alone or beside another. Two groups walk two weight
-// streams at once and share each activation broadcast: a core on Intel then keeps more of the
-// stream in flight (bench/NOTES.md).
+// into y2 (the next group of the same matrix, or a Partner's: matvec_int8_avx2.h), both
+// halves of each in one pass: per block the products of HalfBlockSums* for one token, with
+// the sums, accumulators and super-block scales in named registers (GCC keeps the generic
+// passes' arrays on the stack, their indices still loop variables when it scalarizes). Each
+// group's products are the same, op for op, whether it runs alone or beside another. Two
+// groups walk two weight streams at once and share each activation broadcast: a core on Intel
+// then keeps more of the stream in flight (bench/NOTES.md).
 template <bool kQ8, bool kMins, int NG>
 TARMAC_ONE_TOKEN_TARGET void TARMAC_ONE_TOKEN_NAME(const QuantInterleaved& pk, int64_t g,
                                                    const QuantInterleaved& pk2, int64_t g2,
