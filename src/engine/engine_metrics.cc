@@ -29,17 +29,6 @@ metrics::LabelValues With(metrics::LabelValues v, std::string extra) {
   return v;
 }
 
-const char* kFinishLabels[4] = {"stop", "length", "abort", "error"};
-
-int FinishIndex(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return 0;
-    case FinishReason::kLength: return 1;
-    case FinishReason::kCancelled: return 2;
-    default: return 3;
-  }
-}
-
 }  // namespace
 
 EngineMetrics::EngineMetrics(std::shared_ptr<metrics::Registry> registry, std::string model_name)
@@ -138,7 +127,9 @@ EngineMetrics::PerBucket& EngineMetrics::Bucket(metrics::BucketId b) {
   p->w_tpot = &f_w_tpot_->With(p->labels);
   p->w_e2e = &f_w_e2e_->With(p->labels);
   p->w_queue = &f_w_queue_->With(p->labels);
-  for (int i = 0; i < 4; ++i) p->finished[static_cast<size_t>(i)] = &f_finished_->With(With(p->labels, kFinishLabels[i]));
+  for (int i = 0; i < kFinishReasons; ++i)
+    p->finished[static_cast<size_t>(i)] =
+        &f_finished_->With(With(p->labels, FinishReasonName(static_cast<FinishReason>(i + 1))));
   if (static_cast<size_t>(b) >= buckets_.size()) buckets_.resize(static_cast<size_t>(b) + 1);
   PerBucket& out = *p;
   buckets_[static_cast<size_t>(b)] = std::move(p);
@@ -175,7 +166,7 @@ void EngineMetrics::RequestFinished(const RequestMetrics& m, FinishReason reason
   prompt_tokens_->Add(m.prompt_tokens);
   if (m.bucket == metrics::kNoBucket) return;
   PerBucket& p = Bucket(m.bucket);
-  p.finished[static_cast<size_t>(FinishIndex(reason))]->Add();
+  p.finished[static_cast<size_t>(FinishReasonIndex(reason))]->Add();
   p.e2e->Observe(m.e2e_s);
   p.w_e2e->Observe(m.e2e_s, now_s);
   p.queue->Observe(m.queue_s);

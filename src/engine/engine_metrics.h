@@ -75,7 +75,7 @@ class EngineMetrics {
     metrics::LabelValues labels;  // model_name + the bucket's
     metrics::Histogram *ttft, *itl, *tpot, *e2e, *queue, *prompt_tokens, *generation_tokens;
     metrics::WindowQuantiles *w_ttft, *w_tpot, *w_e2e, *w_queue;
-    std::array<metrics::Counter*, 4> finished;  // stop, length, abort, error
+    std::array<metrics::Counter*, kFinishReasons> finished;  // by FinishReasonIndex
     std::atomic<SpecSeries*> spec{nullptr};
     std::unique_ptr<SpecSeries> spec_owner;
   };

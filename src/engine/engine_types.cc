@@ -4,15 +4,21 @@
 
 namespace tarmac::engine {
 
-const char* FinishReasonName(FinishReason r) {
+namespace {
+constexpr const char* kFinishNames[kFinishReasons] = {"stop", "length", "abort", "error"};
+}  // namespace
+
+int FinishReasonIndex(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kStop: return 0;
+    case FinishReason::kLength: return 1;
+    case FinishReason::kCancelled: return 2;
+    default: return 3;
   }
-  return "";
+}
+
+const char* FinishReasonName(FinishReason r) {
+  return r == FinishReason::kNone ? "" : kFinishNames[FinishReasonIndex(r)];
 }
 
 namespace {

@@ -88,7 +88,12 @@ class ValidRequest {
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
-const char* FinishReasonName(FinishReason r);  // "stop", "length", "cancelled", "error"
+// The one table of finish-reason names, as the APIs and the metrics' labels say them (vLLM's:
+// a cancelled request finished with "abort"): "stop", "length", "abort", "error"; kNone: "".
+inline constexpr int kFinishReasons = 4;  // the named ones, kStop..kError
+const char* FinishReasonName(FinishReason r);
+// 0..kFinishReasons-1 for kStop..kError (kNone counts as an error); a metric's slot per reason.
+int FinishReasonIndex(FinishReason r);
 
 struct RequestMetrics {
   metrics::BucketId bucket = metrics::kNoBucket;

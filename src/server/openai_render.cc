@@ -18,16 +18,6 @@ std::string RandomId(const char* prefix) {
   return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
 }
 
-const char* FinishName(engine::FinishReason r) {
-  switch (r) {
-    case engine::FinishReason::kStop: return "stop";
-    case engine::FinishReason::kLength: return "length";
-    case engine::FinishReason::kCancelled: return "abort";
-    case engine::FinishReason::kError: return "error";
-    default: return nullptr;
-  }
-}
-
 Json Bytes(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -114,8 +104,8 @@ Json OpenAiRenderer::ChunkBase() const {
 }
 
 Json OpenAiRenderer::FinishJson(const ChoiceState& c) const {
-  const char* name = FinishName(c.finish);
-  if (name == nullptr) return nullptr;
+  if (c.finish == engine::FinishReason::kNone) return nullptr;
+  const char* name = engine::FinishReasonName(c.finish);
   if (c.finish == engine::FinishReason::kStop && c.tools && c.tools->any() && tool_use_.choice != router::ToolChoice::kFunction)
     return "tool_calls";
   return name;
