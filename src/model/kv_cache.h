@@ -25,6 +25,7 @@
 
 #include "kernels/attention.h"
 #include "model/kv_dtype.h"
+#include "model/kv_layout.h"
 #include "tensor/aligned_buffer.h"
 
 namespace tarmac::model {
@@ -33,7 +34,7 @@ struct KvShape {
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  int32_t block_size = 16;  // tokens per block
+  int32_t block_size = kDefaultBlockSize;  // tokens per block
   int32_t num_blocks = 0;
   KvDtype dtype = KvDtype::kF16;
 

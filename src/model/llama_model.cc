@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
+#include "model/kv_layout.h"
 
 namespace tarmac::model {
 namespace {
@@ -295,19 +297,22 @@ void LlamaModel::Warmup(ThreadPool* pool, KvDtype kv_dtype) {
   const ModelConfig& c = config_;
   // 32 tokens take most of the first-use cost off the first real forward; 128 gain little
   // more at four times the start-up cost (bench/NOTES.md).
-  constexpr int32_t kBlock = 16, kSizes[3] = {32, 4, 1}, kBlocks = 3;
-  KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, kBlock, kBlocks, kv_dtype});
+  constexpr int32_t kSizes[3] = {32, 4, 1};
+  constexpr int32_t kBlocks = static_cast<int32_t>(BlocksFor(32 + 4 + 1, kDefaultBlockSize));
+  KvCache cache(KvShape{c.n_layer, c.n_head_kv, c.head_dim, kDefaultBlockSize, kBlocks, kv_dtype});
+  std::vector<int32_t> table(kBlocks);
+  std::iota(table.begin(), table.end(), 0);
   ForwardBatch b;
   std::vector<float> logits;
   int32_t pos = 0;
   for (int32_t n : kSizes) {
     b.Clear();
-    b.block_tables.push_back({0, 1, 2});
+    b.block_tables.push_back(table);
     for (int32_t i = 0; i < n; ++i, ++pos) {
       b.tokens.push_back(pos % c.n_vocab);
       b.positions.push_back(pos);
       b.seq.push_back(0);
-      b.slots.push_back(pos);
+      b.slots.push_back(pos);  // identity block table: slot == position
     }
     b.logits_for.push_back(n - 1);
     Forward(b, &cache, pool, &logits);

@@ -4,14 +4,13 @@
 #include <numeric>
 
 #include "base/check.h"
+#include "model/kv_layout.h"
 
 namespace tarmac::model {
 namespace {
-constexpr int32_t kBlockSize = 16;
-
 KvShape ShapeFor(const ModelConfig& c, int32_t context_len, KvDtype dtype) {
-  return KvShape{c.n_layer, c.n_head_kv, c.head_dim, kBlockSize,
-                 (context_len + kBlockSize - 1) / kBlockSize, dtype};
+  return KvShape{c.n_layer, c.n_head_kv, c.head_dim, kDefaultBlockSize,
+                 static_cast<int32_t>(BlocksFor(context_len, kDefaultBlockSize)), dtype};
 }
 }  // namespace
 
