@@ -3,14 +3,18 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "base/check.h"
 #include "base/digest.h"
+#include "base/thread_role.h"
 #include "router/pool_model.h"
 
 namespace tarmac::router {
 
 // Chat messages through the chat formatter, completion texts through the tokenizer, token-id
 // prompts as given (checked by the engine).
-Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& m, const GenerationSpec& spec) {
+namespace {
+
+Result<std::vector<std::vector<int32_t>>> EncodeAfresh(const PoolModel& m, const GenerationSpec& spec) {
   std::vector<std::vector<int32_t>> ids;
   if (spec.chat) {
     auto enc = m.chat.Encode(spec.messages, spec.tools, spec.add_generation_prompt, *m.tokenizer);
@@ -22,6 +26,18 @@ Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& m, cons
   for (const PromptInput& p : spec.prompts)
     ids.push_back(p.is_ids ? p.ids : m.tokenizer->Encode(p.text, tok::EncodeOptions{true, spec.parse_special}));
   return ids;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<int32_t>>> EncodePrompts(const PoolModel& m, const GenerationSpec& spec) {
+  if (spec.encoded == nullptr) return EncodeAfresh(m, spec);
+  return spec.encoded->GetOrEncode(m.name, [&] { return EncodeAfresh(m, spec); });
+}
+
+int32_t DefaultMaxTokens(bool chat, int32_t context, int32_t prompt_tokens) {
+  const int32_t left = context - prompt_tokens;
+  return chat ? left : std::min(16, left);
 }
 
 uint64_t PrefixNamespace(std::string_view ns_key, std::string_view model) {
@@ -51,6 +67,7 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(const 
 }
 
 Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec) {
+  TARMAC_CHECK(!OnIoThread() && "router::Prepare renders and encodes: never on the server's I/O thread");
   if (spec.tool_use.parsed() && m.tool_format == grammar::ToolCallFormat::kNone)
     return InvalidField("tool_choice", "model {} has no tool-call format to parse calls in (its chat template teaches "
                                        "none; serve it with --tool-call-parser, or send tool_choice 'none')", m.name);
@@ -65,7 +82,7 @@ Result<PreparedRequests> Prepare(const PoolModel& m, const GenerationSpec& spec)
     const int32_t len = static_cast<int32_t>(prompts[p].size());
     out.prompt_tokens.push_back(len);
     out.prompts.push_back(prompts[p]);
-    const int32_t max_tokens = spec.max_tokens ? *spec.max_tokens : (spec.chat ? ctx - len : std::min(16, ctx - len));
+    const int32_t max_tokens = spec.max_tokens ? *spec.max_tokens : DefaultMaxTokens(spec.chat, ctx, len);
     for (int32_t j = 0; j < spec.n; ++j) {
       engine::EngineRequest r;
       r.prompt = prompts[p];

@@ -10,6 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +30,28 @@
 namespace tarmac::router {
 
 struct PoolModel;
+
+// A request's prompts as each model encoded them: one request is rendered and encoded once per
+// model however often it is prepared (its response-cache key, a route's probe, the chosen model,
+// a fallback to the baseline). Filled by EncodePrompts; shared by the copies of one spec.
+// Thread-safe: preparation runs on worker threads.
+class EncodedPrompts {
+ public:
+  using Prompts = std::vector<std::vector<int32_t>>;
+  // `model`'s prompts, from `encode` the first time (an error is kept as well: the same inputs
+  // fail the same way). `encode` runs under the lock: one encode per model, never two at once.
+  template <typename Encode>
+  Result<Prompts> GetOrEncode(const std::string& model, Encode&& encode) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_model_.find(model);
+    if (it == by_model_.end()) it = by_model_.emplace(model, encode()).first;
+    return it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, Result<Prompts>> by_model_;  // by PoolModel::name
+};
 
 struct PromptInput {
   bool is_ids = false;
@@ -85,6 +110,9 @@ struct GenerationSpec {
   // Test aid (x-tarmac-debug-fault with --debug-fault-injection): the fault each engine request
   // carries; kTokenize makes Prepare's encoding throw when the model's engine allows faults.
   engine::InjectedFault fault = engine::InjectedFault::kNone;
+  // Null: every Prepare encodes afresh. Set (RequestPlan does) when the spec's prompts cannot
+  // change any more: then each model encodes them once for all the spec's copies.
+  std::shared_ptr<EncodedPrompts> encoded;
 
   // The output is constrained by a grammar (structured output or a forced tool call).
   bool constrained() const { return grammar != nullptr || tool_use.forced(); }
@@ -109,7 +137,13 @@ struct PreparedRequests {
   int64_t admission_tokens = 0;        // prompt + max_tokens over all choices
 };
 
+// Renders, encodes (once per model with spec.encoded), compiles and validates; never on the
+// server's I/O thread outside an InlineWorkScope (base/thread_role.h: checked).
 Result<PreparedRequests> Prepare(const PoolModel& model, const GenerationSpec& spec);
+
+// The one default of max_tokens when a request gives none: chat runs to the end of the
+// context, a completion takes 16 tokens (both capped by what the context has left).
+int32_t DefaultMaxTokens(bool chat, int32_t context, int32_t prompt_tokens);
 
 // The token ids of each prompt of spec as `model` renders and encodes them (what Prepare
 // prefills, before any check). Errors: the chat template rejected the messages.

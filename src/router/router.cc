@@ -198,14 +198,10 @@ RouteFeatures Router::Features(const GenerationSpec& spec, const PreparedRequest
     }
   }
   if (f.task.empty()) f.task = config_.default_task;
-  metrics::RequestFeatures bf;
-  bf.prompt_tokens = f.prompt_tokens;
-  bf.max_tokens = f.max_tokens;
-  bf.temperature = f.temperature;
+  // The engine's features of the probe's first request, with what the task rules decided.
+  metrics::RequestFeatures bf = probe.requests.empty() ? metrics::RequestFeatures{} : engine::BucketFeatures(probe.requests[0].request());
   bf.task = f.task;
-  bf.sla = f.sla;
   bf.risk = f.risk;
-  bf.priority = spec.priority;
   f.bucket = registry_->buckets().Of(bf);
   return f;
 }

@@ -114,7 +114,7 @@ void Session::RunCacheOp(std::function<CacheReply()> op) {
     CacheReply r = op();
     asio::post(*ioc, [self, r = std::move(r)] { self->Respond(r.status, "application/json", r.body); });
   };
-  if (!srv_->caches->Submit(std::move(job))) RespondError(Unavailable("the cache is busy; retry later", 1));
+  if (!srv_->caches()->Submit(std::move(job))) RespondError(Unavailable("the cache is busy; retry later", 1));
 }
 
 void Session::HandleCacheApi(const std::string& tenant, http::verb method, const std::string& raw_target) {
@@ -125,10 +125,10 @@ void Session::HandleCacheApi(const std::string& tenant, http::verb method, const
     path.resize(q);
   }
   const std::vector<std::string_view> seg = Segments(path);  // v1, cache|sessions, ...
-  std::shared_ptr<cache::CacheService> caches = srv_->caches;
+  std::shared_ptr<cache::CacheService> caches = srv_->caches();
   const CacheHeaders headers = RequestCacheHeaders();
   cache::RequestScope scope;
-  if (auto e = ScopeOf(srv_->config, tenant, "", "", headers, &scope)) return RespondError(*e);
+  if (auto e = ScopeOf(srv_->config(), tenant, "", "", headers, &scope)) return RespondError(*e);
   const bool is_cache = seg.size() >= 2 && seg[1] == "cache";
   const std::string allow = CacheApiMethods(path) + (srv_->cors.enabled() ? ", OPTIONS" : "");
 

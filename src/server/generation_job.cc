@@ -18,13 +18,17 @@ std::optional<ApiError> GenerationJob::Decide(const router::PreparedRequests& pr
 std::optional<ApiError> GenerationJob::Prepare() {
   auto p = target_->Prepare(req_.spec);
   if (!p.ok()) return FromStatus(p.status());
-  prepared_ = std::move(p).value();
+  Adopt(std::move(p).value());
+  return std::nullopt;
+}
+
+void GenerationJob::Adopt(router::PreparedRequests prepared) {
+  prepared_ = std::move(prepared);
   prompt_tokens_ = 0;
   for (int32_t i : prepared_.prompt_index) prompt_tokens_ += prepared_.prompt_tokens[static_cast<size_t>(i)];
   render_.SetModel(target_->model());
   render_.SetRoute(target_->route_info());
   render_.SetChoices(prepared_.prompt_index, prepared_.prompts);
-  return std::nullopt;
 }
 
 std::optional<ApiError> GenerationJob::Start(const std::function<void()>& notify) {
@@ -40,7 +44,7 @@ void GenerationJob::CancelAll() {
 std::optional<ApiError> GenerationJob::Fallback(const std::string& reason) {
   TARMAC_CHECK(!started_);
   if (Status st = target_->Fallback(reason); !st.ok()) return FromStatus(st);
-  return Prepare();
+  return std::nullopt;
 }
 
 void GenerationJob::Finished(bool error) {

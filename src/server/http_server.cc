@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread_role.h"
 #include "control/slo_tracker.h"
 #include "server/server_internal.h"
 
@@ -19,16 +20,16 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config) {
   if (!config.metrics) config.metrics = std::make_shared<metrics::Registry>();
   TARMAC_ASSIGN_OR_RETURN(std::unique_ptr<cache::CacheService> caches, cache::CacheService::Create(config.cache, config.metrics));
   auto impl = std::make_unique<Impl>(std::move(config));
-  impl->caches = std::move(caches);
+  impl->caches_ = std::move(caches);
   beast::error_code ec;
-  auto addr = asio::ip::make_address(impl->config.host, ec);
-  if (ec) return InvalidArgument("--host '{}': not an IP address ({})", impl->config.host, ec.message());
-  tcp::endpoint ep(addr, static_cast<unsigned short>(impl->config.port));
+  auto addr = asio::ip::make_address(impl->config_.host, ec);
+  if (ec) return InvalidArgument("--host '{}': not an IP address ({})", impl->config_.host, ec.message());
+  tcp::endpoint ep(addr, static_cast<unsigned short>(impl->config_.port));
   impl->acceptor.open(ep.protocol(), ec);
   if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor.bind(ep, ec);
   if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return IoError("cannot listen on {}:{}: {}", impl->config.host, impl->config.port, ec.message());
+  if (ec) return IoError("cannot listen on {}:{}: {}", impl->config_.host, impl->config_.port, ec.message());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -39,27 +40,27 @@ Server::~Server() {
   // the answers they post are never run). Engines stop before the sessions that borrow them
   // go away with the io_context.
   impl_->preparer->Stop();
-  impl_->pool.Shutdown();
-  impl_->router.reset();
-  impl_->inflight.clear();
-  impl_->caches.reset();  // finishes its queued jobs while the io_context they post to lives
+  impl_->pool_.Shutdown();
+  impl_->router_.reset();
+  impl_->flows.Clear();
+  impl_->caches_.reset();  // finishes its queued jobs while the io_context they post to lives
 }
 
 int Server::port() const { return impl_->acceptor.local_endpoint().port(); }
 
-std::shared_ptr<metrics::Registry> Server::registry() const { return impl_->config.metrics; }
+std::shared_ptr<metrics::Registry> Server::registry() const { return impl_->config_.metrics; }
 
 Status Server::SetRoutes(router::RouterConfig routes) {
   auto holder = std::make_shared<router::RouterConfig>(std::move(routes));
   auto done = std::make_shared<std::promise<Status>>();
   std::future<Status> result = done->get_future();
   asio::post(impl_->ioc, [impl = impl_.get(), holder, done] {
-    auto r = std::make_unique<router::Router>(std::move(*holder), &impl->pool, impl->config.metrics);
+    auto r = std::make_unique<router::Router>(std::move(*holder), &impl->pool_, impl->config_.metrics);
     Status st = r->Validate();
     if (st.ok()) {
       impl->degrader = std::make_unique<RouterDegrader>(
-          r.get(), impl->config.slo_tracker ? impl->config.slo_tracker->targets() : control::SloTargets{});
-      impl->router = std::move(r);
+          r.get(), impl->config_.slo_tracker ? impl->config_.slo_tracker->targets() : control::SloTargets{});
+      impl->router_ = std::move(r);
     }
     done->set_value(st);
   });
@@ -76,10 +77,10 @@ control::RouteDegrader* Server::route_degrader() {
 void Server::AddModel(std::unique_ptr<router::PoolModel> model, std::optional<router::AdmissionLimits> limits) {
   std::shared_ptr<router::PoolModel> holder(model.release());
   asio::post(impl_->ioc, [impl = impl_.get(), holder, limits]() mutable {
-    if (limits) impl->pool.admission().SetModelLimits(holder->name, *limits);
+    if (limits) impl->pool_.admission().SetModelLimits(holder->name, *limits);
     auto model = std::unique_ptr<router::PoolModel>(new router::PoolModel(std::move(*holder)));
-    if (model->name == impl->config.vllm_metrics_model) impl->metrics.WatchModelForPicker(model.get(), &impl->pool.admission());
-    impl->pool.Add(std::move(model));
+    if (model->name == impl->config_.vllm_metrics_model) impl->metrics_.WatchModelForPicker(model.get(), &impl->pool_.admission());
+    impl->pool_.Add(std::move(model));
   });
 }
 
@@ -96,6 +97,7 @@ int Server::Run() {
   s.signals.async_wait([&s](const beast::error_code& ec, int) {
     if (!ec) s.BeginDrain();
   });
+  MarkIoThread();  // router::Prepare checks it never runs here
   s.Accept();
   // The sessions catch what their requests throw (Session::InternalError); should anything
   // still escape a handler, it is logged and the loop goes on serving the others.
@@ -128,41 +130,18 @@ void Server::Impl::Accept() {
 
 std::string Server::Impl::NewRequestId() { return fmt::format("req-{:016x}", request_ids()); }
 
-void Server::Impl::Release(int64_t id, bool was_running, int64_t generated_tokens) {
-  tenant_limiter.Release(id, generated_tokens, NowSeconds());
-  auto it = inflight.find(id);
-  if (it == inflight.end()) return;
-  std::shared_ptr<Session> keep = it->second;  // the session may be running this call
-  inflight.erase(it);
-  std::vector<int64_t> start;
-  if (was_running) {
-    start = pool.admission().Finish(id);
-  } else {
-    pool.admission().Withdraw(id);
-  }
-  for (int64_t next : start) {
-    auto n = inflight.find(next);
-    if (n != inflight.end()) {
-      std::shared_ptr<Session> s = n->second;
-      asio::post(ioc, [s] { s->StartGeneration(); });
-    }
-  }
-  CheckDrained();
-}
-
 void Server::Impl::BeginDrain() {
   if (draining) return;
   draining = true;
-  std::fprintf(stderr, "tarmac serve: draining (%zu requests in flight, up to %.0f s)\n", inflight.size(),
-               config.drain_timeout_s);
-  drain_timer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(config.drain_timeout_s * 1000)));
+  std::fprintf(stderr, "tarmac serve: draining (%zu requests in flight, up to %.0f s)\n", flows.size(),
+               config_.drain_timeout_s);
+  drain_timer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(config_.drain_timeout_s * 1000)));
   drain_timer.async_wait([this](const beast::error_code& ec) {
     if (ec) return;
     drain_deadline_passed = true;
-    std::vector<std::shared_ptr<Session>> left;
-    for (auto& [id, s] : inflight) left.push_back(s);
+    std::vector<std::shared_ptr<GenerationFlow>> left = flows.All();
     std::fprintf(stderr, "tarmac serve: drain timeout, cancelling %zu requests\n", left.size());
-    for (auto& s : left) s->Abort(Unavailable("the server is shutting down", 1));
+    for (auto& f : left) f->Abort(Unavailable("the server is shutting down", 1));
     // Cancelled requests end within one engine step; stop regardless after a grace period.
     drain_timer.expires_after(std::chrono::seconds(2));
     drain_timer.async_wait([this](const beast::error_code& ec2) {
@@ -176,7 +155,7 @@ void Server::Impl::BeginDrain() {
 }
 
 void Server::Impl::CheckDrained() {
-  if (!draining || stopped || !inflight.empty() || preparing > 0) return;
+  if (!draining || stopped || !flows.empty() || preparing > 0) return;
   stopped = true;
   beast::error_code ec;
   acceptor.close(ec);
@@ -188,6 +167,6 @@ void Server::Impl::CheckDrained() {
   std::fprintf(stderr, "tarmac serve: drained, exiting\n");
 }
 
-std::string Server::Impl::RenderMetrics() const { return config.metrics->Render(NowSeconds()); }
+std::string Server::Impl::RenderMetrics() const { return config_.metrics->Render(NowSeconds()); }
 
 }  // namespace tarmac::server

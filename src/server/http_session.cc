@@ -19,6 +19,14 @@ std::string Reason(int status) {
 
 std::string HexChunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
 
+// What a generation's response head says beyond its status, as header fields.
+std::vector<std::pair<std::string, std::string>> HeadFields(const ResponseHead& head) {
+  std::vector<std::pair<std::string, std::string>> f;
+  if (head.route) f.emplace_back("x-tarmac-route", RouteHeader(*head.route));
+  if (!head.cache_status.empty()) f.emplace_back("x-tarmac-cache", head.cache_status);
+  return f;
+}
+
 std::chrono::milliseconds Ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
 // How long a connection closed after an error with its request body unread keeps reading and
@@ -29,25 +37,21 @@ constexpr double kLingerSeconds = 5;
 }  // namespace
 
 Session::Session(tcp::socket socket, Server::Impl* srv)
-    : socket_(std::move(socket)), srv_(srv), read_timer_(srv->ioc), gen_timer_(srv->ioc) {
+    : socket_(std::move(socket)), srv_(srv), read_timer_(srv->ioc) {
   srv_->open_connections++;
 }
 
 Session::~Session() { srv_->open_connections--; }
 
-const std::string& Session::model_name() const {
-  static const std::string kNone;
-  return gen_ ? gen_->model_name() : kNone;
-}
-
 void Session::DoRead() {
   state_ = State::kReading;
   response_complete_ = false;
+  flow_.reset();
   route_.clear();
   request_id_.clear();
   parser_.emplace();
-  ConfigureRequestParser(*parser_, srv_->config.max_body_bytes);
-  read_timer_.expires_after(Ms(srv_->config.idle_timeout_s));
+  ConfigureRequestParser(*parser_, srv_->config().max_body_bytes);
+  read_timer_.expires_after(Ms(srv_->config().idle_timeout_s));
   read_timer_.async_wait([w = weak_from_this()](const beast::error_code& ec) {
     if (ec) return;
     if (auto s = w.lock(); s && s->state_ == State::kReading) s->Close();
@@ -91,7 +95,7 @@ void Session::OnRead(beast::error_code ec) {
     linger_ = true;
     route_ = "other";
     RespondError(TooLarge(fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)",
-                                      srv_->config.max_body_bytes)));
+                                      srv_->config().max_body_bytes)));
     return;
   }
   if (ec == http::error::header_limit) {
@@ -110,7 +114,7 @@ void Session::OnRead(beast::error_code ec) {
     RespondError(BadRequest("", "malformed HTTP request: " + ec.message(), "bad_request"));
     return;
   }
-  arrived_ = asio::steady_timer::clock_type::now();
+  arrived_s_ = srv_->Now();
   // Nothing a request contains should throw; if something does, answer 500 and keep serving.
   try {
     Handle();
@@ -172,23 +176,23 @@ void Session::Handle() {
   if (route_ == "/ready") return HandleReady();
   if (srv_->draining) {
     keep_alive_ = false;
-    srv_->metrics.CountRejected("draining");
+    srv_->metrics().CountRejected("draining");
     RespondError(Unavailable("the server is shutting down", 1));
     return;
   }
   std::string tenant = "default";
   tenant_ = tenant;
-  if (srv_->config.keys) {
+  if (srv_->config().keys) {
     auto it = req.find(http::field::authorization);
     std::string_view key = it == req.end() ? std::string_view() : BearerToken(std::string_view(it->value().data(), it->value().size()));
     if (key.empty()) {
-      srv_->metrics.CountRejected("unauthorized");
+      srv_->metrics().CountRejected("unauthorized");
       RespondError(Unauthorized("missing API key: send 'Authorization: Bearer KEY'"));
       return;
     }
-    auto t = srv_->config.keys->Lookup(key);
+    auto t = srv_->config().keys->Lookup(key);
     if (!t) {
-      srv_->metrics.CountRejected("unauthorized");
+      srv_->metrics().CountRejected("unauthorized");
       RespondError(Unauthorized("incorrect API key provided"));
       return;
     }
@@ -231,241 +235,45 @@ void Session::HandleDashboard(const std::string& target) {
 }
 
 void Session::HandleGeneration(ApiKind kind, const std::string& tenant) {
-  int retry = 1;
-  if (!srv_->limiter.Allow(tenant, NowSeconds(), &retry)) {
-    srv_->metrics.CountRejected("rate_limited");
-    return RespondError(TooManyRequests("rate limit reached for tenant '" + tenant + "'; retry later", retry, "rate_limit_exceeded"));
-  }
-  // A tenant at its share is refused before its request is parsed or prepared (Admit checks again).
-  if (auto refused = srv_->tenant_limiter.Precheck(tenant, NowSeconds())) {
-    srv_->metrics.CountRejected("tenant_limited");
-    return RespondError(TooManyRequests(refused->message, refused->retry_after_s, refused->code));
-  }
-  GenRequest req;
-  if (auto e = ParseGenRequest(parser_->get().body(), kind, &req, srv_->config.parse_defaults)) return RespondError(*e);
-  if (auto e = ParseDebugFault(&req.spec.fault)) return RespondError(*e);
-  if (!req.parse_special_given) req.spec.parse_special = srv_->config.parse_special;
-  req.spec.tenant = tenant;
-  if (auto t = srv_->config.tenants.find(tenant); t != srv_->config.tenants.end()) {
-    if (req.spec.sla.empty()) req.spec.sla = t->second.sla;
-    if (!req.spec.risk_given && t->second.risk) {
-      req.spec.risk = *t->second.risk;
-      req.spec.risk_given = true;
-    }
-  }
-  const bool routed = srv_->IsRoute(req.model);
-  if (!routed && !srv_->FindModel(req.model))
-    return RespondError(NotFound("The model '" + req.model + "' does not exist", "model", "model_not_found"));
-  // The controller judges a routed request by its route's baseline (the model always there),
-  // before the cache phase, so that a capped max_tokens is part of the response's cache key.
-  const std::string controlled = routed ? srv_->router->baseline(req.model) : req.model;
-  if (auto e = ApplyController(srv_->config.controller.get(), controlled, &req, &srv_->metrics)) return RespondError(*e);
-  BeginGeneration(std::move(req), tenant);
+  FlowInput in;
+  in.kind = kind;
+  in.tenant = tenant;
+  in.cache_headers = RequestCacheHeaders();
+  auto& req = parser_->get();
+  if (auto it = req.find("x-tarmac-debug-fault"); it != req.end()) in.debug_fault = std::string(it->value());
+  in.body = std::move(req.body());
+  in.arrived_s = arrived_s_;
+  parser_.reset();  // a long-lived stream must not pin the request
+  state_ = State::kWaiting;
+  flow_ = std::make_shared<GenerationFlow>(srv_, shared_from_this());
+  flow_->Start(std::move(in));
 }
 
-void Session::Admit() {
-  // The tenant's share first (concurrency, token rate): refused requests never queue.
-  if (auto refused = srv_->tenant_limiter.Acquire(gen_->tenant(), gen_id_, gen_->prompt_tokens(), NowSeconds())) {
-    gen_timer_.cancel();
-    if (gen_->routed()) gen_->Finished(true);
-    gen_.reset();
-    srv_->metrics.CountRejected("tenant_limited");
-    return RespondError(TooManyRequests(refused->message, refused->retry_after_s, refused->code));
-  }
-  for (;;) {
-    admitted_model_ = gen_->model_name();
-    switch (srv_->pool.admission().Arrive(admitted_model_, gen_id_, gen_->admission_tokens(), gen_->priority())) {
-      case router::Admission::Decision::kQueued:
-        srv_->inflight[gen_id_] = shared_from_this();
-        state_ = State::kQueued;
-        WatchDisconnect();
-        return;
-      case router::Admission::Decision::kRun:
-        srv_->inflight[gen_id_] = shared_from_this();
-        StartGeneration();
-        return;
-      case router::Admission::Decision::kRejected:
-        break;
-    }
-    if (gen_->routed()) {
-      // The route's next model takes it, if one is left.
-      if (auto e = gen_->Fallback(admitted_model_ + "'s queue is full")) {
-        gen_timer_.cancel();
-        gen_->Finished(true);
-        gen_.reset();
-        srv_->tenant_limiter.Release(gen_id_, 0, NowSeconds());
-        srv_->metrics.CountRejected("queue_full");
-        return RespondError(*e);
-      }
-      continue;
-    }
-    gen_timer_.cancel();
-    gen_.reset();
-    srv_->tenant_limiter.Release(gen_id_, 0, NowSeconds());
-    srv_->metrics.CountRejected("queue_full");
-    return RespondError(TooManyRequests("the server's request queue is full; retry later", 1, "queue_full"));
-  }
-}
-
-bool Session::ArmTimeout() {
-  const double limit = srv_->config.request_timeout_s;
-  const ApiError timeout{408, fmt::format("the request timed out after {} s (--request-timeout)", limit), "timeout", "", "timeout"};
-  const auto deadline = arrived_ + std::chrono::duration_cast<asio::steady_timer::duration>(std::chrono::duration<double>(limit));
-  if (asio::steady_timer::clock_type::now() >= deadline) {
-    // Spent preparing (a prepare queue, a grammar compile): never admitted, nothing to release.
-    timed_out_ = true;
-    if (gen_->routed()) gen_->Finished(true);
-    gen_.reset();
-    srv_->metrics.CountRejected("timeout");
-    RespondError(timeout);
-    return false;
-  }
-  gen_timer_.expires_at(deadline);
-  gen_timer_.async_wait([w = weak_from_this(), timeout](const beast::error_code& ec) {
-    auto s = w.lock();
-    if (ec || !s) return;
-    s->Abort(timeout);
-  });
-  return true;
-}
-
-void Session::StartGeneration() {
-  if (!gen_ || state_ == State::kGenerating || state_ == State::kClosed) return;
-  if (client_gone_) {  // left while queued; the slot was already granted
-    srv_->Release(gen_id_, true);
-    return Close();
-  }
-  state_ = State::kGenerating;
-  std::weak_ptr<Session> weak = weak_from_this();
-  auto wake = wake_;
-  asio::io_context* ioc = &srv_->ioc;
-  auto notify = [weak, wake, ioc] {
-    if (!wake->exchange(true))
-      asio::post(*ioc, [weak] {
-        if (auto s = weak.lock()) s->OnEngineEvents();
-      });
-  };
-  if (auto e = gen_->Start(notify)) {
-    // Keep the session alive while it gives its slot back (Release may drop the last reference).
-    std::shared_ptr<Session> self = shared_from_this();
-    srv_->Release(gen_id_, true);
-    state_ = State::kResponding;
-    if (e->status == 503 && gen_->routed()) {
-      // The model stopped taking requests: the route's baseline may.
-      if (auto f = gen_->Fallback(admitted_model_ + " is not accepting requests"); !f) {
-        gen_id_ = srv_->next_gen_id++;
-        return Admit();
-      } else {
-        e = f;
-      }
-    }
-    gen_timer_.cancel();
-    gen_->Finished(true);
-    gen_.reset();
-    return RespondError(*e);
-  }
-  if (gen_->streaming() && !gen_->holds_back()) WriteStreamHeaders();
-  WatchDisconnect();
-  OnEngineEvents();
-}
-
-void Session::WriteStreamHeaders() {
-  if (headers_sent_) return;
-  headers_sent_ = true;
+void Session::StartStream(const ResponseHead& head) {
   std::string h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
                   "Transfer-Encoding: chunked\r\nConnection: " + std::string(keep_alive_ ? "keep-alive" : "close") + "\r\n";
-  if (auto info = gen_->route_info()) h += "x-tarmac-route: " + RouteHeader(*info) + "\r\n";
+  for (const auto& [k, v] : HeadFields(head)) h += k + ": " + v + "\r\n";
   h += "x-request-id: " + request_id_ + "\r\n";
   h += CorsHeaders();
-  if (!cache_status_.empty()) h += "x-tarmac-cache: " + cache_status_ + "\r\n";
   Write(h + "\r\n");
-  std::string prelude = gen_->render().StreamPrelude();
-  if (!prelude.empty()) Write(HexChunk(prelude));
 }
 
-void Session::OnEngineEvents() {
-  wake_->store(false);
-  if (!gen_ || state_ != State::kGenerating) return;
-  std::string sse;
-  bool done = false;
-  try {
-    done = gen_->Poll(&sse);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tarmac serve: internal error streaming a response: %s\n", e.what());
-    gen_->CancelAll();
-  }
-  // A cascade that escalated runs on another model now: its admission slot follows.
-  if (gen_->model_name() != admitted_model_) {
-    admitted_model_ = gen_->model_name();
-    for (int64_t next : srv_->pool.admission().Transfer(gen_id_, admitted_model_)) {
-      auto n = srv_->inflight.find(next);
-      if (n != srv_->inflight.end()) {
-        std::shared_ptr<Session> s = n->second;
-        asio::post(srv_->ioc, [s] { s->StartGeneration(); });
-      }
-    }
-  }
-  if (gen_->streaming() && !client_gone_ && (gen_->released() || done)) WriteStreamHeaders();
-  if (gen_->streaming() && !client_gone_ && !sse.empty()) Write(HexChunk(sse));
-  if (done) FinishGeneration();
-}
+void Session::Chunk(const std::string& data) { Write(HexChunk(data)); }
 
-void Session::FinishGeneration() {
-  gen_timer_.cancel();
+void Session::EndStream(const std::string& tail, int status) {
   state_ = State::kResponding;
-  const int64_t generated = GeneratedTokens();
-  std::unique_ptr<GenerationJob> gen = std::move(gen_);
-  const bool failed = aborted_.has_value() || gen->render().EngineError().has_value();
-  gen->Finished(failed);
-  if (!failed && !session_id_.empty()) CountSessionUse(*gen);
-  const int64_t id = gen_id_;
-  if (client_gone_) {
-    srv_->metrics.CountResponse(route_, 499);  // nginx's "client closed request"
-    srv_->Release(id, true, generated);
-    Close();
-    return;
-  }
-  if (gen->streaming()) {
-    std::string tail;
-    if (aborted_) tail += "data: " + aborted_->ToJson() + "\n\n";
-    tail += gen->render().StreamEpilogue();
-    Write(HexChunk(tail) + "0\r\n\r\n");
-    srv_->metrics.CountResponse(route_, aborted_ ? aborted_->status : 200);
-    ResponseDone();
-  } else if (aborted_) {
-    RespondError(*aborted_);
-  } else if (auto e = gen->render().EngineError()) {
-    RespondError(*e);
-  } else {
-    std::vector<std::pair<std::string, std::string>> extra;
-    if (auto info = gen->route_info()) extra.emplace_back("x-tarmac-route", RouteHeader(*info));
-    if (!cache_status_.empty()) extra.emplace_back("x-tarmac-cache", cache_status_);
-    Respond(200, "application/json", gen->render().ResponseBody(), extra);
-  }
-  srv_->Release(id, true, generated);
+  Write(HexChunk(tail) + "0\r\n\r\n");
+  srv_->metrics().CountResponse(route_, status);
+  ResponseDone();
 }
 
-int64_t Session::GeneratedTokens() const {
-  int64_t n = 0;
-  if (gen_)
-    for (const ChoiceState& c : gen_->render().choices()) n += c.tokens;
-  return n;
+void Session::Respond(const std::string& body, const ResponseHead& head) {
+  Respond(200, "application/json", body, HeadFields(head));
 }
 
-void Session::Abort(const ApiError& why) {
-  if (!gen_ || aborted_) return;
-  if (why.status == 408) timed_out_ = true;
-  aborted_ = why;
-  if (state_ == State::kQueued) {
-    gen_.reset();
-    state_ = State::kResponding;
-    srv_->metrics.CountRejected(why.status == 408 ? "timeout" : "draining");
-    const int64_t id = gen_id_;
-    RespondError(why);
-    srv_->Release(id, false);
-    return;
-  }
-  if (state_ == State::kGenerating) gen_->CancelAll();  // events end within one engine step
+void Session::Drop(int status) {
+  if (status > 0) srv_->metrics().CountResponse(route_, status);
+  Close();
 }
 
 void Session::WatchDisconnect() {
@@ -482,9 +290,8 @@ void Session::WatchDisconnect() {
     if (ec) return self->OnClientGone();
     // Pipelined bytes of the next request: keep them for the next read (bounded).
     self->buf_.commit(asio::buffer_copy(self->buf_.prepare(n), asio::buffer(self->watch_buf_, n)));
-    if (self->buf_.size() > static_cast<size_t>(self->srv_->config.max_body_bytes) + 65536) return self->OnClientGone();
-    if (self->state_ == State::kPreparing || self->state_ == State::kQueued || self->state_ == State::kGenerating)
-      self->WatchDisconnect();
+    if (self->buf_.size() > static_cast<size_t>(self->srv_->config().max_body_bytes) + 65536) return self->OnClientGone();
+    if (self->state_ == State::kWaiting) self->WatchDisconnect();
   });
 }
 
@@ -493,25 +300,15 @@ void Session::OnClientGone() {
   client_gone_ = true;
   // An async_write in progress still reads outq_.front(): keep it until it completes.
   while (outq_.size() > (writing_ ? 1u : 0u)) outq_.pop_back();
-  if (state_ == State::kQueued) {
-    gen_.reset();
-    gen_timer_.cancel();
-    srv_->metrics.CountRejected("client_gone");
-    const int64_t id = gen_id_;
-    Close();
-    srv_->Release(id, false);
-  } else if (state_ == State::kGenerating) {
-    gen_->CancelAll();  // FinishGeneration closes once the engine confirms
-  } else {
-    if (state_ == State::kPreparing) srv_->metrics.CountRejected("client_gone");  // the job is dropped on return
-    Close();
-  }
+  if (flow_ && !flow_->ended()) return flow_->ClientGone();  // it drops the answer (Drop)
+  if (state_ == State::kWaiting) srv_->metrics().CountRejected("client_gone");  // the work is dropped on return
+  Close();
 }
 
 void Session::Respond(int status, const std::string& content_type, const std::string& body,
                       const std::vector<std::pair<std::string, std::string>>& extra) {
-  status_ = status;
-  srv_->metrics.CountResponse(route_.empty() ? "other" : route_, status);
+  state_ = State::kResponding;
+  srv_->metrics().CountResponse(route_.empty() ? "other" : route_, status);
   std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n", status,
                               Reason(status), content_type, body.size(), keep_alive_ ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";

@@ -23,9 +23,9 @@ void Session::HandleModels(const std::string& one) {
     return;
   }
   Json data = Json::array();
-  for (const auto& m : srv_->pool.models()) data.push_back(card(*m));
-  if (srv_->router) {
-    for (const std::string& r : srv_->router->route_names())
+  for (const auto& m : srv_->pool().models()) data.push_back(card(*m));
+  if (srv_->router()) {
+    for (const std::string& r : srv_->router()->route_names())
       data.push_back(Json{{"id", r}, {"object", "model"}, {"created", 0}, {"owned_by", "tarmac"}, {"root", r},
                           {"tarmac", {{"route", true}}}});
   }
@@ -52,7 +52,7 @@ void Session::HandleTokenize(bool detokenize) {
   const router::PoolModel* m = srv_->FindModel(r->model);
   if (!m) return RespondError(NotFound("The model '" + r->model + "' does not exist", "model", "model_not_found"));
   // Off the I/O thread (session_prepare.cc), as a generation's prompt is.
-  OffIoThread([m, r, parse_special = r->parse_special.value_or(srv_->config.parse_special)]() -> Then {
+  OffIoThread([m, r, parse_special = r->parse_special.value_or(srv_->config().parse_special)]() -> Then {
     std::vector<int32_t> ids;
     if (r->is_chat) {
       auto enc = m->chat.Encode(r->messages, nullptr, r->add_generation_prompt, *m->tokenizer);
@@ -75,7 +75,7 @@ void Session::HandleReady() {
   if (srv_->draining) return RespondError(Unavailable("the server is draining"));
   if (!srv_->ready) return RespondError(Unavailable("the server is loading models"));
   Json models = Json::object();
-  for (const auto& m : srv_->pool.models()) {
+  for (const auto& m : srv_->pool().models()) {
     if (const std::string why = m->engine->failure(); !why.empty())
       return RespondError(Unavailable("model '" + m->name + "' is unhealthy: its engine failed (" + why + ")"));
     if (!m->engine->accepting()) return RespondError(Unavailable("model '" + m->name + "' is not accepting requests"));
@@ -110,8 +110,8 @@ void Session::HandleRender(ApiKind kind, const std::string& tenant) {
 void Session::HandleFeedback(const std::string& tenant) {
   FeedbackRequest r;
   if (auto e = ParseFeedbackRequest(parser_->get().body(), &r)) return RespondError(*e);
-  if (!srv_->router) return RespondError(NotFound("no routed response with id '" + r.id + "' (this server has no routes)", "id"));
-  Status st = srv_->router->Feedback(r.id, tenant, r.score);
+  if (!srv_->router()) return RespondError(NotFound("no routed response with id '" + r.id + "' (this server has no routes)", "id"));
+  Status st = srv_->router()->Feedback(r.id, tenant, r.score);
   if (st.code() == StatusCode::kNotFound) return RespondError(NotFound(st.message(), "id"));
   if (!st.ok()) return RespondError(FromStatus(st));
   Respond(200, "application/json", "{\"status\":\"ok\"}");

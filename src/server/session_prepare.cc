@@ -1,13 +1,8 @@
-// Session (server_internal.h): a request's CPU-bound preparation off the I/O thread. The
-// generation job (or, for /render and /tokenize, a copy of what they read) goes to the server's
-// prepare workers, and what comes back runs on the I/O thread: the I/O thread never renders a
-// template, encodes a prompt or compiles a grammar, so /health and every other connection go
-// on while a costly request prepares.
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <unordered_map>
-
+// Session (server_internal.h): the work its own endpoints (/tokenize, /render) hand off the I/O
+// thread, and what a request's headers say to the caches. The I/O thread never renders a
+// template, encodes a prompt or compiles a grammar unless that is cheap (InlineWorkScope), so
+// /health and every other connection go on while a costly request prepares.
+#include "base/thread_role.h"
 #include "server/server_internal.h"
 
 namespace tarmac::server {
@@ -16,16 +11,21 @@ namespace {
 // Encoding this much text takes well under a millisecond: less than the hop to a worker.
 constexpr size_t kCheapBodyBytes = 16 << 10;
 
-}  // namespace
-
-int64_t Server::Impl::TenantPrepareShare() const {
-  const int64_t capacity = config.prepare_threads + config.prepare_queue;
-  return std::max<int64_t>(1, capacity - std::max<int64_t>(1, capacity / 4));
+std::string HeaderOf(const http::request<http::string_body>& req, std::string_view name) {
+  auto it = req.find(boost::beast::string_view(name.data(), name.size()));
+  return it == req.end() ? std::string() : std::string(it->value());
 }
 
-void Server::Impl::ForgetPreparing(const std::string& tenant) {
-  auto it = preparing_by_tenant.find(tenant);
-  if (it != preparing_by_tenant.end() && --it->second <= 0) preparing_by_tenant.erase(it);
+}  // namespace
+
+CacheHeaders Session::RequestCacheHeaders() const {
+  CacheHeaders h;
+  if (!parser_) return h;
+  const auto& req = parser_->get();
+  h.policy_version = HeaderOf(req, "x-tarmac-policy-version");
+  h.accept_language = HeaderOf(req, "accept-language");
+  h.cache_control = HeaderOf(req, "cache-control");
+  return h;
 }
 
 bool Session::CheapToPrepare(bool constrained) const {
@@ -35,100 +35,36 @@ bool Session::CheapToPrepare(bool constrained) const {
 void Session::OffIoThread(std::function<Then()> work, bool cheap) {
   if (cheap) {
     state_ = State::kResponding;
-    return work()(this);
-  }
-  int64_t& mine = srv_->preparing_by_tenant[tenant_];
-  if (srv_->config.keys && mine >= srv_->TenantPrepareShare()) {
-    srv_->metrics.CountRejected("prepare_busy");
-    return RespondError(Unavailable(fmt::format("tenant '{}' has {} requests preparing, its share of the prepare threads and "
-                                                "queue (--prepare-threads, --prepare-queue); retry later",
-                                                tenant_, mine),
-                                    1));
-  }
-  std::shared_ptr<Session> self = shared_from_this();
-  Server::Impl* srv = srv_;
-  auto job = [self, srv, tenant = tenant_, work = std::move(work)]() mutable {
     Then then;
-    std::exception_ptr failed;
-    try {
-      std::function<Then()> w = std::move(work);  // its captures go here, on the worker
-      then = w();
-    } catch (...) {
-      failed = std::current_exception();
+    {
+      InlineWorkScope inline_work;
+      then = work();
     }
-    // What `then` holds (the job) is destroyed on the I/O thread, or unrun with the io_context.
-    asio::post(srv->ioc, [self, srv, tenant, then = std::move(then), failed] {
-      srv->preparing--;
-      srv->ForgetPreparing(tenant);
-      if (self->state_ != State::kClosed) {
-        self->state_ = State::kResponding;
-        try {
-          if (failed) std::rethrow_exception(failed);
-          then(self.get());
-        } catch (const std::exception& e) {
-          self->InternalError("preparing", e);
-        }
-      }
-      srv->CheckDrained();
+    return then(this);
+  }
+  // The continuation holds the session until it ran (a client gone meanwhile: it is dropped).
+  auto self = shared_from_this();
+  auto job = [self, work = std::move(work)]() -> FlowServices::Continuation {
+    FlowServices::Continuation then = CaptureThrow([&]() -> FlowServices::Continuation {
+      return [self, then = work()] { then(self.get()); };
     });
+    return [self, then = std::move(then)] {
+      if (self->state_ == State::kClosed) return;
+      self->state_ = State::kResponding;
+      try {
+        then();
+      } catch (const std::exception& e) {
+        self->InternalError("preparing", e);
+      }
+    };
   };
-  state_ = State::kPreparing;
-  srv_->preparing++;
-  ++mine;
-  if (!srv_->preparer->TrySubmit(std::move(job))) {
-    srv_->preparing--;
-    srv_->ForgetPreparing(tenant_);
+  state_ = State::kWaiting;
+  if (auto refused = srv_->OffIoThread(tenant_, std::move(job))) {
     state_ = State::kResponding;
-    srv_->metrics.CountRejected("prepare_busy");
-    RespondError(Unavailable(fmt::format("the server is busy preparing other requests ({} waiting, --prepare-queue); "
-                                         "retry later", srv_->preparer->waiting()),
-                             1));
+    srv_->metrics().CountRejected("prepare_busy");
+    return RespondError(*refused);
   }
-}
-
-void Session::PrepareGeneration() {
-  // The job is the worker's until its answer comes back: the session keeps no pointer to it.
-  const bool cheap = CheapToPrepare(gen_->constrained());
-  JobHolder job = std::make_shared<std::unique_ptr<GenerationJob>>(std::move(gen_));
-  if ((*job)->needs_decision() && !cheap) {
-    OffIoThread([job]() -> Then {
-      auto probe = std::make_shared<Result<router::PreparedRequests>>((*job)->Probe());
-      return [job, probe](Session* s) { s->OnProbed(job, *probe); };
-    }, false);
-  } else {
-    OffIoThread([job]() -> Then {
-      std::optional<ApiError> e = (*job)->Prepare();  // cheap, so inline: an undecided route decides in it
-      return [job, e](Session* s) { s->OnPrepared(job, e); };
-    }, cheap);
-  }
-  if (state_ == State::kPreparing) WatchDisconnect();  // a client gone meanwhile drops the job
-}
-
-void Session::OnProbed(JobHolder job, const Result<router::PreparedRequests>& probe) {
-  gen_ = std::move(*job);
-  std::optional<ApiError> e = probe.ok() ? gen_->Decide(*probe) : FromStatus(probe.status());
-  if (e) {
-    gen_.reset();
-    return RespondError(*e);
-  }
-  PrepareGeneration();  // the chosen model's requests
-}
-
-void Session::OnPrepared(JobHolder job, const std::optional<ApiError>& error) {
-  gen_ = std::move(*job);
-  if (error) {
-    gen_.reset();
-    return RespondError(*error);
-  }
-  // The request body is no longer needed; free it now (a long-lived stream must not pin it).
-  parser_.reset();
-  gen_id_ = srv_->next_gen_id++;
-  if (!ArmTimeout()) return;
-  if (cache_status_ == "hit") {  // no engine, so no admission slot
-    admitted_model_ = gen_->model_name();
-    return StartGeneration();
-  }
-  Admit();
+  WatchDisconnect();
 }
 
 }  // namespace tarmac::server

@@ -8,8 +8,8 @@
 namespace tarmac::server {
 
 void Session::HandleSlo() {
-  const control::SloReport r = control::BuildSloReport(*srv_->config.metrics, srv_->config.slo_tracker.get(),
-                                                       srv_->config.controller.get(), NowSeconds());
+  const control::SloReport r = control::BuildSloReport(*srv_->config().metrics, srv_->config().slo_tracker.get(),
+                                                       srv_->config().controller.get(), NowSeconds());
   Respond(200, "application/json", DumpJson(control::ToJson(r)));
 }
 

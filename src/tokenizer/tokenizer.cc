@@ -121,6 +121,7 @@ bool Tokenizer::IsEndOfGeneration(int32_t id) const {
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOptions& opts) const {
+  encode_calls_.fetch_add(1, std::memory_order_relaxed);
   std::vector<int32_t> out;
   if (opts.add_special && vocab_.add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
 

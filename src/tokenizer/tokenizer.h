@@ -3,6 +3,7 @@
 // call from many threads at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,6 +54,9 @@ class Tokenizer {
   int32_t Find(std::string_view text) const;
   // Control and user-defined tokens (what parse_special recognises), longest text first.
   const std::vector<int32_t>& special_ids() const { return special_ids_; }
+  // How many times Encode ran (any thread): what tests count to show a request's prompt is
+  // encoded once per model.
+  int64_t encode_calls() const { return encode_calls_.load(std::memory_order_relaxed); }
 
  private:
   explicit Tokenizer(Vocab vocab);
@@ -73,6 +77,7 @@ class Tokenizer {
   std::unordered_map<uint64_t, uint64_t> merges_;
   int32_t byte_tokens_[256];  // SPM: id of "<0xXX>"; BPE: id of the byte's mapped char
   std::vector<int32_t> special_ids_;  // control/user-defined tokens, longest text first
+  mutable std::atomic<int64_t> encode_calls_{0};
   std::unique_ptr<PreTokenizer> pre_;
 };
 
