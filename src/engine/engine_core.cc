@@ -6,8 +6,7 @@
 #include "base/check.h"
 #include "base/clock.h"
 #include "kv/kv_budget.h"
-#include "speculative/draft_model_proposer.h"
-#include "speculative/ngram_proposer.h"
+#include "model/kv_layout.h"
 
 namespace tarmac::engine {
 namespace {
@@ -17,7 +16,7 @@ namespace {
 Result<int32_t> KvBlocks(const EngineConfig& c, int64_t bytes_per_block) {
   if (c.kv.blocks > 0) return c.kv.blocks;
   if (c.kv.memory_bytes > 0) return kv::BlocksForBytes(c.kv.memory_bytes, bytes_per_block);
-  const int64_t per_seq = (c.sched.max_context + c.sched.block_size - 1) / c.sched.block_size;
+  const int64_t per_seq = model::BlocksFor(c.sched.max_context, c.sched.block_size);
   int64_t want = per_seq * c.sched.max_running;
   auto avail = kv::AvailableMemoryBytes();
   if (avail.ok()) want = std::min<int64_t>(want, std::max<int64_t>(per_seq, *avail / 2 / bytes_per_block));
@@ -39,26 +38,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(model::LlamaModel* model,
   c.kv.memory_bytes = bpb * shape.num_blocks;
   auto core = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, shape));
   if (!c.cpus.empty()) TARMAC_RETURN_IF_ERROR(core->pool_threads_.PinWorkers(c.cpus));
-  const SpeculationConfig& sp = c.spec;
-  const bool use_draft = sp.mode == SpecMode::kDraft || (sp.mode == SpecMode::kAuto && sp.draft_model);
-  if (use_draft) {
-    // The draft runs on the engine's own threads (see DraftModelProposer::Create).
-    TARMAC_ASSIGN_OR_RETURN(core->proposer_, speculative::DraftModelProposer::Create(
-                                                 sp.draft_model, mc.n_vocab, c.sched.max_context,
-                                                 c.sched.max_running, &core->pool_threads_));
-    // Trees need tree attention, which sliding windows do not have (their masks are ranges).
-    core->trees_ok_ = std::all_of(mc.layer_window.begin(), mc.layer_window.end(), [](int32_t w) { return w == 0; });
-  } else if (sp.mode == SpecMode::kNgram || sp.mode == SpecMode::kAuto) {
-    // Matches of 2+ tokens: a single-token match proposes mostly noise (bench/NOTES.md).
-    core->proposer_ = std::make_unique<speculative::NgramProposer>(2, 3);
-  }
+  TARMAC_ASSIGN_OR_RETURN(core->spec_, SpecDriver::Create(c.spec, mc, c.sched, &core->pool_threads_, core.get(),
+                                                          core->sched_.get(), &core->cache_, core->metrics_.get()));
   return core;
 }
 
 EngineCore::EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer,
                        const EngineConfig& config, const model::KvShape& shape)
     : model_(model), tok_(tokenizer), config_(config), pool_threads_(config.threads),
-      cache_(shape), policy_(config.spec.policy_config) {
+      cache_(shape) {
   pool_ = std::make_unique<kv::BlockPool>(shape.num_blocks);
   if (config_.kv.prefix_cache) tree_ = std::make_unique<prefix::RadixTree>(pool_.get(), config_.sched.block_size);
   sched_ = std::make_unique<sched::Scheduler>(config_.sched, pool_.get(), tree_.get());
@@ -154,7 +142,7 @@ void EngineCore::FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, c
   const double now = NowSeconds();
   if (sched_->Has(id)) a.metrics.cached_prompt_tokens = sched_->prefix_hit_tokens(id);
   sched_->Finish(id);
-  if (proposer_) proposer_->Release(id);
+  spec_->Release(id);
   a.metrics.e2e_s = now - a.submit_s;
   a.metrics.queue_s = (a.first_sched_s > 0 ? a.first_sched_s : now) - a.submit_s;
   metrics_->RequestFinished(a.metrics, reason, now);
@@ -219,18 +207,21 @@ void EngineCore::SetKnobs(const EngineKnobs& k) {
   sched_->SetAdmitPriorityLimit(k.admit_max_priority);
 }
 
-int32_t EngineCore::KCap(metrics::BucketId b) const {
-  int32_t cap = knobs_.spec_max_k;
-  if (auto it = knobs_.bucket_max_k.find(b); it != knobs_.bucket_max_k.end()) cap = std::min(cap, it->second);
-  return cap;
-}
-
 void EngineCore::Accept(ActiveRequest& a, int32_t token) {
   a.sampler->Accept(token);
   if (a.grammar) {
     const bool ok = a.grammar->Accept(token);
     TARMAC_CHECK(ok);  // sampled under the grammar's mask
   }
+}
+
+SpecHost::Request EngineCore::SpecRequest(int64_t id) {
+  ActiveRequest& a = active_.at(id);
+  return {.bucket = a.req.bucket,
+          .speculative = a.req.speculative,
+          .tokens_left = a.req.max_tokens - a.metrics.output_tokens,
+          .sampler = a.sampler.get(),
+          .grammar = a.grammar.get()};
 }
 
 void EngineCore::Sample(int64_t id, std::span<float> logits, double now) {
@@ -312,167 +303,6 @@ bool EngineCore::Emit(int64_t id, sampling::SampleResult r, double now) {
   return true;
 }
 
-void EngineCore::Draft() {
-  drafts_.clear();
-  trees_.clear();
-  if (!proposer_ || !knobs_.speculation) return;
-  std::vector<int64_t> ready = sched_->DecodeReady();
-  const bool policy = config_.spec.policy;
-  std::unordered_map<metrics::BucketId, int32_t> per_bucket;  // decode-ready requests per bucket
-  for (int64_t id : ready) ++per_bucket[active_.at(id).req.bucket];
-  // Buckets decide one after another, best acceptance first, each seeing the draft tokens
-  // the ones before it put into the shared step (its verification is priced on top of them,
-  // and their requests are among those it must not slow down too much): deciding each alone
-  // on a plain step, two speculating buckets would each price a step the other made larger.
-  if (policy) {
-    std::unordered_map<metrics::BucketId, double> accept;
-    for (const auto& [bucket, n] : per_bucket) accept[bucket] = policy_.AcceptanceEstimate(bucket);
-    std::stable_sort(ready.begin(), ready.end(), [&](int64_t x, int64_t y) {
-      const metrics::BucketId bx = active_.at(x).req.bucket, by = active_.at(y).req.bucket;
-      return bx != by && (accept[bx] != accept[by] ? accept[bx] > accept[by] : bx < by);
-    });
-  }
-  std::unordered_map<metrics::BucketId, int32_t> drafted;  // draft (tree) tokens chosen per bucket
-  int32_t drafted_total = 0;
-  const speculative::SpecPolicyConfig& pc = config_.spec.policy_config;
-  const bool trees = trees_ok_ && pc.max_width > 0 && pc.max_branch > 0;
-  std::vector<speculative::ProposeRequest> reqs;
-  std::vector<speculative::TreeShape> shapes;
-  for (int64_t id : ready) {
-    ActiveRequest& a = active_.at(id);
-    if (!a.req.speculative) continue;
-    const metrics::BucketId b = a.req.bucket;
-    const int32_t cap = KCap(b);
-    speculative::TreeShape shape{cap, 0, 0};
-    if (policy) {
-      shape = policy_.ChooseShape(b, static_cast<int32_t>(ready.size()), per_bucket[b], drafted_total - drafted[b],
-                                  cap, trees);
-      metrics_->SpecDecision(b, shape.depth);
-    } else if (trees) {
-      shape = {cap, pc.max_width, pc.max_branch};
-    }
-    shape.depth = std::min(shape.depth, a.req.max_tokens - a.metrics.output_tokens - 1);  // never past max_tokens
-    if (shape.depth <= 0) continue;
-    drafted[b] += shape.Nodes();
-    drafted_total += shape.Nodes();
-    // With trees on, siblings are drawn for every request: the policy measures how often
-    // they would have hit, chains included.
-    reqs.push_back({id, &sched_->tokens(id), a.sampler.get(), shape.depth, trees ? pc.max_width : 0});
-    shapes.push_back(shape);
-  }
-  if (reqs.empty()) return;
-  const double t0 = NowSeconds();
-  std::vector<std::vector<sampling::DraftToken>> out;
-  proposer_->Propose(reqs, &out);
-  CheckDraftsAgainstGrammars(reqs, &out);
-  int32_t rounds = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    rounds = std::max(rounds, static_cast<int32_t>(out[i].size()));
-    if (out[i].empty()) continue;
-    const speculative::TreeShape& shape = shapes[i];
-    Planned plan{shape, speculative::TokenTree::Build(out[i], shape, std::max(pc.max_tree_tokens, shape.depth))};
-    sched_->SetLookahead(reqs[i].id, plan.tree.size());
-    drafts_[reqs[i].id] = std::move(out[i]);
-    trees_[reqs[i].id] = std::move(plan);
-  }
-  const double dt = NowSeconds() - t0;
-  metrics_->DraftSeconds(dt);
-  // Every proposer's cost is measured (the policy acts only on measured costs). A draft
-  // model's prompt catch-ups are left out: one new request's catch-up priced its rounds far
-  // above their steady cost and kept a paying bucket off (bench/NOTES.md).
-  int32_t steady_rounds = 0;
-  double steady_s = 0;
-  if (proposer_->SteadyRounds(&steady_rounds, &steady_s)) {
-    if (steady_rounds > 0) policy_.ObserveDraft(steady_rounds, steady_s, static_cast<int32_t>(reqs.size()));
-  } else {
-    policy_.ObserveDraft(rounds, dt, static_cast<int32_t>(reqs.size()));
-  }
-}
-
-void EngineCore::CheckDraftsAgainstGrammars(std::span<const speculative::ProposeRequest> reqs,
-                                            std::vector<std::vector<sampling::DraftToken>>* drafts) {
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    ActiveRequest& a = active_.at(reqs[i].id);
-    std::vector<sampling::DraftToken>& d = (*drafts)[i];
-    if (!a.grammar || d.empty()) continue;
-    const int32_t allowed = a.grammar->CheckDraft(d);
-    if (allowed == static_cast<int32_t>(d.size())) continue;
-    d.resize(static_cast<size_t>(allowed));
-    // Without drafts no verification rolls the proposer back: its guesses past the known
-    // tokens must not be taken for computed ones next step.
-    if (d.empty()) proposer_->Rollback(reqs[i].id, static_cast<int32_t>(reqs[i].tokens->size()));
-  }
-}
-
-void EngineCore::Verify(int64_t id, float* logits, const std::vector<int32_t>& block_table, double now) {
-  const std::vector<sampling::DraftToken>& drafts = drafts_.at(id);
-  const speculative::TokenTree& tree = trees_.at(id).tree;
-  const int32_t V = model_->config().n_vocab;
-  const int32_t bs = config_.sched.block_size;
-  const int32_t len_before = static_cast<int32_t>(sched_->tokens(id).size());
-  const metrics::BucketId bucket = active_.at(id).req.bucket;
-  auto slot = [&](int32_t pos) { return static_cast<int64_t>(block_table[pos / bs]) * bs + pos % bs; };
-  int32_t accepted = 0;        // tokens accepted from the tree
-  int32_t spine_accepted = 0;  // of which on the spine (what the proposer's KV agrees with)
-  int32_t row = 0;             // logits row of the node whose children are verified next
-  bool finished = false, leaf = false;
-  for (int32_t d = 0; !finished; ++d) {
-    std::span<float> r(logits + static_cast<int64_t>(row) * V, static_cast<size_t>(V));
-    ActiveRequest& a = active_.at(id);  // a finished request is gone: look it up each time
-    // The grammar's mask at this position: the tokens accepted so far are this row's prefix.
-    const grammar::TokenBitmask* mask = nullptr;
-    if (a.grammar) {
-      mask = a.grammar->Mask();
-      if (mask == nullptr) {
-        FinishRequest(id, FinishReason::kStop, TokenEvent{}, Status::Ok());
-        finished = true;
-        break;
-      }
-    }
-    if (d == tree.spine || leaf) {  // the path passed its last node: the bonus token
-      sampling::SampleResult b = a.sampler->Sample(r, mask);
-      Accept(a, b.id);
-      sched_->AppendToken(id, b.id);
-      finished = Emit(id, std::move(b), now);
-      break;
-    }
-    const std::vector<int32_t> cand = tree.Candidates(drafts, d);
-    sampling::CandidatesOutcome v = sampling::VerifyCandidates(*a.sampler, r, cand, drafts[d].q, mask);
-    Accept(a, v.token.id);
-    const int32_t node = v.accepted >= 0 ? tree.Child(d, cand[v.accepted]) : -1;
-    if (node != d && !drafts[d].alts.empty()) {
-      // The spine was rejected here: where the target's token ranks among the draft's
-      // siblings (all drawn, in the tree or not) is what the policy prices trees by.
-      const auto& alts = drafts[d].alts;
-      const auto it = std::find(alts.begin(), alts.end(), v.token.id);
-      policy_.ObserveSibling(bucket, it == alts.end() ? -1 : static_cast<int32_t>(it - alts.begin()),
-                             static_cast<int32_t>(alts.size()));
-    }
-    if (node >= 0) {
-      ++accepted;
-      if (node == d) {
-        ++spine_accepted;
-      } else {
-        // A sibling: its K/V moves onto position len_before + d, where the path needs it.
-        cache_.CopyToken(slot(len_before + node), slot(len_before + d));
-        leaf = true;
-      }
-      sched_->AcceptDraftToken(id, v.token.id);
-      row = 1 + node;
-    } else {
-      sched_->AppendToken(id, v.token.id);
-    }
-    finished = Emit(id, std::move(v.token), now);
-    if (node < 0) break;
-  }
-  policy_.ObserveVerify(bucket, tree.spine, spine_accepted);
-  metrics_->SpecVerified(bucket, tree.size(), accepted);
-  if (!finished) {
-    proposer_->Rollback(id, len_before + spine_accepted);
-    sched_->TrimToComputed(id);
-  }
-}
-
 void EngineCore::Warmup() { model_->Warmup(&pool_threads_, cache_.shape().dtype); }
 
 void EngineCore::PublishEvents() {
@@ -501,7 +331,7 @@ void EngineCore::ApplyKvRelief() {
   if (knobs_.preempt_above_priority == INT32_MAX) return;
   for (int64_t id : sched_->PreemptAbove(knobs_.preempt_above_priority)) {
     ++active_.at(id).metrics.preemptions;
-    if (proposer_) proposer_->Release(id);
+    spec_->Release(id);
   }
 }
 
@@ -512,97 +342,80 @@ bool EngineCore::Step() {
   CheckFailuresThrow checks_throw;
   step_faults_ = 0;
   const double t0 = NowSeconds();
+  // Schedule: KV relief first, then drafts (the scheduler reserves their lookahead).
   ApplyKvRelief();
-  Draft();
-  sched::SchedulerOutput out = sched_->Schedule();
-  for (int64_t id : out.preempted) {
-    ++active_.at(id).metrics.preemptions;
-    if (proposer_) proposer_->Release(id);
-  }
-  for (int64_t id : out.failed) FailRequest(id, "out of memory allocating its KV blocks (std::bad_alloc)");
-  max_concurrent_.store(std::max(max_concurrent_.load(std::memory_order_relaxed), sched_->num_running()),
-                        std::memory_order_relaxed);
+  spec_->Draft(knobs_);
+  const sched::SchedulerOutput out = ScheduleStep();
   if (out.empty()) {
     PublishEvents();  // evictions while trying to schedule
     CheckAfterFaults();
     return !out.failed.empty();
   }
-  for (const sched::ScheduledSeq& s : out.seqs)
-    if (active_.at(s.id).req.fault == InjectedFault::kEngine)
-      throw std::runtime_error("injected fault 'engine': the step failed outside any request's processing");
-  const int32_t bs = config_.sched.block_size;
-  batch_.Clear();
-  batch_.block_tables.resize(out.seqs.size());
-  rows_.assign(out.seqs.size(), SeqRows{});
-  // Trees within the slots each request got (the budget may have cut its lookahead), and
-  // whether the batch has any (then tree positions and masks go with it).
-  bool any_tree = false;
-  for (const sched::ScheduledSeq& s : out.seqs) {
-    if (s.num_draft == 0) continue;
-    Planned& p = trees_.at(s.id);
-    if (s.num_draft < p.tree.size()) {
-      p.tree = speculative::TokenTree::Build(drafts_.at(s.id), p.shape, s.num_draft);
-    }
-    any_tree = any_tree || p.tree.size() > p.tree.spine;
+  InjectStepFault(out);
+  // Build the batch and run it; the sequences whose pass worked are committed.
+  const int32_t prefill_tokens = BuildBatch(out, t0);
+  double forward_s = 0;
+  const std::vector<std::string> failed = RunForward(out, prefill_tokens, &forward_s);
+  CommitAndFail(out, failed);
+  ReleaseOutsideWindow(out, failed);
+  // Sample or verify, then postprocess: metrics, prefix-cache events, the integrity check.
+  if (SampleAndVerify(out, failed)) metrics_->VerifySeconds(forward_s);
+  metrics_->StepDone();
+  PublishEvents();
+  CheckAfterFaults();
+  return true;
+}
+
+sched::SchedulerOutput EngineCore::ScheduleStep() {
+  sched::SchedulerOutput out = sched_->Schedule();
+  for (int64_t id : out.preempted) {
+    ++active_.at(id).metrics.preemptions;
+    spec_->Release(id);
   }
-  if (any_tree) batch_.tree_begin.assign(out.seqs.size(), -1);
-  int32_t prefill_tokens = 0;
+  for (int64_t id : out.failed) FailRequest(id, "out of memory allocating its KV blocks (std::bad_alloc)");
+  max_concurrent_.store(std::max(max_concurrent_.load(std::memory_order_relaxed), sched_->num_running()),
+                        std::memory_order_relaxed);
+  return out;
+}
+
+int32_t EngineCore::BuildBatch(const sched::SchedulerOutput& out, double t0) {
+  spec_->FitTrees(out.seqs);
+  batch_seqs_.resize(out.seqs.size());
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
     ActiveRequest& a = active_.at(s.id);
     if (a.first_sched_s == 0) a.first_sched_s = t0;
-    batch_.block_tables[i] = *s.block_table;
-    const std::vector<int32_t>& table = batch_.block_tables[i];
-    const int32_t known = s.num_tokens - s.num_draft;
-    const int32_t prompt_len = a.metrics.prompt_tokens;
-    const speculative::TokenTree* tree = s.num_draft > 0 ? &trees_.at(s.id).tree : nullptr;
-    const bool is_tree = tree != nullptr && tree->size() > tree->spine;
-    if (is_tree) batch_.tree_begin[i] = s.start + known;
-    const int32_t feed = known + (tree != nullptr ? tree->size() : 0);
-    rows_[i].begin = static_cast<int32_t>(batch_.logits_for.size());
-    rows_[i].first_token = batch_.n_tokens();
-    for (int32_t t = 0; t < feed; ++t) {
-      const int32_t pos = s.start + t;
-      batch_.tokens.push_back(t < known ? (*s.tokens)[pos] : tree->token[t - known]);
-      batch_.positions.push_back(pos);
-      batch_.seq.push_back(static_cast<int32_t>(i));
-      batch_.slots.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
-      if (any_tree) {
-        // A node's RoPE position is the root's plus its depth; its mask, its ancestors.
-        const bool node = is_tree && t >= known;
-        batch_.rope_positions.push_back(node ? s.start + known - 1 + tree->depth[t - known] : pos);
-        batch_.tree_mask.push_back(node ? tree->mask[t - known] : 0);
-      }
-      // Logits of prompt positions whose logprobs are wanted and not captured yet (a request
-      // back from preemption recomputes them, but has them), of the last known token, and of
-      // every draft when verifying.
-      if (a.req.prompt_logprobs >= 0 && pos + 1 < prompt_len && pos + 1 >= a.prompt_lp_next) {
-        batch_.logits_for.push_back(batch_.n_tokens() - 1);
-        ++rows_[i].prompt;
-      } else if (s.sample && t >= known - 1) {
-        batch_.logits_for.push_back(batch_.n_tokens() - 1);
-      }
-    }
-    rows_[i].count = static_cast<int32_t>(batch_.logits_for.size()) - rows_[i].begin;
-    const bool decode = s.num_draft > 0 || (s.num_tokens == 1 && s.sample && s.start >= a.metrics.prompt_tokens);
-    if (!decode) prefill_tokens += s.num_tokens;
+    batch_seqs_[i] = {.tree = s.num_draft > 0 ? spec_->Tree(s.id) : nullptr,
+                      .prompt_len = a.metrics.prompt_tokens,
+                      .prompt_logprobs = a.req.prompt_logprobs,
+                      .prompt_lp_next = a.prompt_lp_next};
   }
+  return BuildForwardBatch(out.seqs, batch_seqs_, config_.sched.block_size, &batch_, &rows_);
+}
+
+std::vector<std::string> EngineCore::RunForward(const sched::SchedulerOutput& out, int32_t prefill_tokens,
+                                                double* forward_s) {
   const double tf = NowSeconds();
-  std::vector<std::string> failed = Forward(out);  // per sequence: "" or why its forward failed
-  const double forward_s = NowSeconds() - tf;
+  std::vector<std::string> failed = Forward(out);
+  *forward_s = NowSeconds() - tf;
   // The policy's step costs are those of decode steps (plain decodes and verifications): a
   // step that also carries a prefill chunk costs what its prompt tokens cost.
   if (prefill_tokens == 0) {
-    policy_.ObserveStep(batch_.n_tokens(), forward_s);
+    spec_->policy().ObserveStep(batch_.n_tokens(), *forward_s);
   } else {
-    prefill_costs_.Observe(batch_.n_tokens(), forward_s);
+    prefill_costs_.Observe(batch_.n_tokens(), *forward_s);
   }
-  CommitAndFail(out, failed);
-  // Sliding-window models: KV blocks that no layer reads again go back to the pool.
-  if (const int32_t window = model_->config().KvRetentionWindow(); window > 0) {
-    for (size_t i = 0; i < out.seqs.size(); ++i)
-      if (failed[i].empty()) sched_->ReleaseOutsideWindow(out.seqs[i].id, window);
-  }
+  return failed;
+}
+
+void EngineCore::ReleaseOutsideWindow(const sched::SchedulerOutput& out, const std::vector<std::string>& failed) {
+  const int32_t window = model_->config().KvRetentionWindow();
+  if (window <= 0) return;
+  for (size_t i = 0; i < out.seqs.size(); ++i)
+    if (failed[i].empty()) sched_->ReleaseOutsideWindow(out.seqs[i].id, window);
+}
+
+bool EngineCore::SampleAndVerify(const sched::SchedulerOutput& out, const std::vector<std::string>& failed) {
   const int32_t V = model_->config().n_vocab;
   const double now = NowSeconds();
   bool verified = false;
@@ -619,7 +432,7 @@ bool EngineCore::Step() {
       }
       if (!s.sample) continue;
       if (s.num_draft > 0) {
-        Verify(s.id, rows, *s.block_table, now);
+        spec_->Verify(s.id, rows, *s.block_table, now);
         verified = true;
       } else {
         Sample(s.id, std::span<float>(rows, static_cast<size_t>(V)), now);
@@ -628,16 +441,12 @@ bool EngineCore::Step() {
       FailRequest(s.id, e.what());
     }
   }
-  if (verified) metrics_->VerifySeconds(forward_s);
-  metrics_->StepDone();
-  PublishEvents();
-  CheckAfterFaults();
-  return true;
+  return verified;
 }
 
 Status EngineCore::CheckIntegrity() const {
   TARMAC_RETURN_IF_ERROR(sched_->CheckIntegrity());
-  if (proposer_) TARMAC_RETURN_IF_ERROR(proposer_->CheckIntegrity());
+  TARMAC_RETURN_IF_ERROR(spec_->CheckIntegrity());
   return Status::Ok();
 }
 

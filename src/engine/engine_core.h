@@ -7,11 +7,12 @@
 // owners it calls: SamplingParams::Validate, sched::CheckAdmission) and Add; a ValidRequest is
 // the proof that the checks ran, so Add never checks again.
 //
-// Owns the KV cache, block pool, prefix tree, scheduler, thread pool, proposer, policy, the
-// engine's metric series, the model's compiled grammars (GrammarCache) and per-request state
-// (sampler, grammar constraint, detokenizer, stop matcher, timings). A constrained request's
-// logits are masked by its grammar before sampling and before verifying drafts (which are
-// first cut where the grammar forbids a token); free requests in the same step are untouched.
+// Owns the KV cache, block pool, prefix tree, scheduler, thread pool, the speculation driver
+// (proposer and policy: engine/spec_driver.h), the engine's metric series, the model's
+// compiled grammars (GrammarCache) and per-request state (sampler, grammar constraint,
+// detokenizer, stop matcher, timings). A constrained request's logits are masked by its
+// grammar before sampling and before verifying drafts (which are first cut where the grammar
+// forbids a token); free requests in the same step are untouched.
 // Borrows the model and tokenizer (must outlive it; the tokenizer may be null: no text, no stop
 // strings, no end-of-generation detection).
 // Thread-safety: Validate, Stats, DrainEvents, metrics(), config(), kv_bytes(), grammars() and
@@ -32,9 +33,11 @@
 #include "engine/engine_config.h"
 #include "engine/engine_metrics.h"
 #include "engine/engine_types.h"
+#include "engine/forward_batch_builder.h"
 #include "engine/grammar_cache.h"
 #include "engine/grammar_constraint.h"
 #include "engine/request_stream.h"
+#include "engine/spec_driver.h"
 #include "engine/stop_matcher.h"
 #include "kv/block_pool.h"
 #include "model/forward_batch.h"
@@ -43,15 +46,12 @@
 #include "prefix/radix_tree.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
-#include "speculative/proposer.h"
-#include "speculative/spec_policy.h"
-#include "speculative/token_tree.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tarmac::engine {
 
-class EngineCore {
+class EngineCore : private SpecHost {
  public:
   // Resolves the config (ResolveEngineConfig) and sizes the KV cache from it (errors name the
   // field, e.g. a budget too small for one full context).
@@ -110,7 +110,7 @@ class EngineCore {
   const EngineMetrics& metrics() const { return *metrics_; }
   // Measured step costs (seconds against tokens in the step): decode steps (plain decodes and
   // verifications; the speculation policy's) and steps that carry prefill. Thread-safe.
-  const metrics::CostCurve& decode_costs() const { return policy_.step_costs(); }
+  const metrics::CostCurve& decode_costs() const { return spec_->policy().step_costs(); }
   const metrics::CostCurve& prefill_costs() const { return prefill_costs_; }
   // Scheduler (pool, tree, refcounts) and the draft proposer's KV.
   Status CheckIntegrity() const;
@@ -142,36 +142,44 @@ class EngineCore {
              const model::KvShape& shape);
   // Emits a token already accepted into the sampler and the scheduler: timings, text, stop
   // checks; finishes the request when it ends it. Returns true when the request finished.
-  bool Emit(int64_t id, sampling::SampleResult r, double now);
+  bool Emit(int64_t id, sampling::SampleResult r, double now) override;
+  // The rest of SpecHost: the speculation driver's view of active_.
+  Request SpecRequest(int64_t id) override;
+  void AcceptToken(int64_t id, int32_t token) override { Accept(active_.at(id), token); }
+  void FinishByGrammar(int64_t id) override { FinishRequest(id, FinishReason::kStop, TokenEvent{}, Status::Ok()); }
   void Sample(int64_t id, std::span<float> logits, double now);
   // Records a sampled or verified token in the request's sampler and grammar.
   static void Accept(ActiveRequest& a, int32_t token);
   // Logprobs of the prompt tokens following positions [first, first + n) from n logits rows.
   void CapturePromptLogprobs(int64_t id, int32_t first, int32_t n, const float* rows);
-  // Cuts each constrained request's drafts where its grammar forbids a token.
-  void CheckDraftsAgainstGrammars(std::span<const speculative::ProposeRequest> reqs,
-                                  std::vector<std::vector<sampling::DraftToken>>* drafts);
-  // Verifies the request's draft tree (a chain is a tree without siblings) against rows
-  // [0, tree size] of logits (the last known token's first, then one per node) and emits
-  // what comes out; an accepted sibling's K/V moves onto its path's position (block_table:
-  // the request's).
-  void Verify(int64_t id, float* logits, const std::vector<int32_t>& block_table, double now);
-  // Asks the proposer for drafts for decode-ready requests and reserves their lookahead.
-  void Draft();
   // The KV relief knobs (max_cached_blocks, preempt_above_priority), before a step.
   void ApplyKvRelief();
-  // The largest k the knobs allow for a bucket.
-  int32_t KCap(metrics::BucketId b) const;
   void FinishRequest(int64_t id, FinishReason reason, TokenEvent ev, const Status& error);
   // One request's processing failed (`what`): logs it and finishes it with an Internal error
   // (no-op but the log when it finished already).
   void FailRequest(int64_t id, const std::string& what);
   // Test aid: throws (or fails a check) when the request asked for the fault `where`.
   void InjectFault(const ActiveRequest& a, InjectedFault where) const;
+  // Test aid: throws when a scheduled request asked for the fault 'engine' (a step that
+  // fails outside any request's processing).
+  void InjectStepFault(const sched::SchedulerOutput& out) const;
   void ForwardHook(const sched::SchedulerOutput& out, size_t begin, size_t end) const;
   // The step's forward pass; a failed batch is rerun one sequence at a time. Per sequence of
   // out: "" or why its pass failed.
   std::vector<std::string> Forward(const sched::SchedulerOutput& out);
+  // Step's parts. The scheduler's batch (preempted requests counted, failed ones failed).
+  sched::SchedulerOutput ScheduleStep();
+  // Fits the drafts' trees into their slots and builds batch_ and rows_ (first_sched_s set
+  // to t0 where unset). Returns the prefill tokens (BuildForwardBatch).
+  int32_t BuildBatch(const sched::SchedulerOutput& out, double t0);
+  // Forward, timed into the decode or the prefill step costs.
+  std::vector<std::string> RunForward(const sched::SchedulerOutput& out, int32_t prefill_tokens,
+                                      double* forward_s);
+  // Sliding-window models: KV blocks that no layer reads again go back to the pool.
+  void ReleaseOutsideWindow(const sched::SchedulerOutput& out, const std::vector<std::string>& failed);
+  // Captures prompt logprobs, then samples or verifies (SpecDriver) each sequence whose pass
+  // worked and that finished its known tokens. Returns whether any verified drafts.
+  bool SampleAndVerify(const sched::SchedulerOutput& out, const std::vector<std::string>& failed);
   // Commits the sequences whose pass worked, then fails the others.
   void CommitAndFail(const sched::SchedulerOutput& out, const std::vector<std::string>& failed);
   // After a step in which requests failed: CheckIntegrity, throwing when it fails.
@@ -189,26 +197,13 @@ class EngineCore {
   std::unique_ptr<prefix::RadixTree> tree_;
   std::unique_ptr<sched::Scheduler> sched_;
   std::unordered_map<int64_t, ActiveRequest> active_;
-  std::unique_ptr<speculative::Proposer> proposer_;  // null: no speculation
-  speculative::SpecPolicy policy_;
+  std::unique_ptr<SpecDriver> spec_;  // set by Create; borrows pool_threads_, sched_, cache_, metrics_
   metrics::CostCurve prefill_costs_;
   EngineKnobs knobs_;
-  std::unordered_map<int64_t, std::vector<sampling::DraftToken>> drafts_;  // this step's
-  struct Planned {
-    speculative::TreeShape shape;
-    speculative::TokenTree tree;  // laid out after Schedule (within the slots it got)
-  };
-  std::unordered_map<int64_t, Planned> trees_;  // this step's, beside drafts_
-  bool trees_ok_ = false;  // the proposer gives siblings and the model has no sliding window
   model::ForwardBatch batch_;
-  struct SeqRows {
-    int32_t begin = 0;   // first row of logits_ of a scheduled sequence
-    int32_t prompt = 0;  // of which prompt-logprob rows (then its sample rows)
-    int32_t count = 0;   // its rows of logits_
-    int32_t first_token = 0;  // its first token in batch_
-  };
+  std::vector<BatchSeq> batch_seqs_;  // scratch: BuildForwardBatch's per-sequence input
   int32_t step_faults_ = 0;  // requests failed in this step
-  std::vector<SeqRows> rows_;  // this step's, per scheduled sequence
+  std::vector<SeqRows> rows_;  // this step's, per scheduled sequence (rows of logits_)
   std::vector<float> logits_;
   std::unique_ptr<GrammarCache> grammars_;
   std::vector<prefix::BlockEvent> step_events_;  // scratch: this step's, on their way out

@@ -42,6 +42,12 @@ void EngineCore::InjectFault(const ActiveRequest& a, InjectedFault where) const 
   }
 }
 
+void EngineCore::InjectStepFault(const sched::SchedulerOutput& out) const {
+  for (const sched::ScheduledSeq& s : out.seqs)
+    if (active_.at(s.id).req.fault == InjectedFault::kEngine)
+      throw std::runtime_error("injected fault 'engine': the step failed outside any request's processing");
+}
+
 void EngineCore::ForwardHook(const sched::SchedulerOutput& out, size_t begin, size_t end) const {
   for (size_t i = begin; i < end; ++i) InjectFault(active_.at(out.seqs[i].id), InjectedFault::kKernel);
 }
