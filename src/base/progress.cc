@@ -56,7 +56,12 @@ std::string Progress::Render(const std::string& stage, int64_t done, int64_t tot
   if (total > 0) {
     const double f = std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0);
     const int fill = static_cast<int>(std::lround(f * width));
-    s += "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
+    // Appended piece by piece: GCC 12 misreads "[" + a temporary string as an overlapping copy
+    // (-Wrestrict, a false positive in its own headers).
+    s += '[';
+    s.append(static_cast<size_t>(fill), '#');
+    s.append(static_cast<size_t>(width - fill), '.');
+    s += "] ";
     s += fmt::format("{:3.0f}%  {}/{}{}{}", 100 * f, Amount(done, unit), Amount(total, unit), units, rate_s);
     if (timed && done > 0 && done < total) s += "  ETA " + Seconds(elapsed_s * static_cast<double>(total - done) / static_cast<double>(done));
   } else {

@@ -334,7 +334,12 @@ std::string FloatRepr(double d) {
     }
   } else {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      // Appended in two steps: GCC 12 misreads "." + a temporary string as an overlapping copy
+      // (-Wrestrict, a false positive in its own headers).
+      out += '.';
+      out.append(digits, 1);
+    }
     char eb[16];
     std::snprintf(eb, sizeof(eb), "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     out += eb;

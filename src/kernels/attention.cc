@@ -464,7 +464,9 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
       // Heads whose P·V sums share each V load: with K/V read from the cache (direct), all of a
       // KV head's (up to 4): each V row is then widened once, not once per kPvHeads heads.
       const int32_t pv_heads = direct ? 4 : kPvHeads;
-      float corr[4];
+      // Zeroed: each P·V pass reads the corrections of its gn heads only, set just before, which
+      // the compiler cannot see through the switch on gn.
+      float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int32_t g = 0; g < group; ++g) {
         const int64_t st = static_cast<int64_t>(i) * group + g;
         float* HWY_RESTRICT p = p_all + g * cw_pad;

@@ -5,7 +5,7 @@
 
 #include "kernels/attention_amx.h"
 
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"  // <immintrin.h>
 
 #include <algorithm>
 #include <cfloat>

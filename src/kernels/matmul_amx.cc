@@ -9,7 +9,7 @@
 
 #include "kernels/matmul_amx.h"
 
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"  // <immintrin.h>
 
 #include <algorithm>
 #include <cstdlib>

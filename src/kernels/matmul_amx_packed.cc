@@ -5,7 +5,7 @@
 // Only the functions marked TARMAC_AMX use AMX/AVX-512; they run only after AmxBf16Available()
 // said yes (every entry point is reached through MatMulAmx / MatMulAmxShared).
 
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"  // <immintrin.h>
 
 #include <algorithm>
 #include <atomic>

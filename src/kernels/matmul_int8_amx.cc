@@ -3,7 +3,7 @@
 
 #include "kernels/matmul_int8_amx.h"
 
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"  // <immintrin.h>
 
 #include <array>
 #include <utility>

@@ -53,8 +53,10 @@ struct RequestFeatures {
   int64_t prompt_tokens = 0;
   int64_t max_tokens = 0;
   float temperature = 1.0f;
-  std::string_view task;  // "" -> kDefaultTask
-  std::string_view sla;   // "" -> kDefaultSla
+  // {}: brace-initialisers that leave these out ({.prompt_tokens = n}) then draw no
+  // missing-initializer warning.
+  std::string_view task{};  // "" -> kDefaultTask
+  std::string_view sla{};   // "" -> kDefaultSla
   Risk risk = Risk::kLow;
   int32_t priority = 0;   // smaller is more important
 };

@@ -80,7 +80,7 @@ struct NewRequest {
   int32_t priority = 0;           // class; smaller is more important
   std::vector<int32_t> prompt;    // token ids, non-empty
   int32_t max_tokens = 16;        // output tokens at most
-  prefix::SessionRetain session;  // id 0: none; else its cached path stays pinned after it ends
+  prefix::SessionRetain session{};  // id 0: none; else its cached path stays pinned after it ends
   // false: never start from a cached prefix (every prompt token is computed: the caller wants
   // their logits, e.g. prompt logprobs); its blocks are still cached for others.
   bool reuse_prefix = true;

@@ -47,7 +47,9 @@ TEST_F(ServePlacementTest, OffLeavesThemToTheOs) {
   ServerProcess srv({"--pin-threads", "off"}, Path("log.txt"));
   ASSERT_TRUE(srv.WaitReady()) << Slurp(Path("log.txt"));
   EXPECT_NE(Slurp(Path("log.txt")).find("2 thread(s), unpinned"), std::string::npos) << Slurp(Path("log.txt"));
-  if (AllowedCpus().size() > 1) EXPECT_TRUE(SingleCpuThreads(srv.pid()).empty());
+  if (AllowedCpus().size() > 1) {
+    EXPECT_TRUE(SingleCpuThreads(srv.pid()).empty());
+  }
 }
 
 TEST_F(ServePlacementTest, ModelsSplitTheMachineAndConfiguredCpusWin) {

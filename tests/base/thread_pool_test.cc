@@ -96,8 +96,12 @@ TEST(ThreadPoolTest, GuidedChunksShrinkAndCoverEveryIndexOnce) {
           ASSERT_GT(size, 0) << n << " " << c;
           // The last chunk takes the rest: under min_grain, or more once the count is capped.
           const bool last_two = c + 2 >= chunks;
-          if (c + 1 < chunks) ASSERT_GE(size, std::min(min_grain, n)) << n << " " << c;
-          if (c >= threads && !last_two) ASSERT_LE(bounds[c + 2] - bounds[c + 1], size);
+          if (c + 1 < chunks) {
+            ASSERT_GE(size, std::min(min_grain, n)) << n << " " << c;
+          }
+          if (c >= threads && !last_two) {
+            ASSERT_LE(bounds[c + 2] - bounds[c + 1], size);
+          }
         }
         if (n >= 30 * threads * min_grain) {  // rounding aside
           const int64_t first_round = bounds[std::min(threads, chunks)];

@@ -227,10 +227,18 @@ TEST(MatMulInt8Test, EveryPathIsTested) {
   ForEachInt8Path([&](const char*) { paths.insert(Int8MatMulPath()); });
   EXPECT_TRUE(paths.count("scalar")) << "no target reached the scalar path";
 #if defined(__x86_64__)
-  if (CpuSupports(Isa::kAvx2)) EXPECT_TRUE(paths.count("avx2"));
-  if (CpuSupports(Isa::kAvx2Vnni) && Cpu().avx_vnni) EXPECT_TRUE(paths.count("avx2-vnni"));
-  if (CpuSupports(Isa::kAvx512)) EXPECT_TRUE(paths.count("avx512vnni"));
-  if (CpuSupports(Isa::kAmx)) EXPECT_TRUE(paths.count("amx-int8"));
+  if (CpuSupports(Isa::kAvx2)) {
+    EXPECT_TRUE(paths.count("avx2"));
+  }
+  if (CpuSupports(Isa::kAvx2Vnni) && Cpu().avx_vnni) {
+    EXPECT_TRUE(paths.count("avx2-vnni"));
+  }
+  if (CpuSupports(Isa::kAvx512)) {
+    EXPECT_TRUE(paths.count("avx512vnni"));
+  }
+  if (CpuSupports(Isa::kAmx)) {
+    EXPECT_TRUE(paths.count("amx-int8"));
+  }
 #endif
   std::string all;
   for (const auto& p : paths) all += p + " ";

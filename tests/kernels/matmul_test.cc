@@ -408,7 +408,9 @@ TEST(MatMulTest, MatVecSharedFormsEqualOneByOne) {
         }
         if (few) MatVecMultiShared(set.ptrs.data(), multi.ptrs.data(), 3, x.data(), tokens, &pool2);
         MatMulShared(set.ptrs.data(), got.ptrs.data(), 3, x.data(), tokens, &pool2);
-        if (few) ASSERT_TRUE(SameBits(multi, multi1)) << "mixed " << mixed << " tokens " << tokens;
+        if (few) {
+          ASSERT_TRUE(SameBits(multi, multi1)) << "mixed " << mixed << " tokens " << tokens;
+        }
         ASSERT_TRUE(SameBits(got, want)) << "mixed " << mixed << " tokens " << tokens;
       }
     }

@@ -51,7 +51,9 @@ class ArchConfigTest : public ::testing::Test {
     }
     for (auto& kv : set) w.SetKV(kv.key, kv.value);
     for (const auto& t : f->tensors()) {
-      if (t.name != drop) EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, t.bytes()).ok());
+      if (t.name != drop) {
+        EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, t.bytes()).ok());
+      }
     }
     const std::string out =
         ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-arch_config_" + std::to_string(n_++) + ".gguf";

@@ -214,7 +214,9 @@ TEST(SpeculativeTest, CandidatesKeepTargetDistribution) {
         std::vector<float> tl = c.target;
         const CandidatesOutcome v = VerifyCandidates(target, tl, cand, q);
         accepted += v.accepted >= 0;
-        if (v.accepted >= 0) EXPECT_EQ(v.token.id, cand[v.accepted]);
+        if (v.accepted >= 0) {
+          EXPECT_EQ(v.token.id, cand[v.accepted]);
+        }
         ++counts[v.token.id];
       }
       const double chi = ChiSquare(counts, std::vector<double>(p.begin(), p.end()), n);

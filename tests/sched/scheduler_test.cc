@@ -226,7 +226,9 @@ TEST(SchedulerTest, RandomisedWorkloadKeepsIntegrity) {
     ASSERT_TRUE(f.sched.CheckIntegrity().ok());
     EXPECT_GT(finished, 20) << "seed " << seed;
     const KvUsage u = f.sched.Usage();
-    if (seed % 3 != 0) EXPECT_GT(f.sched.counters().sessions_expired + f.sched.counters().sessions_released, 0);
+    if (seed % 3 != 0) {
+      EXPECT_GT(f.sched.counters().sessions_expired + f.sched.counters().sessions_released, 0);
+    }
     EXPECT_EQ(u.request_blocks, 0);
     EXPECT_EQ(u.free_blocks + u.cached_only_blocks, u.total_blocks);
     EXPECT_GT(f.sched.counters().preemptions + f.sched.counters().evicted_blocks, 0);

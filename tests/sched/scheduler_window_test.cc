@@ -102,7 +102,9 @@ TEST(SchedulerWindowTest, CachedPrefixStaysEvictable) {
   ASSERT_TRUE(f.sched.Add({2, 9, 0, Seq(20), 2}).ok());
   SchedulerOutput out = f.sched.Schedule();
   for (const ScheduledSeq& q : out.seqs) {
-    if (q.id == 2) EXPECT_EQ(q.start, 16);  // 4 cached blocks reused (never the last token)
+    if (q.id == 2) {  // 4 cached blocks reused (never the last token)
+      EXPECT_EQ(q.start, 16);
+    }
   }
   f.sched.Commit(out);
   f.sched.Finish(1);

@@ -38,7 +38,9 @@ TEST(Fp16Test, Bf16) {
   EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(std::nanf("")))));
   for (uint32_t h = 0; h < 65536; ++h) {
     float f = BF16ToF32(static_cast<uint16_t>(h));
-    if (!std::isnan(f)) ASSERT_EQ(F32ToBF16(f), h);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(F32ToBF16(f), h);
+    }
   }
 }
 

@@ -170,7 +170,9 @@ TEST(QuantizeRefTest, SingleSpikeIsKeptAndRestStaysZero) {
     // scales, so it is only approximately representable next to a spike.
     const float tol = b.type == DType::kQ4_K ? 3.0f * 1e-3f : 0.0f;
     for (size_t i = 0; i < x.size(); ++i) {
-      if (i != 77 && i != 300) ASSERT_NEAR(y[i], 0.0f, tol) << DTypeName(b.type) << " at " << i;
+      if (i != 77 && i != 300) {
+        ASSERT_NEAR(y[i], 0.0f, tol) << DTypeName(b.type) << " at " << i;
+      }
     }
   }
 }
