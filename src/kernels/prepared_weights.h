@@ -41,7 +41,7 @@ class PreparedWeights {
     // runs on such a matrix reads the copy). Otherwise every copy is extra memory, capped at
     // 2 GiB and a quarter of the memory free now (each kind of copy on its own).
     bool release_source = false;
-    ProgressFn progress;  // may be empty
+    ProgressFn progress{};  // may be empty ({}: initialisers that leave it out draw no warning)
   };
 
   PreparedWeights() = default;
