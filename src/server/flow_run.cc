@@ -139,16 +139,15 @@ void GenerationFlow::CountSessionUse() {
 }
 
 void GenerationFlow::Abort(const ApiError& why) {
-  if (!job_ || aborted_ || ended()) return;
+  if (aborted_ || ended()) return;
   aborted_ = why;
-  if (state_ == FlowState::kQueued) {
-    std::shared_ptr<GenerationFlow> self = shared_from_this();
-    const int64_t id = gen_id_;
-    Fail(why, why.status == 408 ? "timeout" : "draining");
-    services_->Release(id, false, 0);
-    return;
-  }
-  if (state_ == FlowState::kRunning) job_->CancelAll();  // events end within one engine step
+  if (state_ == FlowState::kRunning) return job_->CancelAll();  // events end within one engine step
+  // Queued, or preparing again after a fallback: answered now (what is off the thread is dropped).
+  std::shared_ptr<GenerationFlow> self = shared_from_this();
+  const bool queued = state_ == FlowState::kQueued;
+  const int64_t id = gen_id_;
+  Fail(why, why.status == 408 ? "timeout" : "draining");
+  if (queued) services_->Release(id, false, 0);
 }
 
 void GenerationFlow::ClientGone() {

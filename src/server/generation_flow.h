@@ -69,8 +69,9 @@ class GenerationFlow : public std::enable_shared_from_this<GenerationFlow> {
   void Admitted();
   // The engine has events for the running generation.
   void OnEngineEvents();
-  // Ends the generation with `why` (the drain's deadline, the request timeout): a queued one
-  // answers at once; a running one is cancelled and answers once the engine confirms.
+  // Ends the generation with `why` (the drain's deadline, the request timeout): a queued (or
+  // preparing) one answers at once; a running one is cancelled and answers once the engine
+  // confirms.
   void Abort(const ApiError& why);
   // The client left: whatever the flow waits for is dropped or cancelled.
   void ClientGone();

@@ -3,6 +3,9 @@
 // pool's waiting gauge, and prefix namespaces.
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "base/thread_role.h"
 #include "common/test_util.h"
 #include "engine/engine_test_util.h"
 #include "metrics/registry.h"
@@ -178,6 +181,52 @@ TEST(PrefixNamespace, DiffersByTenantAndModel) {
   EXPECT_EQ(PrefixNamespace("a", "m"), PrefixNamespace("a", "m"));
   EXPECT_NE(PrefixNamespace("a", "m"), PrefixNamespace("b", "m"));
   EXPECT_NE(PrefixNamespace("a", "m"), PrefixNamespace("a", "n"));
+}
+
+// The server's I/O thread never renders or encodes, except for work it judged cheap.
+TEST(PrepareDeathTest, NeverOnTheIoThread) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the engine has threads
+  auto pm = Make();
+  const GenerationSpec s = Completion("Prince Andrew", 3);
+  EXPECT_TRUE(Prepare(*pm, s).ok());  // an unmarked thread
+  std::thread io([&] {
+    MarkIoThread();
+    {
+      InlineWorkScope cheap;
+      EXPECT_TRUE(Prepare(*pm, s).ok());
+    }
+    EXPECT_TRUE(OnIoThread());
+  });
+  io.join();
+  EXPECT_DEATH(
+      {
+        MarkIoThread();
+        (void)Prepare(*pm, s);
+      },
+      "never on the server's I/O thread");
+}
+
+// A spec's EncodedPrompts: each model encodes once, however often the spec is prepared.
+TEST(Prepare, EncodesOncePerModelWithASharedMemo) {
+  auto pm = Make();
+  GenerationSpec s = Completion("Prince Andrew went to war", 3);
+  s.encoded = std::make_shared<EncodedPrompts>();
+  const int64_t before = pm->tokenizer->encode_calls();
+  GenerationSpec copy = s;
+  auto a = Prepare(*pm, s);
+  auto b = Prepare(*pm, copy);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->prompts, b->prompts);
+  EXPECT_EQ(pm->tokenizer->encode_calls() - before, 1);
+  s.encoded.reset();
+  (void)Prepare(*pm, s);
+  EXPECT_EQ(pm->tokenizer->encode_calls() - before, 2);
+}
+
+TEST(Prepare, DefaultMaxTokens) {
+  EXPECT_EQ(DefaultMaxTokens(false, 512, 10), 16);
+  EXPECT_EQ(DefaultMaxTokens(false, 512, 500), 12);
+  EXPECT_EQ(DefaultMaxTokens(true, 512, 10), 502);
 }
 
 }  // namespace

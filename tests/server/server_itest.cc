@@ -333,7 +333,9 @@ TEST_F(ServerTest, HostileRequestsGet4xx) {
   // /health answered 503 while the model loaded; nothing else may have been a 5xx.
   std::istringstream lines(met.body);
   for (std::string line; std::getline(lines, line);)
-    if (line.find("code=\"5") != std::string::npos) EXPECT_NE(line.find("route=\"/health\""), std::string::npos) << line;
+    if (line.find("code=\"5") != std::string::npos) {
+      EXPECT_NE(line.find("route=\"/health\""), std::string::npos) << line;
+    }
 }
 
 // 200 concurrent streams, 30% of the clients drop mid-stream. Afterwards nothing runs, every

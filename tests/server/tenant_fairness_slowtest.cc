@@ -177,7 +177,9 @@ TEST_F(TenantFairnessTest, QuietTenantsP99TtftHoldsWhileAnotherFloods) {
   EXPECT_LT(on.flood.p90, off.flood.p90);
   EXPECT_LT(on.flood_cached.p50, off.flood_cached.p50);
   EXPECT_LT(on.flood_cached.p90, off.flood_cached.p90);
-  if (kRounds >= 16) EXPECT_LE(on.flood.p99, 1.2 * on.alone.p99) << "the issue's bound, fresh requests";
+  if (kRounds >= 16) {
+    EXPECT_LE(on.flood.p99, 1.2 * on.alone.p99) << "the issue's bound, fresh requests";
+  }
 }
 
 }  // namespace
