@@ -200,12 +200,13 @@ void GenerationFlow::MakeJob(std::optional<cache::RecordedResponse> hit) {
       target = std::make_unique<cache::RecordingTarget>(std::move(target), std::move(store));
     }
   }
-  const bool replay = cache_status_ == CacheStatus::kHit;
+  // A model's own engine (no route, no replay, no recording around it) runs the request as
+  // the plan prepared it on that model; the others see their Prepare.
+  const bool as_planned = !hit && !routed_ && !(!plan_->cache_key.empty() && cache_plan_.store);
   job_ = std::make_unique<GenerationJob>(std::move(*req_), std::move(target));
   req_.reset();
   if (job_->needs_decision()) return Decide();
-  // A plain model's request runs as planned (the plan prepared it on that model).
-  if (!replay && !routed_) {
+  if (as_planned) {
     job_->Adopt(std::move(plan_->prepared));
     return OnPrepared();
   }
