@@ -13,7 +13,7 @@
 #include "apps/engine_flags.h"
 #include "engine/engine_core.h"
 #include "base/clock.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 #include "model/sequence_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/detokenizer.h"
@@ -51,7 +51,7 @@ int RunGenerateSpeculative(const GenerateArgs& a, model::LlamaModel& m,
   }
   engine::EngineConfig cfg = ToEngineConfig(a.engine, *setup);
   cfg.sched.max_context = ctx;
-  cfg.kv.blocks = static_cast<int32_t>(model::BlocksFor(ctx, cfg.sched.block_size));
+  cfg.kv.blocks = static_cast<int32_t>(BlocksFor(ctx, cfg.sched.block_size));
   cfg.sched.max_running = 1;
   cfg.kv.prefix_cache = false;
   cfg.warmup = false;  // one request: a warm-up would only move its first-use costs earlier

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "base/check.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::control {
 
@@ -26,7 +26,7 @@ double Int8KvBytesPerElement(int64_t head_dim, int32_t block_size) {
 
 double KvBytesPerRequest(double bytes_per_token, int64_t context, int32_t block_size) {
   TARMAC_CHECK(context >= 1 && block_size >= 1);
-  const int64_t blocks = model::BlocksFor(context, block_size);
+  const int64_t blocks = BlocksFor(context, block_size);
   return bytes_per_token * static_cast<double>(blocks * block_size);
 }
 

@@ -6,7 +6,7 @@
 #include "base/check.h"
 #include "base/clock.h"
 #include "kv/kv_budget.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::engine {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 Result<int32_t> KvBlocks(const EngineConfig& c, int64_t bytes_per_block) {
   if (c.kv.blocks > 0) return c.kv.blocks;
   if (c.kv.memory_bytes > 0) return kv::BlocksForBytes(c.kv.memory_bytes, bytes_per_block);
-  const int64_t per_seq = model::BlocksFor(c.sched.max_context, c.sched.block_size);
+  const int64_t per_seq = BlocksFor(c.sched.max_context, c.sched.block_size);
   int64_t want = per_seq * c.sched.max_running;
   auto avail = kv::AvailableMemoryBytes();
   if (avail.ok()) want = std::min<int64_t>(want, std::max<int64_t>(per_seq, *avail / 2 / bytes_per_block));

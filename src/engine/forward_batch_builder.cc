@@ -1,7 +1,7 @@
 #include "engine/forward_batch_builder.h"
 
 #include "base/check.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::engine {
 
@@ -34,7 +34,7 @@ int32_t BuildForwardBatch(std::span<const sched::ScheduledSeq> seqs, std::span<c
       batch->tokens.push_back(t < known ? (*s.tokens)[pos] : tree->token[t - known]);
       batch->positions.push_back(pos);
       batch->seq.push_back(static_cast<int32_t>(i));
-      batch->slots.push_back(model::SlotOf(table, pos, block_size));
+      batch->slots.push_back(SlotOf(table, pos, block_size));
       if (any_tree) {
         // A node's RoPE position is the root's plus its depth; its mask, its ancestors.
         const bool node = is_tree && t >= known;

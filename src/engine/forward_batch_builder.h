@@ -37,7 +37,7 @@ struct SeqRows {
 
 // Fills *batch (cleared first) with seqs[i]'s tokens: its known tokens from `start`, then its
 // tree's nodes (RoPE positions and masks go with the batch when any sequence has siblings);
-// slots from its block table (model/kv_layout.h). Logits rows are asked for at prompt
+// slots from its block table (tensor/kv_layout.h). Logits rows are asked for at prompt
 // positions whose logprobs are wanted and not captured yet (a request back from preemption
 // recomputes them, but has them), at the last known token when the sequence samples, and at
 // every tree node. Returns the prefill tokens: those of sequences that are not one decode or

@@ -4,7 +4,7 @@
 
 #include "base/check.h"
 #include "base/clock.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 #include "speculative/draft_model_proposer.h"
 #include "speculative/ngram_proposer.h"
 
@@ -192,8 +192,8 @@ void SpecDriver::Verify(int64_t id, float* logits, const std::vector<int32_t>& b
         ++spine_accepted;
       } else {
         // A sibling: its K/V moves onto position len_before + d, where the path needs it.
-        cache_->CopyToken(model::SlotOf(block_table, len_before + node, bs),
-                          model::SlotOf(block_table, len_before + d, bs));
+        cache_->CopyToken(SlotOf(block_table, len_before + node, bs),
+                          SlotOf(block_table, len_before + d, bs));
         leaf = true;
       }
       sched_->AcceptDraftToken(id, v.token.id);

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 #include "prefix/radix_tree.h"
 
 namespace tarmac::kvevents {
@@ -38,7 +38,7 @@ Result<EventFormat> ParseEventFormat(std::string_view s);
 // What a publisher says about every stored block besides the block itself.
 struct WireOptions {
   EventFormat format = EventFormat::kArray;
-  int32_t block_size = model::kDefaultBlockSize;
+  int32_t block_size = kDefaultBlockSize;
   std::string medium = "CPU";  // where the KV blocks live (vLLM says "GPU" for its own)
   int32_t data_parallel_rank = 0;
 };

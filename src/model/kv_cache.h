@@ -25,7 +25,7 @@
 
 #include "kernels/attention.h"
 #include "model/kv_dtype.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 #include "tensor/aligned_buffer.h"
 
 namespace tarmac::model {

@@ -15,7 +15,7 @@
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::model {
 namespace {

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "base/check.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::model {
 namespace {

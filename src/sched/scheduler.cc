@@ -6,7 +6,7 @@
 
 #include "base/check.h"
 #include "base/clock.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::sched {
 
@@ -39,7 +39,7 @@ Status CheckAdmission(const SchedulerConfig& config, int32_t num_blocks, int64_t
                         config.max_context, prompt_len + max_tokens, prompt_len, max_tokens, config.max_context)
         .WithField("max_tokens", "context_length_exceeded");
   }
-  const int64_t blocks = model::BlocksFor(prompt_len + max_tokens, config.block_size);
+  const int64_t blocks = BlocksFor(prompt_len + max_tokens, config.block_size);
   if (blocks > num_blocks) {
     return InvalidField("max_tokens",
                         "prompt of {} tokens + max_tokens {} needs {} KV blocks but the whole cache has {}",
@@ -183,7 +183,7 @@ int32_t Scheduler::prefix_hit_tokens(int64_t id) const {
 
 bool Scheduler::EnsureBlocks(Req* r, int64_t tokens) {
   SlackScope scope(this, r);
-  const size_t need = static_cast<size_t>(model::BlocksFor(tokens, config_.block_size));
+  const size_t need = static_cast<size_t>(BlocksFor(tokens, config_.block_size));
   while (r->blocks.size() < need) {
     std::optional<int32_t> b = pool_->Allocate();
     if (!b && tree_ != nullptr) {
@@ -461,7 +461,7 @@ void Scheduler::TrimToComputed(int64_t id) {
   if (it == reqs_.end()) return;
   Req* r = it->second.get();
   SlackScope scope(this, r);
-  const size_t keep = static_cast<size_t>(model::BlocksFor(r->computed, config_.block_size));
+  const size_t keep = static_cast<size_t>(BlocksFor(r->computed, config_.block_size));
   while (r->blocks.size() > keep) {
     pool_->Release(r->blocks.back());
     r->blocks.pop_back();

@@ -1,6 +1,6 @@
 // Scheduler: decides, step by step, which requests compute how many tokens, and owns their KV
 // block tables. It never sees model code: it speaks token ids, positions and block ids (the
-// block arithmetic it shares with the KV cache is model/kv_layout.h, a header of integers).
+// block arithmetic it shares with the KV cache is tensor/kv_layout.h).
 //
 // Request lifecycle: waiting -> running -> finished, plus preempted (a running request whose
 // blocks were taken back; it waits again and recomputes, reusing its prefix if still cached).
@@ -49,7 +49,7 @@
 
 #include "base/status.h"
 #include "kv/block_pool.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 #include "prefix/radix_tree.h"
 #include "prefix/session_pins.h"
 
@@ -60,7 +60,7 @@ const char* RequestStateName(RequestState s);
 
 // The engine's scheduler settings; the defaults here are every subcommand's defaults.
 struct SchedulerConfig {
-  int32_t block_size = model::kDefaultBlockSize;  // tokens per KV block (must equal the pool's and tree's)
+  int32_t block_size = kDefaultBlockSize;  // tokens per KV block (must equal the pool's and tree's)
   int32_t max_batched_tokens = 512; // tokens computed per step, all requests together
   int32_t max_running = 64;         // requests holding KV at once
   int32_t max_context = 0;          // tokens per sequence (prompt + output); the engine sets 0

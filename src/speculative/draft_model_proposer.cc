@@ -5,7 +5,7 @@
 #include "base/check.h"
 #include "base/clock.h"
 #include "base/hash.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::speculative {
 
@@ -19,8 +19,8 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(
                            c.n_vocab, target_vocab);
   }
   context = std::min(context, c.n_ctx_train);
-  const int32_t per_seq = static_cast<int32_t>(model::BlocksFor(context, model::kDefaultBlockSize));
-  model::KvShape shape{c.n_layer, c.n_head_kv, c.head_dim, model::kDefaultBlockSize,
+  const int32_t per_seq = static_cast<int32_t>(BlocksFor(context, kDefaultBlockSize));
+  model::KvShape shape{c.n_layer, c.n_head_kv, c.head_dim, kDefaultBlockSize,
                        per_seq * std::max(max_seqs, 1)};
   return std::unique_ptr<DraftModelProposer>(
       new DraftModelProposer(draft, context, shape, pool));
@@ -31,7 +31,7 @@ DraftModelProposer::DraftModelProposer(model::LlamaModel* draft, int32_t context
     : model_(draft), context_(context), threads_(pool), cache_(shape), pool_(shape.num_blocks) {}
 
 bool DraftModelProposer::Ensure(Seq* s, int32_t tokens) {
-  const size_t need = static_cast<size_t>(model::BlocksFor(tokens, model::kDefaultBlockSize));
+  const size_t need = static_cast<size_t>(BlocksFor(tokens, kDefaultBlockSize));
   while (s->blocks.size() < need) {
     auto b = pool_.Allocate();
     if (!b) return false;
@@ -41,7 +41,7 @@ bool DraftModelProposer::Ensure(Seq* s, int32_t tokens) {
 }
 
 void DraftModelProposer::Trim(Seq* s) {
-  const size_t keep = static_cast<size_t>(model::BlocksFor(s->computed, model::kDefaultBlockSize));
+  const size_t keep = static_cast<size_t>(BlocksFor(s->computed, kDefaultBlockSize));
   while (s->blocks.size() > keep) {
     pool_.Release(s->blocks.back());
     s->blocks.pop_back();
@@ -52,7 +52,7 @@ void DraftModelProposer::AddToken(int32_t seq_index, const Seq& s, int32_t token
   batch_.tokens.push_back(token);
   batch_.positions.push_back(pos);
   batch_.seq.push_back(seq_index);
-  batch_.slots.push_back(model::SlotOf(s.blocks, pos, model::kDefaultBlockSize));
+  batch_.slots.push_back(SlotOf(s.blocks, pos, kDefaultBlockSize));
 }
 
 namespace {
@@ -160,7 +160,7 @@ Status DraftModelProposer::CheckIntegrity() const {
   TARMAC_RETURN_IF_ERROR(pool_.CheckIntegrity());
   std::vector<int32_t> holders(static_cast<size_t>(pool_.num_blocks()), 0);
   for (const auto& [id, s] : seqs_) {
-    if (static_cast<int64_t>(s.blocks.size()) < model::BlocksFor(s.computed, model::kDefaultBlockSize))
+    if (static_cast<int64_t>(s.blocks.size()) < BlocksFor(s.computed, kDefaultBlockSize))
       return Internal("draft sequence {}: {} blocks for {} computed tokens", id, s.blocks.size(),
                       s.computed);
     for (int32_t b : s.blocks) ++holders[b];

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine/forward_batch_builder.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::engine {
 namespace {
@@ -38,7 +38,7 @@ TEST(BuildForwardBatch, PrefillChunkThenDecode) {
   EXPECT_EQ(b.positions, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(b.seq, (std::vector<int32_t>{0, 0, 0, 0, 0, 0, 1}));
   EXPECT_EQ(b.slots, (std::vector<int64_t>{36, 37, 38, 39, 12, 13, 7 * kBs + 2}));
-  for (int32_t t = 0; t < 6; ++t) EXPECT_EQ(b.slots[t], model::SlotOf(table_a, t, kBs));
+  for (int32_t t = 0; t < 6; ++t) EXPECT_EQ(b.slots[t], SlotOf(table_a, t, kBs));
   EXPECT_EQ(b.block_tables, (std::vector<std::vector<int32_t>>{table_a, table_b}));
   EXPECT_EQ(b.logits_for, (std::vector<int32_t>{5, 6}));  // each sequence's last token
   EXPECT_FALSE(b.has_trees());
@@ -140,7 +140,7 @@ TEST(BuildForwardBatch, TreeNodesCarryRopePositionsAndMasks) {
   EXPECT_EQ(b.logits_for, (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(rows[1].first_token, 4);
   EXPECT_EQ(rows[1].count, 0);
-  for (int32_t t = 4; t < 8; ++t) EXPECT_EQ(b.slots[t], model::SlotOf(table_b, b.positions[t], kBs));
+  for (int32_t t = 4; t < 8; ++t) EXPECT_EQ(b.slots[t], SlotOf(table_b, b.positions[t], kBs));
 }
 
 TEST(BuildForwardBatch, ReusesTheBatchFromTheLastStep) {

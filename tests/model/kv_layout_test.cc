@@ -1,11 +1,11 @@
-// The paged KV layout's arithmetic (model/kv_layout.h): blocks needed and the slot of a
+// The paged KV layout's arithmetic (tensor/kv_layout.h): blocks needed and the slot of a
 // position, against the layout KvCache and the attention kernels read.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "model/kv_cache.h"
-#include "model/kv_layout.h"
+#include "tensor/kv_layout.h"
 
 namespace tarmac::model {
 namespace {

@@ -4,9 +4,9 @@
 // block's first slot is block * block_size (KvCache addresses tokens by slot; ForwardBatch
 // carries one slot per token).
 //
-// Here, in model, because the model's KV cache owns the layout and the modules that need it
-// (speculative, sched, engine, kvevents, control, apps) all sit below model in DESIGN.md's
-// table. Header-only integer arithmetic: includers need not link tarmac_model.
+// Here, in tensor, because the model's KV cache lays its buffers out this way and the scheduler,
+// which must never see model code, allocates the blocks: the lowest module both may include.
+// Header-only integer arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 #include "base/check.h"
 
-namespace tarmac::model {
+namespace tarmac {
 
 // Tokens per KV block where no one chose otherwise: the engine's --block-size default, the
 // draft model's cache, the single-sequence runner's and the warm-up's.
@@ -34,4 +34,4 @@ inline int64_t SlotOf(std::span<const int32_t> block_table, int32_t pos, int32_t
          pos % block_size;
 }
 
-}  // namespace tarmac::model
+}  // namespace tarmac
