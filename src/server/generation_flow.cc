@@ -106,7 +106,7 @@ void GenerationFlow::MakePlan() {
   const std::string& key_model = routed_ ? router->baseline(req_->model) : req_->model;
   const router::PoolModel* m = services_->pool().Find(key_model);
   if (m == nullptr)
-    return Fail(ServerError(fmt::format("route {}: its baseline {} is not served", req_->model, key_model)));
+    return Fail(Unavailable(fmt::format("route {}: its baseline {} is not served", req_->model, key_model)));
   // The request is the worker's until the plan comes back; it reads copies of the rest.
   auto held = std::make_shared<std::unique_ptr<GenRequest>>(std::move(req_));
   metrics::BucketTable* buckets = &services_->config().metrics->buckets();
@@ -186,7 +186,7 @@ void GenerationFlow::MakeJob(std::optional<cache::RecordedResponse> hit) {
     } else {
       target = std::make_unique<router::EngineTarget>(s.pool().Find(req_->model));  // a model by name: no routing
     }
-    if (!plan_->cache_key.empty() && cache_plan_.store) {
+    if (!plan_->cache_key.empty()) {
       std::weak_ptr<cache::CacheService> weak = s.caches();
       auto store = [weak, key = plan_->cache_key, ttl = cache_plan_.ttl_s](cache::RecordedResponse r) {
         auto caches = weak.lock();
@@ -202,7 +202,7 @@ void GenerationFlow::MakeJob(std::optional<cache::RecordedResponse> hit) {
   }
   // A model's own engine (no route, no replay, no recording around it) runs the request as
   // the plan prepared it on that model; the others see their Prepare.
-  const bool as_planned = !hit && !routed_ && !(!plan_->cache_key.empty() && cache_plan_.store);
+  const bool as_planned = !hit && !routed_ && plan_->cache_key.empty();
   job_ = std::make_unique<GenerationJob>(std::move(*req_), std::move(target));
   req_.reset();
   if (job_->needs_decision()) return Decide();

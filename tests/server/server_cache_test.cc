@@ -26,7 +26,7 @@ ServerConfig Config() {
 struct Req {
   std::string tenant = "acme";
   Json body;
-  CacheHeaders headers;
+  CacheHeaders headers{};
   ServerConfig config = Config();
   ApiKind kind = ApiKind::kChat;
 };
