@@ -38,13 +38,14 @@ test-asan: deps
 
 # The multi-threaded pieces under ThreadSanitizer: the thread pool, the bounded work queue, the scheduler, the engine
 # thread with its client, knobs, events and hooks, the speculative engine's randomised
-# integrity runs, the engine target, and matchers sharing one compiled grammar across threads.
+# integrity runs, the engine target, matchers sharing one compiled grammar across threads, and the
+# generation flow over real engines (engine threads posting wake-ups to the flow's thread).
 # Left out (the same threads as the engine tests, minutes under TSan): the grammar-engine and
 # sliding-window output-equality tests and SpecEngineTest's greedy-output comparisons. Builds only
 # the binaries that hold these tests.
 TSAN_TEST_BINS := base_thread_pool_test base_cpu_affinity_test base_work_queue_test sched_scheduler_test sched_scheduler_window_test engine_engine_test \
-  engine_engine_seams_test engine_spec_engine_test router_target_test grammar_matcher_test
-TSAN_TESTS := ^(ThreadPoolTest|CpuAffinity|WorkQueueTest|SchedulerTest|SchedulerWindowTest|SchedulerSessions|EngineCoreTest|EngineClientTest|EngineKnobsTest|EngineEventsTest|EngineHookTest|EngineBucketsTest|EngineTarget)\.|/EngineTest\.|^SpecEngineTest\.(Random|DraftCatchUp)|^GrammarMatcherTest\.OneCompiledGrammar
+  engine_engine_seams_test engine_spec_engine_test router_target_test grammar_matcher_test server_generation_flow_test
+TSAN_TESTS := ^(ThreadPoolTest|CpuAffinity|WorkQueueTest|SchedulerTest|SchedulerWindowTest|SchedulerSessions|EngineCoreTest|EngineClientTest|EngineKnobsTest|EngineEventsTest|EngineHookTest|EngineBucketsTest|EngineTarget)\.|/EngineTest\.|^SpecEngineTest\.(Random|DraftCatchUp)|^GrammarMatcherTest\.OneCompiledGrammar|^GenerationFlow\.
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARMAC_TSAN=ON -DTARMAC_BENCH=OFF >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TEST_BINS)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# HTTP overhead per streamed token of two builds, alternating A, B, A, B… in one run: each rep
-# runs, per build, `bench offline` (the engine alone) and `bench serve` against `tarmac serve`
-# (64 concurrent streamed short-chat requests, greedy) on wp-11m f16 with 2 threads. The
-# overhead per token is 1/serve - 1/offline output throughput (µs per token: what HTTP, the
-# request flow and SSE add to each token). Prints each build's medians and the per-rep ratio B/A.
+# The HTTP path of two builds, alternating A, B, A, B… in one run: each rep starts `tarmac serve`
+# (wp-11m f16, 2 threads) per build and runs `bench serve` against it: 64 concurrent streamed
+# short-chat requests, greedy, 64 output tokens at most. Prints each build's medians of output
+# throughput and of TPOT (what a streamed token costs, HTTP, the request flow and SSE
+# included), and the per-rep ratios B/A.
 #   bash bench/ab_serve.sh BIN_A BIN_B [REPS]      (default 5 reps)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +18,8 @@ source bench/lib.sh
 one() {  # one BIN TAG REP
   local bin=$1 tag=$2 rep=$3
   BIN=$bin
-  $bin bench offline -m $WP --requests 128 --concurrency 64 --prompt-len 32 --output-len 64 -t 2 --json \
-    >"$OUT/$tag.off.$rep.json"
   tarmac_serve "$OUT/$tag.serve.$rep.log" -m $WP -t 2 --host 127.0.0.1
-  $bin bench serve --url "http://127.0.0.1:$SERVE_PORT" --concurrency 64 --requests 128 --max-tokens 64 \
+  $bin bench serve --url "http://127.0.0.1:$SERVE_PORT" --concurrency 64 --requests 192 --max-tokens 64 \
     --temperature 0 --workload short-chat --json >"$OUT/$tag.http.$rep.json"
   kill "$SERVE_PID"
   wait "$SERVE_PID" 2>/dev/null || true
@@ -35,22 +33,19 @@ done
 python3 - "$OUT" "$REPS" <<'EOF'
 import json, statistics, sys
 out, reps = sys.argv[1], int(sys.argv[2])
-def load(tag, kind, rep):
-    return json.load(open(f"{out}/{tag}.{kind}.{rep}.json"))
 rows = {}
 for tag in "AB":
     r = []
     for rep in range(1, reps + 1):
-        off = load(tag, "off", rep)["output_tokens_per_s"]
-        http = load(tag, "http", rep)
-        assert http["failed_requests"] == 0, http.get("first_error")
-        serve = http["output_throughput"]
-        r.append((off, serve, 1e6 * (1 / serve - 1 / off)))
+        j = json.load(open(f"{out}/{tag}.http.{rep}.json"))
+        assert j["failed_requests"] == 0, j.get("first_error")
+        r.append((j["output_throughput"], j["tpot_ms"]["median"]))
     rows[tag] = r
 for tag in "AB":
-    off, serve, over = zip(*rows[tag])
-    print(f"{tag}: offline {statistics.median(off):8.1f} tok/s  serve {statistics.median(serve):8.1f} tok/s  "
-          f"overhead {statistics.median(over):7.1f} us/token  (per rep: {', '.join(f'{o:.1f}' for o in over)})")
-ratios = [b[1] / a[1] for a, b in zip(rows["A"], rows["B"])]
-print(f"serve throughput B/A per rep: {', '.join(f'{x:.3f}' for x in ratios)}; median {statistics.median(ratios):.3f}")
+    tput, tpot = zip(*rows[tag])
+    print(f"{tag}: output {statistics.median(tput):8.1f} tok/s  TPOT p50 {statistics.median(tpot):6.2f} ms  "
+          f"(per rep: {', '.join(f'{t:.1f}' for t in tput)} tok/s)")
+for i, name in ((0, "output throughput"), (1, "TPOT p50")):
+    ratios = [b[i] / a[i] for a, b in zip(rows["A"], rows["B"])]
+    print(f"{name} B/A per rep: {', '.join(f'{x:.3f}' for x in ratios)}; median {statistics.median(ratios):.3f}")
 EOF
