@@ -16,7 +16,8 @@
 // from other processes spreads evenly over the benchmarks being compared.
 
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
+
+#include "kernels/x86_intrinsics.h"  // <immintrin.h>, its GCC 12 self-initialisation warnings off
 
 #include <chrono>
 #include <cstdint>
