@@ -6,6 +6,7 @@
 // Both are called on the server's I/O thread only, except FlowServices::Post (any thread).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -27,6 +28,11 @@
 namespace tarmac::server {
 
 class GenerationFlow;
+
+// A request body under this size with no grammar to compile is prepared inline on the I/O
+// thread (InlineWorkScope): encoding it takes well under a millisecond, less than the hop to a
+// worker. The flow's and the session's own endpoints' one threshold.
+inline constexpr size_t kCheapBodyBytes = 16 << 10;
 
 // What a response's head says beyond its status: the route (x-tarmac-route) and the response
 // cache's verdict (x-tarmac-cache: "hit", "miss"; "" when the response is not cached).

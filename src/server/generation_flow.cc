@@ -17,9 +17,6 @@ namespace {
 
 using cache::CacheKind;
 
-// Encoding this much text takes well under a millisecond: less than the hop to a worker.
-constexpr size_t kCheapBodyBytes = 16 << 10;
-
 }  // namespace
 
 const char* FlowStateName(FlowState s) {

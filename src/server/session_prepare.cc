@@ -8,9 +8,6 @@
 namespace tarmac::server {
 namespace {
 
-// Encoding this much text takes well under a millisecond: less than the hop to a worker.
-constexpr size_t kCheapBodyBytes = 16 << 10;
-
 std::string HeaderOf(const http::request<http::string_body>& req, std::string_view name) {
   auto it = req.find(boost::beast::string_view(name.data(), name.size()));
   return it == req.end() ? std::string() : std::string(it->value());
