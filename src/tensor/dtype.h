@@ -1,8 +1,9 @@
 // DType: element types of tensors, numbered exactly as GGML/GGUF number them (the value is
 // what a GGUF tensor info stores), with block size and bytes per block for every type a GGUF
-// file may contain. tarmac computes with F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K (and Q8_K as
-// an activation format); the others are known so files holding them can be read and
-// inspected, and are rejected with a clear error where compute would need them.
+// file may contain. tarmac computes with every type llama.cpp computes (floats, the legacy,
+// K, IQ, MXFP4 and ternary types; Q8_K as an activation format); the others (Q8_1, the
+// integer and f64 types) are known so files holding them can be read and inspected, and are
+// rejected with a clear error where compute would need them.
 #pragma once
 
 #include <cstddef>

@@ -11,14 +11,18 @@
 
 namespace tarmac {
 
-// dst[0..n) = value of src row. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K.
+// dst[0..n) = value of src row. Supports every type IsComputeType names.
 void DequantizeRowRef(DType type, const void* src, float* dst, int64_t n);
 
-// Writes RowBytes(type, n) bytes to dst. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K.
-// Non-finite input values are an error (a quantized block cannot represent them).
-Status QuantizeRowRef(DType type, const float* src, void* dst, int64_t n);
+// Writes RowBytes(type, n) bytes to dst. Supports every type IsComputeType names. Non-finite
+// input values are an error (a quantized block cannot represent them). importance: nullptr, or
+// n non-negative weights of each element's error (an imatrix's column weights), which the
+// types with a scale search honour and the others (F32/F16/BF16, Q8_0, Q4_0, Q8_K) ignore.
+Status QuantizeRowRef(DType type, const float* src, void* dst, int64_t n,
+                      const float* importance = nullptr);
 
-// True if DequantizeRowRef/QuantizeRowRef support the type.
+// True if DequantizeRowRef/QuantizeRowRef support the type: every type llama.cpp computes
+// (F32, F16, BF16, the legacy, K, IQ, MXFP4 and TQ types), and Q8_K (an activation format).
 bool IsComputeType(DType type);
 
 }  // namespace tarmac
