@@ -14,7 +14,8 @@
 namespace tarmac::kernels {
 
 // dst[0..n) (f32) = values of the row at src (RowBytes(type, n) bytes).
-// Preconditions: IsComputeType(type) (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K);
+// Preconditions: IsComputeType(type) (SIMD for F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K;
+// the other types through DequantizeRowRef);
 // n >= 0 and a multiple of the type's block size; src and dst do not overlap.
 void DequantizeRow(DType type, const void* src, float* dst, int64_t n);
 

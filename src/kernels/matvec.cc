@@ -109,6 +109,15 @@ float DotBF16(const uint16_t* w, const float* x, int64_t n) {
 
 #include "kernels/matvec_quant-inl.h"
 
+// A type without a dot kernel of its own: its row decoded to f32 (the reference decode) in a
+// per-thread buffer that only grows, then the f32 dot.
+float DotDequantized(DType type, const uint8_t* row, const float* x, int64_t n) {
+  static thread_local std::vector<float> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
+  DequantizeRowRef(type, row, buf.data(), n);
+  return DotF32(buf.data(), x, n);
+}
+
 // y[r] = dot(row r, x) for r in [r0, r1); xq: x quantized (quantized weight types only).
 void DotRowsT(DType type, const uint8_t* w, int64_t stride, int64_t n, const float* x,
               const int16_t* xq, const float* aux, float* y, int64_t r0, int64_t r1) {
@@ -132,7 +141,7 @@ void DotRowsT(DType type, const uint8_t* w, int64_t stride, int64_t n, const flo
       case DType::kQ6_K:
         v = DotQ6_K(reinterpret_cast<const BlockQ6_K*>(row), act, n / kQK_K);
         break;
-      default: TARMAC_CHECK(false);
+      default: v = DotDequantized(type, row, x, n); break;
     }
     y[r] = v;
   }

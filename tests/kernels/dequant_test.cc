@@ -21,9 +21,9 @@ using testing::FillRandomRow;
 TEST(DequantTest, BitExactVsReferenceAllTypes) {
   testing::ForEachTarget([](const char* target) {
   std::mt19937 rng(123);
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_K};
-  for (DType type : types) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    if (!GetDTypeTraits(id) || !IsComputeType(static_cast<DType>(id))) continue;
+    const DType type = static_cast<DType>(id);
     const int64_t bs = Traits(type).block_size;
     for (int64_t blocks : {1, 2, 3, 5, 16, 17, 33}) {
       const int64_t n = blocks * bs;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -59,6 +60,12 @@ struct AmxSwitch {
 
 inline const DType kMatVecTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                      DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+// The types the kernels compute from their decoded rows (no SIMD kernel of their own yet).
+inline const DType kDequantizedTypes[] = {
+    DType::kQ4_1,  DType::kQ5_0,  DType::kQ5_1,  DType::kQ2_K,   DType::kQ3_K,
+    DType::kQ5_K,  DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4, DType::kTQ1_0,
+    DType::kTQ2_0, DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
+    DType::kIQ3_S, DType::kIQ1_S,  DType::kIQ1_M};
 
 // A random half in +-[lo, hi), rounded to f16.
 inline uint16_t RandomHalf(std::mt19937& rng, float lo, float hi, bool allow_negative) {
@@ -122,8 +129,21 @@ inline void FillRandomRow(DType type, int64_t n, std::mt19937& rng, uint8_t* dst
       for (int64_t i = 0; i < nb; ++i) b[i].d = u(rng);
       break;
     }
-    default:
+    default: {
+      // The other block types: random bytes may hold NaN scales, so rows are made of random
+      // blocks from a pool of 64 quantized once per type (quantizing every row is slow).
+      static std::map<DType, std::vector<uint8_t>> pools;
+      const int64_t bs = Traits(type).block_size, bb = Traits(type).type_size;
+      std::vector<uint8_t>& pool = pools[type];
+      if (pool.empty()) {
+        std::vector<float> v(64 * bs);
+        for (float& e : v) e = 0.02f * nd(rng);
+        pool.resize(RowBytes(type, 64 * bs));
+        TARMAC_CHECK(QuantizeRowRef(type, v.data(), pool.data(), 64 * bs).ok());
+      }
+      for (int64_t i = 0; i < nb; ++i) std::memcpy(dst + i * bb, pool.data() + (rng() % 64) * bb, bb);
       break;
+    }
   }
 }
 

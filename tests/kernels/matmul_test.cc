@@ -116,6 +116,20 @@ TEST(MatMulTest, AllTypesShapesTokens) {
   });
 }
 
+// The types computed from their decoded rows, through every kernel the dispatch picks for them
+// (matvec, matvec-multi, the panels GEMM), a few shapes each.
+TEST(MatMulTest, DequantizedTypes) {
+  const AmxSwitch no_amx(false);
+  std::mt19937 rng(8);
+  ThreadPool pool2(2);
+  for (DType type : testing::kDequantizedTypes) {
+    const int64_t cols = 3 * Traits(type).block_size;
+    for (int64_t tokens : {1, 4, 17, 40}) {
+      CheckCase(type, 19, cols, tokens, RowBytes(type, cols) + 24, rng, &pool2);
+    }
+  }
+}
+
 TEST(MatMulTest, LongRows) {
   std::mt19937 rng(4);
   ThreadPool pool2(2);

@@ -85,6 +85,32 @@ TEST(MatVecTest, MatVecMatchesReferenceAllShapesAndThreads) {
   });
 }
 
+// The types without a dot kernel of their own (decoded rows, then the f32 dot): every one
+// against the reference, odd block counts, padded strides, 1-2 threads.
+TEST(MatVecTest, DequantizedTypesMatchReference) {
+  std::mt19937 rng(9);
+  ThreadPool pool2(2);
+  for (DType type : testing::kDequantizedTypes) {
+    const int64_t bs = Traits(type).block_size;
+    for (int64_t n : {bs, 3 * bs, (bs == 32 ? 17 : 5) * bs}) {
+      for (int64_t rows : {1, 7, 33}) {
+        const int64_t stride = RowBytes(type, n) + (rows % 2 ? 40 : 0);
+        const auto m = RandomMatrix(type, rows, n, stride, rng);
+        const auto x = RandomActivations(n, rng);
+        const MatrixView w{type, m.data(), rows, n, stride};
+        std::vector<float> ref(rows), y(rows, NAN);
+        MatVecRef(w, x.data(), ref.data());
+        MatVec(w, x.data(), y.data(), rows > 1 ? &pool2 : nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_NEAR(y[r], ref[r], Tolerance(w, r, x.data()))
+              << DTypeName(type) << " rows=" << rows << " n=" << n << " r=" << r;
+        }
+        EXPECT_NEAR(Dot(type, m.data(), x.data(), n), ref[0], Tolerance(w, 0, x.data()));
+      }
+    }
+  }
+}
+
 // 1..4 matrices of one dtype with one x in one parallel region: per matrix bit-identical to
 // MatVec, every dtype and level, 1-3 threads, padded strides, rows that split unevenly.
 TEST(MatVecTest, SharedEqualsOneByOne) {
