@@ -5,6 +5,7 @@
 // stderr as one line starting with "tarmac gguf <command>:"; no partial output file is ever
 // left behind (gguf::Writer writes to a temp file and renames).
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -54,6 +55,20 @@ int ExitCodeFor(const Status& st) {
   }
 }
 
+// Every type a weight file may be written in, for error messages: "f32, f16, bf16, q4_0, ...".
+std::string WeightTypeList() {
+  std::string out;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto tr = GetDTypeTraits(id);
+    if (!tr || !gguf::IsWeightTargetType(static_cast<DType>(id))) continue;
+    if (!out.empty()) out += ", ";
+    std::string name(tr->name);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += name;
+  }
+  return out;
+}
+
 std::optional<DType> ParseWeightType(const std::string& name) {
   auto t = DTypeFromName(name);
   if (!t || !gguf::IsWeightTargetType(*t)) return std::nullopt;
@@ -95,6 +110,11 @@ std::map<std::string, TypeTotals> TotalsByType(const File& f) {
   return by;
 }
 
+// Stored bits per parameter (0 for no parameters).
+double BitsPerWeight(uint64_t bytes, int64_t parameters) {
+  return parameters > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(parameters) : 0.0;
+}
+
 nlohmann::json InspectJson(const File& f, size_t max_array) {
   nlohmann::json j;
   j["path"] = f.path();
@@ -126,11 +146,15 @@ nlohmann::json InspectJson(const File& f, size_t max_array) {
   j["tensors"] = std::move(ts);
   nlohmann::json by = nlohmann::json::object();
   for (const auto& [name, tt] : TotalsByType(f)) {
-    by[name] = {{"tensors", tt.tensors}, {"parameters", tt.parameters}, {"bytes", tt.bytes}};
+    by[name] = {{"tensors", tt.tensors},
+                {"parameters", tt.parameters},
+                {"bytes", tt.bytes},
+                {"bits_per_weight", BitsPerWeight(tt.bytes, tt.parameters)}};
   }
   j["totals"] = {{"tensors", f.tensors().size()},
                  {"parameters", f.parameter_count()},
                  {"bytes", f.tensor_bytes()},
+                 {"bits_per_weight", BitsPerWeight(f.tensor_bytes(), f.parameter_count())},
                  {"by_type", std::move(by)}};
   return j;
 }
@@ -160,12 +184,14 @@ void InspectText(const File& f) {
                 static_cast<unsigned long long>(t.nbytes),
                 static_cast<unsigned long long>(t.offset));
   }
-  std::printf("\ntotals: %zu tensors, %lld parameters, %s of tensor data\n", f.tensors().size(),
-              static_cast<long long>(f.parameter_count()), HumanBytes(f.tensor_bytes()).c_str());
+  std::printf("\ntotals: %zu tensors, %lld parameters, %s of tensor data, %.3f bits per weight\n",
+              f.tensors().size(), static_cast<long long>(f.parameter_count()),
+              HumanBytes(f.tensor_bytes()).c_str(),
+              BitsPerWeight(f.tensor_bytes(), f.parameter_count()));
   for (const auto& [name, tt] : TotalsByType(f)) {
-    std::printf("  %-6s %5lld tensors %14lld parameters %12s\n", name.c_str(),
+    std::printf("  %-7s %5lld tensors %14lld parameters %12s %7.3f bpw\n", name.c_str(),
                 static_cast<long long>(tt.tensors), static_cast<long long>(tt.parameters),
-                HumanBytes(tt.bytes).c_str());
+                HumanBytes(tt.bytes).c_str(), BitsPerWeight(tt.bytes, tt.parameters));
   }
 }
 
@@ -223,15 +249,14 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
   auto threads = std::make_shared<int>(0);
   cmd->add_option("IN", *in, "input GGUF file")->required();
   cmd->add_option("OUT", *out, "output GGUF file")->required();
-  cmd->add_option("--type", *type, "q8_0|q4_0|q4_k|q6_k (also f32|f16|bf16)")->required();
+  cmd->add_option("--type", *type, "any type llama.cpp computes: q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k|iq4_nl|iq4_xs|iq2_xxs|iq2_xs|iq2_s|iq3_xxs|iq3_s|iq1_s|iq1_m|mxfp4|tq1_0|tq2_0 (also f32|f16|bf16)")->required();
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
   cmd->callback([=] {
     *run = [=]() -> int {
       auto t = ParseWeightType(*type);
       if (!t) {
         return Fail("quantize", 2,
-                    fmt::format("unknown --type '{}' (use q8_0, q4_0, q4_k, q6_k, f32, f16, bf16)",
-                                *type));
+                    fmt::format("unknown --type '{}' (use one of {})", *type, WeightTypeList()));
       }
       if (!fs::exists(*in)) return Fail("quantize", 2, *in + ": no such file");
       {  // the input must parse: a bad input file is a usage error, not a runtime failure
@@ -295,7 +320,7 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
                   "becomes its token count");
   cmd->add_option("--norm-jitter", *norm_jitter,
                   "norm weights 1 + jitter*u, u random in [-1, 1] (default 0: all 1)");
-  cmd->add_option("--type", *type, "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k")->capture_default_str();
+  cmd->add_option("--type", *type, "f32|f16|bf16 or any quantized type llama.cpp computes (q4_1, q5_k, iq4_xs, mxfp4, tq2_0, ...)")->capture_default_str();
   cmd->add_option("--seed", *seed, "RNG seed")->capture_default_str();
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
   cmd->add_flag("--list-shapes", *list, "list the preset shapes and exit");
@@ -313,8 +338,7 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       auto t = ParseWeightType(*type);
       if (!t) {
         return Fail("make-random", 2,
-                    fmt::format("unknown --type '{}' (use f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)",
-                                *type));
+                    fmt::format("unknown --type '{}' (use one of {})", *type, WeightTypeList()));
       }
       auto s = gguf::ParseShape(*shape, *arch);
       if (!s.ok()) return Fail("make-random", 2, s.status().message());

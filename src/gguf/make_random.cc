@@ -236,8 +236,9 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, DType type
                                           ThreadPool* pool) {
   TARMAC_RETURN_IF_ERROR(shape_in.Validate());
   if (!IsWeightTargetType(type)) {
-    return InvalidArgument("make-random: cannot write weights as {} (use f32, f16, bf16, q8_0, "
-                           "q4_0, q4_K or q6_K)", DTypeName(type));
+    return InvalidArgument("make-random: cannot write weights as {} (use a type llama.cpp "
+                           "computes: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, "
+                           "iq*, mxfp4, tq1_0, tq2_0)", DTypeName(type));
   }
   if (!(options.norm_jitter >= 0.0 && options.norm_jitter < 1.0)) {
     return InvalidArgument("make-random: norm jitter {} must be in [0, 1)", options.norm_jitter);

@@ -17,22 +17,59 @@ std::optional<uint32_t> LlamaFileType(DType type) {
     case DType::kF32: return 0;
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
     case DType::kQ8_0: return 7;
-    case DType::kQ4_K: return 14;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 11;  // MOSTLY_Q3_K_S: plain q3_K everywhere
+    case DType::kQ4_K: return 14;  // MOSTLY_Q4_K_S
+    case DType::kQ5_K: return 16;  // MOSTLY_Q5_K_S
     case DType::kQ6_K: return 18;
+    case DType::kIQ2_XXS: return 19;
+    case DType::kIQ2_XS: return 20;
+    case DType::kIQ3_XXS: return 23;
+    case DType::kIQ1_S: return 24;
+    case DType::kIQ4_NL: return 25;
+    case DType::kIQ3_S: return 26;
+    case DType::kIQ2_S: return 28;
+    case DType::kIQ4_XS: return 30;
+    case DType::kIQ1_M: return 31;
     case DType::kBF16: return 32;
+    case DType::kTQ1_0: return 36;
+    case DType::kTQ2_0: return 37;
+    case DType::kMXFP4: return 38;  // MOSTLY_MXFP4_MOE
     default: return std::nullopt;
   }
 }
 
 bool IsWeightTargetType(DType type) { return LlamaFileType(type).has_value(); }
 
+namespace {
+
+// llama.cpp's fallback for a row length the type's 256-element block does not divide.
+DType BlockFallback(DType t) {
+  switch (t) {
+    case DType::kQ4_K: return DType::kQ5_0;
+    case DType::kQ5_K: return DType::kQ5_1;
+    case DType::kQ6_K: return DType::kQ8_0;
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kTQ1_0: case DType::kTQ2_0:
+    case DType::kIQ2_XXS: case DType::kIQ2_XS: case DType::kIQ2_S: case DType::kIQ3_XXS:
+    case DType::kIQ3_S: case DType::kIQ1_S: case DType::kIQ1_M: case DType::kIQ4_XS:
+      return DType::kIQ4_NL;
+    default: return DType::kF16;
+  }
+}
+
+}  // namespace
+
 DType PlanTensorType(DType target, int num_dims, int64_t row_len, std::string* note) {
   if (note != nullptr) note->clear();
   if (num_dims <= 1) return DType::kF32;  // norms: tiny, and precision-critical
   const int64_t bs = Traits(target).block_size;
   if (row_len % bs == 0) return target;
-  const DType fallback = row_len % kQK8_0 == 0 ? DType::kQ8_0 : DType::kF16;
+  DType fallback = BlockFallback(target);
+  if (row_len % Traits(fallback).block_size != 0) fallback = DType::kF16;
   if (note != nullptr) {
     *note = fmt::format("row length {} is not a multiple of {} ({} block size): using {}", row_len,
                         bs, DTypeName(target), DTypeName(fallback));
@@ -75,8 +112,9 @@ Status ConvertRows(DType type, int64_t rows, int64_t row_len, const RowProducer&
 Result<QuantizeSummary> QuantizeFile(const std::string& in, const std::string& out, DType target,
                                      const QuantizeOptions& options, ThreadPool* pool) {
   if (!IsWeightTargetType(target)) {
-    return InvalidArgument("quantize: cannot write weights as {} (use f32, f16, bf16, q8_0, q4_0, "
-                           "q4_K or q6_K)", DTypeName(target));
+    return InvalidArgument("quantize: cannot write weights as {} (use a type llama.cpp computes: "
+                           "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq*, mxfp4, "
+                           "tq1_0, tq2_0)", DTypeName(target));
   }
   std::error_code ec;
   if (std::filesystem::equivalent(in, out, ec)) {

@@ -3,8 +3,8 @@
 // QuantizeFile reads a GGUF file (any compute dtype per tensor), copies all of its metadata,
 // and writes a new file whose 2-D weight tensors are converted to the target dtype; 1-D tensors
 // (norms) become F32 whatever their input type. Where a tensor's row length does not fit the
-// target's block size the tensor falls back (K-quants -> Q8_0 when rows are a multiple of 32,
-// otherwise F16), and the fallback is reported, as llama.cpp's quantizer does. Output is
+// target's block size the tensor falls back as llama.cpp's quantizer does (PlanTensorType),
+// and the fallback is reported. Output is
 // streamed tensor by tensor through gguf::Writer (never two copies of the model in memory) and
 // written atomically: on any error no file is left at `out`.
 //
@@ -26,18 +26,19 @@
 
 namespace tarmac::gguf {
 
-// llama.cpp's llama_ftype value describing a file whose weights are mostly `type`:
-// F32 0, F16 1, Q4_0 2, Q8_0 7, Q6_K 18, BF16 32, and Q4_K 14 (MOSTLY_Q4_K_S): we write plain
-// q4_K for every weight, which is what Q4_K_S means; Q4_K_M (15) would promise q6_K for
-// attn_v/ffn_down halves and output, which we do not write. nullopt for other types.
+// llama.cpp's llama_ftype value describing a file whose weights are all `type` (F32 0, F16 1,
+// Q4_0 2, ..., MXFP4 38); for the K types the "_S" mix (Q4_K 14 is MOSTLY_Q4_K_S: plain q4_K
+// everywhere, where Q4_K_M (15) would promise q6_K for attn_v/ffn_down halves and output).
+// nullopt for a type no file is "mostly" of (Q8_1, Q8_K, the integer types).
 std::optional<uint32_t> LlamaFileType(DType type);
 
-// Types QuantizeFile and MakeRandomModel can produce: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K.
+// Types QuantizeFile and MakeRandomModel can produce: every type llama.cpp computes.
 bool IsWeightTargetType(DType type);
 
 // Type a tensor is stored in when the file's target is `target`: 1-D -> F32; otherwise target
-// when row_len is a multiple of its block size, else Q8_0 (if row_len % 32 == 0), else F16.
-// *note (if non-null) explains a fallback, empty otherwise.
+// when row_len is a multiple of its block size, else llama.cpp's fallback for the type (Q4_K ->
+// Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K / TQ* / IQ* -> IQ4_NL) where its block of 32
+// divides the row, else F16. *note (if non-null) explains a fallback, empty otherwise.
 DType PlanTensorType(DType target, int num_dims, int64_t row_len, std::string* note);
 
 // Converts `rows` rows of `row_len` elements to `type`, row r written at out + r * RowBytes.

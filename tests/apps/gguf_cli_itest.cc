@@ -74,6 +74,8 @@ TEST_F(GgufCliTest, InspectJson) {
   EXPECT_EQ(j["totals"]["parameters"], f->parameter_count());
   EXPECT_EQ(j["totals"]["by_type"]["f16"]["tensors"], 44);
   EXPECT_EQ(j["totals"]["by_type"]["f32"]["tensors"], 13);
+  EXPECT_DOUBLE_EQ(j["totals"]["by_type"]["f16"]["bits_per_weight"].get<double>(), 16.0);
+  EXPECT_DOUBLE_EQ(j["totals"]["by_type"]["f32"]["bits_per_weight"].get<double>(), 32.0);
 }
 
 TEST_F(GgufCliTest, QuantizeThenInspect) {
@@ -89,6 +91,7 @@ TEST_F(GgufCliTest, QuantizeThenInspect) {
   EXPECT_EQ(j["metadata"]["general.file_type"]["value"], 2);
   EXPECT_EQ(j["metadata"]["general.quantization_version"]["value"], 2);
   EXPECT_EQ(j["totals"]["by_type"]["q4_0"]["tensors"], 44);
+  EXPECT_DOUBLE_EQ(j["totals"]["by_type"]["q4_0"]["bits_per_weight"].get<double>(), 4.5);
   EXPECT_EQ(j["metadata"]["general.name"]["value"], "War and Peace 11M");
 }
 

@@ -57,6 +57,11 @@ double Bound(DType t) {
     case DType::kQ4_0: return 0.11;
     case DType::kQ4_K: return 0.09;
     case DType::kQ6_K: return 0.022;
+    case DType::kQ5_0: return 0.055;   // q4_K's fallback
+    case DType::kQ5_K: return 0.05;
+    case DType::kQ5_1: return 0.055;   // q5_K's fallback
+    case DType::kIQ4_XS: return 0.10;
+    case DType::kIQ4_NL: return 0.10;  // iq4_xs's fallback
     default: return 0.0;
   }
 }
@@ -64,7 +69,8 @@ double Bound(DType t) {
 TEST_F(QuantizeFileTest, Wp11mStaysWithinEachFormatsExpectedError) {
   auto orig = File::Open(kModel);
   ASSERT_TRUE(orig.ok()) << orig.status().ToString();
-  for (DType target : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType target : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K,
+                       DType::kIQ4_XS}) {
     const std::string out = Path(std::string(DTypeName(target)) + ".gguf");
     size_t callbacks = 0;
     QuantizeOptions opts;
@@ -119,7 +125,8 @@ TEST_F(QuantizeFileTest, Wp11mStaysWithinEachFormatsExpectedError) {
   }
 }
 
-TEST_F(QuantizeFileTest, KQuantsFallBackToQ8_0ForRowsNotMultipleOf256) {
+// llama.cpp's fallbacks: q4_K -> q5_0 where the 256-element block does not divide a row.
+TEST_F(QuantizeFileTest, KQuantsFallBackAsLlamaCppForRowsNotMultipleOf256) {
   auto sum = QuantizeFile(kModel, Path("q4k.gguf"), DType::kQ4_K, {}, &pool_);
   ASSERT_TRUE(sum.ok()) << sum.status().ToString();
   // wp-11m: dim 384 (not a multiple of 256), ffn 1024. Only ffn_down rows (1024) fit q4_K.
@@ -130,7 +137,7 @@ TEST_F(QuantizeFileTest, KQuantsFallBackToQ8_0ForRowsNotMultipleOf256) {
       EXPECT_EQ(r.to, DType::kQ4_K) << r.name;
       EXPECT_TRUE(r.note.empty());
     } else {
-      EXPECT_EQ(r.to, DType::kQ8_0) << r.name;
+      EXPECT_EQ(r.to, DType::kQ5_0) << r.name;
       EXPECT_NE(r.note.find("not a multiple of 256"), std::string::npos) << r.note;
     }
   }
@@ -226,6 +233,15 @@ TEST(QuantizeFilePlanTest, PlanTensorType) {
   EXPECT_TRUE(note.empty());
   EXPECT_EQ(PlanTensorType(DType::kQ6_K, 2, 384, &note), DType::kQ8_0);
   EXPECT_FALSE(note.empty());
+  EXPECT_EQ(PlanTensorType(DType::kQ4_K, 2, 384, &note), DType::kQ5_0);
+  EXPECT_EQ(PlanTensorType(DType::kQ5_K, 2, 384, &note), DType::kQ5_1);
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kIQ4_XS, DType::kIQ2_XXS, DType::kIQ2_XS,
+                  DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S, DType::kIQ1_S, DType::kIQ1_M,
+                  DType::kTQ1_0, DType::kTQ2_0}) {
+    EXPECT_EQ(PlanTensorType(t, 2, 384, &note), DType::kIQ4_NL) << DTypeName(t);
+    EXPECT_NE(note.find("using iq4_nl"), std::string::npos) << note;
+    EXPECT_EQ(PlanTensorType(t, 2, 200, &note), DType::kF16) << DTypeName(t);
+  }
   EXPECT_EQ(PlanTensorType(DType::kQ4_0, 2, 100, &note), DType::kF16);
   EXPECT_EQ(PlanTensorType(DType::kF16, 2, 100, &note), DType::kF16);
   EXPECT_TRUE(note.empty());
@@ -234,6 +250,15 @@ TEST(QuantizeFilePlanTest, PlanTensorType) {
   EXPECT_EQ(LlamaFileType(DType::kQ4_K), 14u);
   EXPECT_EQ(LlamaFileType(DType::kQ6_K), 18u);
   EXPECT_EQ(LlamaFileType(DType::kBF16), 32u);
+  EXPECT_EQ(LlamaFileType(DType::kQ5_K), 16u);
+  EXPECT_EQ(LlamaFileType(DType::kIQ4_XS), 30u);
+  EXPECT_EQ(LlamaFileType(DType::kMXFP4), 38u);
+  EXPECT_EQ(LlamaFileType(DType::kTQ2_0), 37u);
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto tr = GetDTypeTraits(id);
+    if (!tr || !IsComputeType(static_cast<DType>(id)) || id == uint32_t(DType::kQ8_K)) continue;
+    EXPECT_TRUE(IsWeightTargetType(static_cast<DType>(id))) << tr->name;
+  }
   EXPECT_FALSE(LlamaFileType(DType::kQ8_K).has_value());
 }
 
