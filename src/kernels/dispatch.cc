@@ -10,6 +10,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matmul_int8_paths.h"
 #include "kernels/matmul_q6k.h"
+#include "kernels/matvec_blocks.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec_multi.h"
 #include "kernels/matvec_q6k.h"
@@ -28,6 +29,8 @@ bool Interleaved(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 bool Amx(Isa isa) { return isa >= Isa::kAmx; }
 // The Q6_K int8 products (MatVecQ6KAvailable and MatMulQ6KAvailable at this level).
 bool Q6K(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
+// The other block types' int8 products (MatVecBlocksAvailable at this level).
+bool Blocks(Isa isa) { return Cpu().x86 && isa >= Isa::kAvx2; }
 
 }  // namespace
 
@@ -38,6 +41,8 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
       c.prepared == PreparedLayout::kInterleaved && QuantInterleaved::Supports(c.type);
   // Q6_K has no prepared copy: its int8 products read the GGUF blocks.
   const bool q6k = c.type == DType::kQ6_K && Q6K(isa);
+  // The other block types without a copy: int8 products from their GGUF blocks.
+  const bool blocks = MatVecBlocksSupports(c.type) && Blocks(isa);
   const int64_t amx_min =
       c.prepared == PreparedLayout::kAmxSplit ? kAmxPackedMinTokens : kAmxPlainMinTokens;
   // F16 with a panel copy: the panels for every token count. Each output is then one FMA chain
@@ -48,6 +53,7 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
     if (interleaved && Interleaved(isa)) return MatMulKernel::kInterleavedInt8;
     if (int8_vec && Avx512Int8(isa)) return MatMulKernel::kMatVecInt8;
     if (q6k) return MatMulKernel::kMatVecQ6K;
+    if (blocks) return MatMulKernel::kMatVecBlocks;
     // A matrix with an interleaved copy may have released its GGUF bytes: only the int8
     // kernels read the copy.
     return interleaved ? MatMulKernel::kMatMulInt8 : MatMulKernel::kMatVec;
@@ -64,6 +70,9 @@ MatMulKernel ChooseMatMulKernel(const MatMulCase& c, Isa isa) {
   if (q6k && c.n_tokens < kQ6KGemmMinTokens) return MatMulKernel::kMatVecQ6K;
   if (q6k && !Amx(isa)) return MatMulKernel::kMatMulQ6K;
   if (q6k && c.n_tokens <= kQ6KMaxTokens && c.n_tokens < amx_min) return MatMulKernel::kMatVecQ6K;
+  if (blocks && c.n_tokens <= kBlocksMaxTokens && !(Amx(isa) && c.n_tokens >= amx_min)) {
+    return MatMulKernel::kMatVecBlocks;
+  }
   if (c.n_tokens <= kMatVecMultiMaxTokens && !IsInt8MatMulType(c.type) &&
       !(Amx(isa) && c.n_tokens >= amx_min)) {
     return MatMulKernel::kMatVecMulti;
@@ -82,6 +91,7 @@ const char* MatMulKernelName(MatMulKernel k) {
     case MatMulKernel::kInterleavedInt8: return "interleaved-int8";
     case MatMulKernel::kMatVecQ6K: return "matvec-q6k";
     case MatMulKernel::kMatVecMulti: return "matvec-multi";
+    case MatMulKernel::kMatVecBlocks: return "matvec-blocks";
     case MatMulKernel::kMatMulInt8: return "matmul-int8";
     case MatMulKernel::kMatMulQ6K: return "matmul-q6k";
     case MatMulKernel::kMatMulAmx: return "matmul-amx";
@@ -113,6 +123,7 @@ std::string MatMulKernelVariant(MatMulKernel k, DType type, int64_t n_tokens, Is
       break;
     case MatMulKernel::kMatVecQ6K:
     case MatMulKernel::kMatMulQ6K:
+    case MatMulKernel::kMatVecBlocks:
       path = "avx2";
       break;
     case MatMulKernel::kInterleavedInt8: {
@@ -169,8 +180,9 @@ std::string DescribeDispatchTable(Isa isa) {
   const Isa level = Clamp(isa);
   std::string out = std::string("kernel dispatch at level ") + IsaName(level) + " (native " +
                     IsaName(NativeIsa()) + "; TARMAC_ISA lowers it)\n";
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+  const DType types[] = {DType::kF32,  DType::kF16,   DType::kBF16,   DType::kQ8_0,
+                         DType::kQ4_0, DType::kQ4_K,  DType::kQ6_K,   DType::kQ5_K,
+                         DType::kQ3_K, DType::kQ2_K,  DType::kIQ4_XS, DType::kMXFP4};
   constexpr int64_t kScan = 64;  // past every threshold
   for (DType t : types) {
     const PreparedLayout prep = WantsInterleavedCopy(t, level) ? PreparedLayout::kInterleaved
@@ -178,7 +190,7 @@ std::string DescribeDispatchTable(Isa isa) {
                                 : WantsPanelCopy(t, level)     ? PreparedLayout::kF16Panels
                                                                : PreparedLayout::kNone;
     char head[64];
-    std::snprintf(head, sizeof head, "  %-5s %-12s", std::string(DTypeName(t)).c_str(),
+    std::snprintf(head, sizeof head, "  %-6s %-12s", std::string(DTypeName(t)).c_str(),
                   prep == PreparedLayout::kInterleaved ? "interleaved"
                   : prep == PreparedLayout::kAmxSplit  ? "amx-split"
                   : prep == PreparedLayout::kF16Panels ? "f16-panels"

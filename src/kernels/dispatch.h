@@ -24,6 +24,7 @@ enum class MatMulKernel {
   kInterleavedInt8,  // 1..16 tokens, Q8_0/Q4_0/Q4_K interleaved copy (matvec_int8.h)
   kMatVecQ6K,        // a few tokens, Q6_K GGUF layout, int8 activations, AVX2 (matvec_q6k.h)
   kMatVecMulti,      // 2..16 tokens, rows streamed once (matvec_multi.h)
+  kMatVecBlocks,     // 1..16 tokens, Q2_K/Q3_K/Q5_K/IQ4/MXFP4/legacy/TQ blocks, AVX2 (matvec_blocks.h)
   kMatMulInt8,       // GEMM with int8 activations, Q8_0/Q4_0/Q4_K (matmul_int8.h)
   kMatMulQ6K,        // GEMM with int8 activations, Q6_K GGUF layout, AVX2 (matmul_q6k.h)
   kMatMulAmx,        // GEMM on AMX tiles, split-bf16 (matmul_amx.h)

@@ -15,6 +15,7 @@
 #include "kernels/matmul_int8.h"
 #include "kernels/matvec_int8.h"
 #include "kernels/matvec.h"
+#include "kernels/matvec_blocks.h"
 #include "kernels/matvec_multi.h"
 #include "kernels/matmul_q6k.h"
 #include "kernels/matvec_q6k.h"
@@ -333,6 +334,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
       return MatVecQ6K(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatVecMulti:
       return MatVecMulti(w, x, n_tokens, y, pool);
+    case MatMulKernel::kMatVecBlocks:
+      return MatVecBlocks(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulInt8:
       return MatMulInt8(w, x, n_tokens, y, pool);
     case MatMulKernel::kMatMulQ6K:

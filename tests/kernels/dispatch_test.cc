@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "hwy/targets.h"
@@ -164,13 +165,15 @@ TEST(DispatchTest, TableRoutesAsTheKernelsSay) {
 TEST(DispatchTest, DescribesEveryDtypeAtEveryLevel) {
   for (Isa isa : kAllIsas) {
     const std::string t = DescribeDispatchTable(isa);
-    for (const char* name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K"}) {
+    const char* const names[] = {"f32",  "f16",  "bf16", "q8_0",   "q4_0",  "q4_K",
+                                 "q6_K", "q5_K", "q3_K", "q2_K", "iq4_xs", "mxfp4"};
+    for (const char* name : names) {
       EXPECT_NE(t.find(std::string("  ") + name + " "), std::string::npos) << name << "\n" << t;
     }
     // Every dtype's last range is open-ended ("17+: ...").
     size_t open_ranges = 0;
     for (size_t at = t.find("+: "); at != std::string::npos; at = t.find("+: ", at + 1)) ++open_ranges;
-    EXPECT_EQ(open_ranges, 7u) << t;
+    EXPECT_EQ(open_ranges, std::size(names)) << t;
   }
   std::printf("%s", DescribeDispatchTable(ActiveIsa()).c_str());
 }

@@ -55,7 +55,7 @@ void CheckCase(DType type, int64_t rows, int64_t cols, int64_t tokens, int64_t s
   const MatMulKernel kernel = ChooseMatMulKernel({type, tokens, w.prepared_layout()});
   const bool int8_acts = kernel == MatMulKernel::kMatVecInt8 || kernel == MatMulKernel::kMatVecQ6K ||
                          kernel == MatMulKernel::kMatMulInt8 || kernel == MatMulKernel::kInterleavedInt8 ||
-                         kernel == MatMulKernel::kMatMulQ6K;
+                         kernel == MatMulKernel::kMatMulQ6K || kernel == MatMulKernel::kMatVecBlocks;
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       double tol;
