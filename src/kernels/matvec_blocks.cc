@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/block_decode_avx2-inl.h"
+#include "kernels/block_decode_grid_avx2-inl.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul_int8.h"
@@ -94,6 +95,20 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void DecodeUnit(
     bi::DecodeTQ2(reinterpret_cast<const BlockTQ2_0*>(row)[u], out);
   } else if constexpr (kT == DType::kTQ1_0) {
     bi::DecodeTQ1(reinterpret_cast<const BlockTQ1_0*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ2_XXS) {
+    bi::DecodeIQ2XXS(reinterpret_cast<const quant_grid::BlockIQ2_XXS*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ2_XS) {
+    bi::DecodeIQ2XS(reinterpret_cast<const quant_grid::BlockIQ2_XS*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ2_S) {
+    bi::DecodeIQ2S(reinterpret_cast<const quant_grid::BlockIQ2_S*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ3_XXS) {
+    bi::DecodeIQ3XXS(reinterpret_cast<const quant_grid::BlockIQ3_XXS*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ3_S) {
+    bi::DecodeIQ3S(reinterpret_cast<const quant_grid::BlockIQ3_S*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ1_S) {
+    bi::DecodeIQ1S(reinterpret_cast<const quant_grid::BlockIQ1_S*>(row)[u], out);
+  } else if constexpr (kT == DType::kIQ1_M) {
+    bi::DecodeIQ1M(reinterpret_cast<const quant_grid::BlockIQ1_M*>(row)[u], out);
   } else {
     const int64_t i0 = u * (kUnit / kQB);
     const int n = static_cast<int>(std::min<int64_t>(kUnit / kQB, cols / kQB - i0));
@@ -172,6 +187,13 @@ RowsFn RowsFor(DType t) {
     case DType::kQ5_1: return RowsT<DType::kQ5_1>;
     case DType::kTQ1_0: return RowsT<DType::kTQ1_0>;
     case DType::kTQ2_0: return RowsT<DType::kTQ2_0>;
+    case DType::kIQ2_XXS: return RowsT<DType::kIQ2_XXS>;
+    case DType::kIQ2_XS: return RowsT<DType::kIQ2_XS>;
+    case DType::kIQ2_S: return RowsT<DType::kIQ2_S>;
+    case DType::kIQ3_XXS: return RowsT<DType::kIQ3_XXS>;
+    case DType::kIQ3_S: return RowsT<DType::kIQ3_S>;
+    case DType::kIQ1_S: return RowsT<DType::kIQ1_S>;
+    case DType::kIQ1_M: return RowsT<DType::kIQ1_M>;
     default: return nullptr;
   }
 }
@@ -190,7 +212,9 @@ bool MatVecBlocksSupports(DType type) {
   switch (type) {
     case DType::kQ2_K: case DType::kQ3_K: case DType::kQ5_K: case DType::kIQ4_XS:
     case DType::kIQ4_NL: case DType::kMXFP4: case DType::kQ4_1: case DType::kQ5_0:
-    case DType::kQ5_1: case DType::kTQ1_0: case DType::kTQ2_0:
+    case DType::kQ5_1: case DType::kTQ1_0: case DType::kTQ2_0: case DType::kIQ2_XXS:
+    case DType::kIQ2_XS: case DType::kIQ2_S: case DType::kIQ3_XXS: case DType::kIQ3_S:
+    case DType::kIQ1_S: case DType::kIQ1_M:
       return true;
     default:
       return false;

@@ -1,5 +1,6 @@
 // MatVecBlocks: products of weights in the block types that have no kernel of their own
-// elsewhere (Q2_K, Q3_K, Q5_K, IQ4_XS, IQ4_NL, MXFP4, Q4_1, Q5_0, Q5_1, TQ1_0, TQ2_0), read
+// elsewhere (Q2_K, Q3_K, Q5_K, IQ4_XS, IQ4_NL, MXFP4, Q4_1, Q5_0, Q5_1, TQ1_0, TQ2_0 and the
+// IQ grid types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), read
 // straight from their GGUF blocks, with 1..kBlocksMaxTokens tokens (decode, small decode
 // batches, speculative verification) and 8-bit activations, on AVX2. No prepared copy: the
 // GGUF bytes are the only copy.
@@ -7,7 +8,8 @@
 // Scheme: x is quantized as MatMulInt8 does it (per 32-block d_x = max|x| / 127, q =
 // round_to_nearest_even(x / d_x); QuantizeActivationsQ8), and the sum of q over each 16
 // elements is kept. Each unit of 256 weights is decoded once per call into signed int8 weights
-// w with a scale s and offset o per 16 (block_decode_avx2-inl.h), then for every token
+// w with a scale s and offset o per 16 (block_decode_avx2-inl.h, block_decode_grid_avx2-inl.h),
+// then for every token
 //   sum_e value_e · x_e ~ sum_g d_x · (s_g · sum_{e in g} w_e q_e + o_g · sum_{e in g} q_e)
 // with vpmaddubsw(|w|, sign(q, w)) and vpmaddwd giving exact int32 sums of w·q per 4 weights.
 // Tokens share the decode, so 2..16 tokens cost little more than one in decode work.

@@ -32,7 +32,9 @@ using testing::RandomMatrix;
 
 constexpr DType kTypes[] = {DType::kQ2_K,  DType::kQ3_K, DType::kQ5_K, DType::kIQ4_XS,
                             DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_1, DType::kQ5_0,
-                            DType::kQ5_1,  DType::kTQ1_0, DType::kTQ2_0};
+                            DType::kQ5_1,  DType::kTQ1_0, DType::kTQ2_0, DType::kIQ2_XXS,
+                            DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S,
+                            DType::kIQ1_S, DType::kIQ1_M};
 
 double OrderTolerance(const MatrixView& w, int64_t r, const float* x) {
   return (w.cols / 4.0 + 32.0) * std::ldexp(1.0, -23) * Int8ActivationMagnitude(w, r, x) + 1e-30;
@@ -147,7 +149,7 @@ TEST(MatVecBlocksTest, MatMulDispatchesTheseTypesHere) {
               MatMulKernel::kMatVecBlocks);
   }
   EXPECT_FALSE(MatVecBlocksSupports(DType::kQ6_K));
-  EXPECT_FALSE(MatVecBlocksSupports(DType::kIQ2_XXS));
+  EXPECT_FALSE(MatVecBlocksSupports(DType::kQ4_K));
 }
 
 }  // namespace
