@@ -290,6 +290,18 @@ TEST(GgufMalformed, RemovedDtypes) {
 
 TEST(GgufMalformed, RowNotMultipleOfBlock) {
   ExpectRejected(OneTensor({33}, 8), {"tensor 0 't' dims", "row length 33", "q8_0 block size 32"});
+  // The K, IQ and ternary types' 256-element blocks, and the 32-element ones of the others.
+  ExpectRejected(OneTensor({288}, 13), {"tensor 0 't' dims", "row length 288", "q5_K block size 256"});
+  ExpectRejected(OneTensor({96}, 16), {"row length 96", "iq2_xxs block size 256"});
+  ExpectRejected(OneTensor({300}, 35), {"row length 300", "tq2_0 block size 256"});
+  ExpectRejected(OneTensor({40}, 39), {"row length 40", "mxfp4 block size 32"});
+}
+
+// A block whose bytes (a codebook type's indices and signs) run past the data section.
+TEST(GgufMalformed, TruncatedBlockData) {
+  // One iq2_xxs block is 66 bytes, one iq4_xs block 136: the 64-byte data section holds neither.
+  ExpectRejected(OneTensor({256}, 16, 0, 64), {"tensor 0 't' offset", "truncated"});
+  ExpectRejected(OneTensor({256}, 23, 0, 64), {"tensor 0 't' offset", "truncated"});
 }
 
 TEST(GgufMalformed, MisalignedOffset) {
