@@ -160,82 +160,124 @@ const std::vector<ModelShape>& ModelPresets() {
       Preset("phi3-mini", 3072, 32, 32, 32, 8192, 32064, 4096, 10000.0, false, "phi3"),
       Preset("mistral-7b", 4096, 32, 32, 8, 14336, 32000, 32768, 10000.0, false, "llama", 0,
              4096),
+      // Llama 3.1's llama3 RoPE scaling (factor 8 over an original 8192 context) is a
+      // rope_freqs tensor in llama.cpp's files, which make-random does not write (nor for
+      // llama-3.2-1b): the shape is right, positions past 8192 are not scaled.
+      Preset("llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0, false),
   };
   return kPresets;
 }
 
+namespace {
+
+constexpr const char* kKnownKeys =
+    "dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, eps, tied, head_dim, rot, "
+    "window, swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx";
+
+// Sets the field `key` names from `val`. *required_index: 0..5 for dim, layers, heads, ffn,
+// vocab, kv_heads (the keys a custom spec must give), -1 for the others.
+Status SetField(ModelShape* s, std::string_view key, std::string_view val, int* required_index) {
+  *required_index = -1;
+  int64_t* int_field = nullptr;
+  if (key == "dim") int_field = &s->dim, *required_index = 0;
+  else if (key == "layers") int_field = &s->layers, *required_index = 1;
+  else if (key == "heads") int_field = &s->heads, *required_index = 2;
+  else if (key == "ffn") int_field = &s->ffn, *required_index = 3;
+  else if (key == "vocab") int_field = &s->vocab, *required_index = 4;
+  else if (key == "kv_heads") int_field = &s->kv_heads, *required_index = 5;
+  else if (key == "ctx") int_field = &s->context;
+  else if (key == "head_dim") int_field = &s->head_dim_override;
+  else if (key == "rot") int_field = &s->rot;
+  else if (key == "window") int_field = &s->window;
+  else if (key == "swa_pattern") int_field = &s->swa_pattern;
+  else if (key == "orig_ctx") int_field = &s->orig_ctx;
+  if (int_field != nullptr) {
+    TARMAC_ASSIGN_OR_RETURN(*int_field, ParseInt(key, val));
+  } else if (key == "rope_base") {
+    TARMAC_ASSIGN_OR_RETURN(s->rope_base, ParseDouble(key, val));
+  } else if (key == "eps") {
+    TARMAC_ASSIGN_OR_RETURN(s->rms_eps, ParseDouble(key, val));
+  } else if (key == "rope_base_swa") {
+    TARMAC_ASSIGN_OR_RETURN(s->rope_base_swa, ParseDouble(key, val));
+  } else if (key == "attn_softcap") {
+    TARMAC_ASSIGN_OR_RETURN(s->attn_softcap, ParseDouble(key, val));
+  } else if (key == "final_softcap") {
+    TARMAC_ASSIGN_OR_RETURN(s->final_softcap, ParseDouble(key, val));
+  } else if (key == "tied") {
+    if (val != "0" && val != "1") return InvalidArgument("shape: tied='{}' must be 0 or 1", val);
+    s->tied = val == "1";
+  } else {
+    return InvalidArgument("shape: unknown key '{}' (known: {})", key, kKnownKeys);
+  }
+  return Status::Ok();
+}
+
+// Splits "a, b,c" at commas into trimmed, non-empty items.
+std::vector<std::string_view> Items(std::string_view spec) {
+  std::vector<std::string_view> items;
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    const std::string_view item = Trim(spec.substr(0, comma));
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
 Result<ModelShape> ParseShape(std::string_view spec, std::string_view arch) {
   spec = Trim(spec);
   if (spec.empty()) return InvalidArgument("shape: empty (give a preset name or dim=..,layers=..)");
-  if (spec.find('=') == std::string_view::npos) {
-    for (const ModelShape& p : ModelPresets()) {
-      if (p.name != spec) continue;
-      ModelShape s = p;
-      if (!arch.empty()) s.arch = std::string(arch);
-      TARMAC_RETURN_IF_ERROR(s.Validate());
-      return s;
-    }
-    std::string names;
-    for (const ModelShape& p : ModelPresets()) names += (names.empty() ? "" : ", ") + p.name;
-    return InvalidArgument("shape: unknown preset '{}' (known: {}; or give dim=..,layers=..,"
-                           "heads=..,kv_heads=..,ffn=..,vocab=..)", spec, names);
-  }
+  const std::vector<std::string_view> items = Items(spec);
   ModelShape s;
   s.name = "custom";
+  size_t first = 0;  // the first key=value item
+  const bool preset = !items.empty() && items[0].find('=') == std::string_view::npos;
+  if (preset) {
+    const ModelShape* p = nullptr;
+    for (const ModelShape& c : ModelPresets()) {
+      if (c.name == items[0]) p = &c;
+    }
+    if (p == nullptr) {
+      std::string names;
+      for (const ModelShape& c : ModelPresets()) names += (names.empty() ? "" : ", ") + c.name;
+      return InvalidArgument("shape: unknown preset '{}' (known: {}; or give dim=..,layers=..,"
+                             "heads=..,kv_heads=..,ffn=..,vocab=..)", items[0], names);
+    }
+    s = *p;
+    first = 1;
+  }
   if (!arch.empty()) s.arch = std::string(arch);
-  bool seen_kv = false;
   bool seen[6] = {};
   const char* required[6] = {"dim", "layers", "heads", "ffn", "vocab", "kv_heads"};
-  while (!spec.empty()) {
-    const size_t comma = spec.find(',');
-    std::string_view item = Trim(spec.substr(0, comma));
-    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
-    if (item.empty()) continue;
+  std::string overrides;
+  for (size_t i = first; i < items.size(); ++i) {
+    const std::string_view item = items[i];
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      return InvalidArgument("shape: '{}' is not key=value", item);
+      return InvalidArgument("shape: '{}' is not key=value{}", item,
+                             preset ? " (a preset name comes first, then key=value overrides)"
+                                    : "");
     }
     const std::string_view key = Trim(item.substr(0, eq)), val = Trim(item.substr(eq + 1));
-    int64_t* int_field = nullptr;
     int idx = -1;
-    if (key == "dim") int_field = &s.dim, idx = 0;
-    else if (key == "layers") int_field = &s.layers, idx = 1;
-    else if (key == "heads") int_field = &s.heads, idx = 2;
-    else if (key == "ffn") int_field = &s.ffn, idx = 3;
-    else if (key == "vocab") int_field = &s.vocab, idx = 4;
-    else if (key == "kv_heads") int_field = &s.kv_heads, idx = 5, seen_kv = true;
-    else if (key == "ctx") int_field = &s.context;
-    else if (key == "head_dim") int_field = &s.head_dim_override;
-    else if (key == "rot") int_field = &s.rot;
-    else if (key == "window") int_field = &s.window;
-    else if (key == "swa_pattern") int_field = &s.swa_pattern;
-    else if (key == "orig_ctx") int_field = &s.orig_ctx;
-    if (int_field != nullptr) {
-      TARMAC_ASSIGN_OR_RETURN(*int_field, ParseInt(key, val));
-      if (idx >= 0) seen[idx] = true;
-    } else if (key == "rope_base") {
-      TARMAC_ASSIGN_OR_RETURN(s.rope_base, ParseDouble(key, val));
-    } else if (key == "eps") {
-      TARMAC_ASSIGN_OR_RETURN(s.rms_eps, ParseDouble(key, val));
-    } else if (key == "rope_base_swa") {
-      TARMAC_ASSIGN_OR_RETURN(s.rope_base_swa, ParseDouble(key, val));
-    } else if (key == "attn_softcap") {
-      TARMAC_ASSIGN_OR_RETURN(s.attn_softcap, ParseDouble(key, val));
-    } else if (key == "final_softcap") {
-      TARMAC_ASSIGN_OR_RETURN(s.final_softcap, ParseDouble(key, val));
-    } else if (key == "tied") {
-      if (val != "0" && val != "1") return InvalidArgument("shape: tied='{}' must be 0 or 1", val);
-      s.tied = val == "1";
-    } else {
-      return InvalidArgument("shape: unknown key '{}' (known: dim, layers, heads, kv_heads, ffn, "
-                             "vocab, ctx, rope_base, eps, tied, head_dim, rot, window, "
-                             "swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx)",
-                             key);
+    Status st = SetField(&s, key, val, &idx);
+    if (!st.ok() && preset) {
+      return InvalidArgument("{} (overriding preset '{}')", st.message(), items[0]);
     }
+    TARMAC_RETURN_IF_ERROR(st);
+    if (idx >= 0) seen[idx] = true;
+    overrides += fmt::format("{}{}={}", overrides.empty() ? "" : ",", key, val);
   }
-  if (!seen_kv) s.kv_heads = s.heads, seen[5] = true;
-  for (int i = 0; i < 6; ++i) {
-    if (!seen[i]) return InvalidArgument("shape: missing {}=", required[i]);
+  if (preset) {
+    // The preset's name with what was changed: "llama-3.2-1b+layers=8".
+    if (!overrides.empty()) s.name += "+" + overrides;
+  } else {
+    if (!seen[5]) s.kv_heads = s.heads, seen[5] = true;
+    for (int i = 0; i < 6; ++i) {
+      if (!seen[i]) return InvalidArgument("shape: missing {}=", required[i]);
+    }
   }
   TARMAC_RETURN_IF_ERROR(s.Validate());
   return s;

@@ -1,7 +1,8 @@
 // ModelShape: the hyper-parameters of a decoder model of one of the families make-random
 // writes (llama, qwen2, qwen3, gemma2, gemma3, phi3), named presets of real model shapes, and
-// the `--shape` parser (a preset name or "dim=..,layers=..,..."). Used to make random-weight
-// models of realistic size for benchmarks and compatibility tests.
+// the `--shape` parser (a preset name with optional key=value overrides, or
+// "dim=..,layers=..,..."). Used to make random-weight models of realistic size for benchmarks
+// and compatibility tests.
 //
 // Plain values; the preset table is immutable and safe to read from any thread.
 #pragma once
@@ -61,11 +62,13 @@ struct ModelShape {
 // Real shapes (from the models' published configs), smallest first.
 const std::vector<ModelShape>& ModelPresets();
 
-// A preset by name, or a custom spec "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=.."
-// with optional ctx=, rope_base=, eps=, tied=0|1 (kv_heads defaults to heads) and the family
-// extras head_dim=, rot=, window=, swa_pattern=, rope_base_swa=, attn_softcap=,
-// final_softcap=, orig_ctx=. arch (when not empty) sets the family, also of a preset. The
-// result is validated. InvalidArgument naming the unknown preset / key / bad number otherwise.
+// A preset by name, optionally followed by key=value overrides of its fields
+// ("llama-3.2-1b,layers=8": named "llama-3.2-1b+layers=8"), or a custom spec
+// "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=.." with optional ctx=, rope_base=,
+// eps=, tied=0|1 (kv_heads defaults to heads) and the family extras head_dim=, rot=, window=,
+// swa_pattern=, rope_base_swa=, attn_softcap=, final_softcap=, orig_ctx= (the same keys
+// override a preset). arch (when not empty) sets the family, also of a preset. The result is
+// validated. InvalidArgument naming the unknown preset / key / bad number otherwise.
 Result<ModelShape> ParseShape(std::string_view spec, std::string_view arch = {});
 
 }  // namespace tarmac::gguf

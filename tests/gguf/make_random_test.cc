@@ -228,6 +228,79 @@ TEST(ModelShapeTest, PresetsParseAndCountParameters) {
   for (const auto& p : ModelPresets()) EXPECT_TRUE(p.Validate().ok()) << p.name;
 }
 
+TEST(ModelShapeTest, Llama31_8bPreset) {
+  auto s = ParseShape("llama-3.1-8b");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->arch, "llama");
+  EXPECT_EQ(s->dim, 4096);
+  EXPECT_EQ(s->layers, 32);
+  EXPECT_EQ(s->heads, 32);
+  EXPECT_EQ(s->kv_heads, 8);
+  EXPECT_EQ(s->ffn, 14336);
+  EXPECT_EQ(s->vocab, 128256);
+  EXPECT_EQ(s->context, 131072);
+  EXPECT_DOUBLE_EQ(s->rope_base, 500000.0);
+  EXPECT_FALSE(s->tied);
+  EXPECT_EQ(s->ParameterCount(), 8030261248);  // Llama-3.1-8B's published count
+}
+
+TEST(ModelShapeTest, PresetsTakeKeyValueOverrides) {
+  auto s = ParseShape("llama-3.2-1b,layers=8");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->layers, 8);
+  EXPECT_EQ(s->name, "llama-3.2-1b+layers=8");
+  // Everything else is the preset's.
+  auto p = ParseShape("llama-3.2-1b");
+  ASSERT_TRUE(p.ok());
+  ModelShape want = *p;
+  want.layers = 8;
+  want.name = s->name;
+  EXPECT_EQ(s->ToString(), want.ToString());
+  EXPECT_EQ(s->arch, "llama");
+  EXPECT_TRUE(s->tied);
+
+  auto t = ParseShape(" llama-3.1-8b , layers=2, vocab=1000,ctx=4096,kv_heads=4,tied=1");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->layers, 2);
+  EXPECT_EQ(t->vocab, 1000);
+  EXPECT_EQ(t->context, 4096);
+  EXPECT_EQ(t->kv_heads, 4);
+  EXPECT_TRUE(t->tied);
+  EXPECT_EQ(t->dim, 4096);
+  EXPECT_EQ(t->ffn, 14336);
+  EXPECT_DOUBLE_EQ(t->rope_base, 500000.0);
+  // Changing heads keeps the preset's kv_heads (no custom-spec default).
+  auto h = ParseShape("llama-3.1-8b,heads=16");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->kv_heads, 8);
+  // The family flag applies with overrides too.
+  auto q = ParseShape("llama-3.2-1b,layers=2", "qwen2");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->arch, "qwen2");
+
+  struct Bad {
+    const char* spec;
+    const char* says;
+  };
+  const Bad bad[] = {
+      {"llama-3.2-1b,color=red", "unknown key 'color'"},
+      {"llama-3.2-1b,color=red", "overriding preset 'llama-3.2-1b'"},
+      {"llama-3.2-1b,layers", "'layers' is not key=value"},
+      {"llama-3.2-1b,layers=x", "layers='x' is not an integer"},
+      {"llama-3.2-1b,layers=0", "layers=0 out of range"},
+      {"llama-3.2-1b,heads=7", "heads=7 does not divide dim=2048"},
+      {"llama-3.2-1b,tiny-llama", "not key=value"},
+      {"gpt-9,layers=2", "unknown preset 'gpt-9'"},
+  };
+  for (const Bad& b : bad) {
+    auto r = ParseShape(b.spec);
+    ASSERT_FALSE(r.ok()) << b.spec;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(b.says), std::string::npos)
+        << b.spec << " -> " << r.status().message();
+  }
+}
+
 TEST(ModelShapeTest, CustomSpecsAndErrors) {
   auto s = ParseShape(" dim=128, layers=3,heads=4,ffn=256,vocab=1000,rope_base=5e5,tied=1");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
