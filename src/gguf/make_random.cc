@@ -231,14 +231,13 @@ ByteLevelVocab MakeByteLevelVocab(int64_t size) {
   return v;
 }
 
-Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, DType type,
+Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const QuantTarget& target,
                                           const std::string& out, const MakeRandomOptions& options,
                                           ThreadPool* pool) {
   TARMAC_RETURN_IF_ERROR(shape_in.Validate());
-  if (!IsWeightTargetType(type)) {
-    return InvalidArgument("make-random: cannot write weights as {} (use a type llama.cpp "
-                           "computes: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, "
-                           "iq*, mxfp4, tq1_0, tq2_0)", DTypeName(type));
+  if (!IsWeightTargetType(target.base)) {
+    return InvalidArgument("make-random: cannot write weights as {} (use one of {})",
+                           DTypeName(target.base), QuantTargetNames());
   }
   if (!(options.norm_jitter >= 0.0 && options.norm_jitter < 1.0)) {
     return InvalidArgument("make-random: norm jitter {} must be in [0, 1)", options.norm_jitter);
@@ -258,18 +257,33 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, DType type
   w.SetKV("general.description",
           Value::Str(fmt::format("random weights (seed {}), shape {}; made by tarmac gguf "
                                  "make-random", options.seed, shape.ToString())));
-  w.SetKV("general.file_type", Value::U32(*LlamaFileType(type)));
-  if (Traits(type).block_size > 1) w.SetKV("general.quantization_version", Value::U32(2));
+  w.SetKV("general.file_type", Value::U32(target.file_type));
+  if (Traits(target.base).block_size > 1) {
+    w.SetKV("general.quantization_version", Value::U32(2));
+  }
   SetFamilyKeys(shape, family, &w);
   SetVocabulary(shape, vocab, &w);
 
   const std::vector<TensorSpec> specs = TensorSpecs(shape, family);
   const size_t count = specs.size();
+  // Each tensor's type, as llama.cpp's quantizer would choose it for this model.
+  ModelFacts facts;
+  facts.arch = shape.arch;
+  facts.n_layer = shape.layers;
+  facts.n_head = shape.heads;
+  facts.n_head_kv = shape.kv_heads;
+  std::vector<std::string> names;
+  std::vector<TensorDesc> descs;
+  for (const TensorSpec& t : specs) names.push_back(t.name);
+  for (const TensorSpec& t : specs) descs.push_back({t.name, t.dims, DType::kF32});
+  facts.CountTensors(names);
+  TARMAC_ASSIGN_OR_RETURN(const std::vector<TensorPlan> plans,
+                          PlanTensorTypes(target, facts, descs));
   for (size_t i = 0; i < count; ++i) {
     const TensorSpec& t = specs[i];
-    std::string note;
-    const DType to = PlanTensorType(type, static_cast<int>(t.dims.size()), t.dims[0], &note);
-    if (!note.empty()) summary.notes.push_back(t.name + ": " + note);
+    const DType to = plans[i].type;
+    if (!plans[i].fallback.empty()) summary.notes.push_back(t.name + ": " + plans[i].fallback);
+    if (!plans[i].rule.empty()) ++summary.mixed;
     const int64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
     summary.parameters += t.dims[0] * rows;
     summary.tensor_bytes += static_cast<uint64_t>(RowBytes(to, t.dims[0]) * rows);

@@ -26,6 +26,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/model_presets.h"
+#include "gguf/quant_mix.h"
 #include "tensor/dtype.h"
 
 namespace tarmac::gguf {
@@ -62,12 +63,15 @@ struct MakeRandomSummary {
   int64_t parameters = 0;
   uint64_t tensor_bytes = 0;
   std::vector<std::string> notes;  // type fallbacks (see PlanTensorType)
+  int mixed = 0;                   // tensors the target's mix rules stored in another type
 };
 
-// Writes the model to `out` atomically (no partial file on error). InvalidArgument for an
-// invalid shape, a type outside IsWeightTargetType, a bad norm_jitter, or a vocab_from file
-// that cannot be read or has no tokenizer.ggml.tokens.
-Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape, DType type,
+// Writes the model to `out` atomically (no partial file on error), its tensors in the types
+// the target chooses for this shape (gguf/quant_mix.h: a llama.cpp mix such as q4_k_m, or one
+// type everywhere; general.file_type is the target's). InvalidArgument for an invalid shape, a
+// target whose base type is outside IsWeightTargetType, a bad norm_jitter, or a vocab_from
+// file that cannot be read or has no tokenizer.ggml.tokens.
+Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape, const QuantTarget& target,
                                           const std::string& out, const MakeRandomOptions& options,
                                           ThreadPool* pool);
 

@@ -109,12 +109,12 @@ Status ConvertRows(DType type, int64_t rows, int64_t row_len, const RowProducer&
   return first_error;
 }
 
-Result<QuantizeSummary> QuantizeFile(const std::string& in, const std::string& out, DType target,
-                                     const QuantizeOptions& options, ThreadPool* pool) {
-  if (!IsWeightTargetType(target)) {
-    return InvalidArgument("quantize: cannot write weights as {} (use a type llama.cpp computes: "
-                           "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq*, mxfp4, "
-                           "tq1_0, tq2_0)", DTypeName(target));
+Result<QuantizeSummary> QuantizeFile(const std::string& in, const std::string& out,
+                                     const QuantTarget& target, const QuantizeOptions& options,
+                                     ThreadPool* pool) {
+  if (!IsWeightTargetType(target.base)) {
+    return InvalidArgument("quantize: cannot write weights as {} (use one of {})",
+                           DTypeName(target.base), QuantTargetNames());
   }
   std::error_code ec;
   if (std::filesystem::equivalent(in, out, ec)) {
@@ -124,36 +124,46 @@ Result<QuantizeSummary> QuantizeFile(const std::string& in, const std::string& o
 
   Writer writer;
   for (const KeyValue& kv : file.metadata()) writer.SetKV(kv.key, kv.value);
-  writer.SetKV("general.file_type", Value::U32(*LlamaFileType(target)));
-  if (Traits(target).block_size > 1) {
+  writer.SetKV("general.file_type", Value::U32(target.file_type));
+  if (Traits(target.base).block_size > 1) {
     writer.SetKV("general.quantization_version", Value::U32(2));
   } else {
     writer.RemoveKV("general.quantization_version");
   }
 
-  QuantizeSummary summary;
-  summary.tensors.reserve(file.tensors().size());
   const size_t count = file.tensors().size();
-  for (size_t i = 0; i < count; ++i) {
-    const TensorInfo& t = file.tensors()[i];
+  for (const TensorInfo& t : file.tensors()) {
     if (!IsComputeType(t.type)) {
       return Unimplemented("quantize: {}: tensor '{}' has type {}, which tarmac cannot dequantize",
                            in, t.name, DTypeName(t.type));
     }
+  }
+  // Every tensor's type first, in the order llama.cpp's rules count tensors in; then the
+  // tensors are written in file order.
+  ModelFacts facts;  // only the mix rules read them
+  if (target.uses_rules()) {
+    TARMAC_ASSIGN_OR_RETURN(facts, ReadModelFacts(file));
+  }
+  std::vector<TensorDesc> descs;
+  descs.reserve(count);
+  for (const TensorInfo& t : file.tensors()) descs.push_back({t.name, t.dims, t.type});
+  TARMAC_ASSIGN_OR_RETURN(const std::vector<TensorPlan> plans,
+                          PlanTensorTypes(target, facts, descs));
+
+  QuantizeSummary summary;
+  summary.tensors.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const TensorInfo& t = file.tensors()[i];
     TensorReport rep;
     rep.name = t.name;
     rep.dims = t.dims;
     rep.from = t.type;
-    // llama.cpp quantizes only tensors named *.weight with 2+ dims; other tensors keep their type
-    // (F16/BF16 1-D ones become F32 like the norms).
-    const bool is_weight = t.name.size() > 7 && t.name.ends_with(".weight");
-    const int nd = static_cast<int>(t.dims.size());
-    if (is_weight || nd <= 1) {
-      rep.to = PlanTensorType(target, nd, t.dims[0], &rep.note);
-    } else {
-      rep.to = t.type;
-    }
-    if (!rep.note.empty()) ++summary.fallbacks;
+    rep.to = plans[i].type;
+    rep.note = plans[i].Note();
+    rep.fallback = !plans[i].fallback.empty();
+    rep.mixed = !plans[i].rule.empty();
+    summary.fallbacks += rep.fallback ? 1 : 0;
+    summary.mixed += rep.mixed ? 1 : 0;
     rep.bytes_in = t.nbytes;
     rep.bytes_out = static_cast<uint64_t>(RowBytes(rep.to, t.dims[0]) * t.num_rows());
     summary.bytes_in += rep.bytes_in;

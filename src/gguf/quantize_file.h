@@ -1,15 +1,16 @@
 // Quantizing a GGUF model file, and the row-parallel conversion it shares with make_random.
 //
 // QuantizeFile reads a GGUF file (any compute dtype per tensor), copies all of its metadata,
-// and writes a new file whose 2-D weight tensors are converted to the target dtype; 1-D tensors
-// (norms) become F32 whatever their input type. Where a tensor's row length does not fit the
-// target's block size the tensor falls back as llama.cpp's quantizer does (PlanTensorType),
-// and the fallback is reported. Output is
-// streamed tensor by tensor through gguf::Writer (never two copies of the model in memory) and
-// written atomically: on any error no file is left at `out`.
+// and writes a new file whose weights are converted as the target says (gguf/quant_mix.h): a
+// llama.cpp file type such as q4_k_m picks each tensor's type by llama.cpp's rules, a plain
+// tensor type (or --pure) puts that type everywhere; 1-D tensors (norms) become F32 whatever
+// their input type. Where a tensor's row length does not fit the chosen type's block size the
+// tensor falls back as llama.cpp's quantizer does (PlanTensorType), and the fallback is
+// reported. Output is streamed tensor by tensor through gguf::Writer (never two copies of the
+// model in memory) and written atomically: on any error no file is left at `out`.
 //
-// Metadata changes: general.file_type becomes llama.cpp's llama_ftype for the target
-// (LlamaFileType below); quantized targets set general.quantization_version = 2.
+// Metadata changes: general.file_type becomes the target's llama_ftype (LlamaFileType below
+// for a plain type); quantized targets set general.quantization_version = 2.
 //
 // Thread-safety: functions are reentrant; a ThreadPool passed in is used by the calling thread
 // only for the duration of the call (it must not be used concurrently by someone else).
@@ -17,11 +18,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "gguf/quant_mix.h"
 #include "tensor/dtype.h"
 
 namespace tarmac::gguf {
@@ -56,7 +59,9 @@ struct TensorReport {
   std::vector<int64_t> dims;
   DType from = DType::kF32;
   DType to = DType::kF32;
-  std::string note;  // why `to` differs from the target; empty otherwise
+  std::string note;  // why `to` differs from the target's base type; empty otherwise
+  bool fallback = false;  // the chosen type's block did not divide the rows (PlanTensorType)
+  bool mixed = false;     // the target's mix rules chose another type than its base
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
 };
@@ -71,13 +76,17 @@ struct QuantizeSummary {
   std::vector<TensorReport> tensors;  // in file order
   uint64_t bytes_in = 0;              // tensor data bytes of the input
   uint64_t bytes_out = 0;             // tensor data bytes of the output
-  int fallbacks = 0;                  // tensors stored in another type than the target
+  int fallbacks = 0;                  // tensors whose chosen type fell back (block size)
+  int mixed = 0;                      // tensors the mix's rules moved off its base type
 };
 
-// InvalidArgument for a target outside IsWeightTargetType or out == in; IoError / DataLoss from
-// reading `in` (prefixed with its path); Unimplemented for an input tensor whose dtype cannot be
-// dequantized; InvalidArgument naming tensor and element for non-finite weights.
-Result<QuantizeSummary> QuantizeFile(const std::string& in, const std::string& out, DType target,
-                                     const QuantizeOptions& options, ThreadPool* pool);
+// The mix's rules read the model's facts from `in`'s metadata (ReadModelFacts).
+// InvalidArgument for a target whose base type is outside IsWeightTargetType or out == in;
+// IoError / DataLoss from reading `in` (prefixed with its path); Unimplemented for an input
+// tensor whose dtype cannot be dequantized; InvalidArgument naming tensor and element for
+// non-finite weights.
+Result<QuantizeSummary> QuantizeFile(const std::string& in, const std::string& out,
+                                     const QuantTarget& target, const QuantizeOptions& options,
+                                     ThreadPool* pool);
 
 }  // namespace tarmac::gguf
