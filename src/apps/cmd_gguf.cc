@@ -5,7 +5,6 @@
 // stderr as one line starting with "tarmac gguf <command>:"; no partial output file is ever
 // left behind (gguf::Writer writes to a temp file and renames).
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -55,24 +54,31 @@ int ExitCodeFor(const Status& st) {
   }
 }
 
-// Every type a weight file may be written in, for error messages: "f32, f16, bf16, q4_0, ...".
-std::string WeightTypeList() {
-  std::string out;
-  for (uint32_t id = 0; id < 64; ++id) {
-    const auto tr = GetDTypeTraits(id);
-    if (!tr || !gguf::IsWeightTargetType(static_cast<DType>(id))) continue;
-    if (!out.empty()) out += ", ";
-    std::string name(tr->name);
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += name;
+constexpr const char* kTypeHelp =
+    "llama.cpp's file types, whose rules give some tensors more bits: q4_k_m, q5_k_m, q6_k, "
+    "q8_0, q4_0, q3_k_m, q2_k, iq4_xs, iq2_xxs, ... (f16, bf16, f32 too); or a tensor type "
+    "llama.cpp has no file type of, written everywhere: q3_k, q4_k, q5_k, mxfp4 (note: "
+    "llama-quantize reads q4_k as q4_k_m; tarmac does not)";
+constexpr const char* kPureHelp =
+    "no mix rules: the --type's base tensor type wherever its blocks fit (llama-quantize --pure)";
+
+// --type NAME [--pure] -> the target, or a usage message naming the valid names.
+Result<gguf::QuantTarget> ParseTypeFlag(const std::string& name, bool pure) {
+  auto t = gguf::ParseQuantTarget(name, pure);
+  if (!t.ok()) {
+    return InvalidArgument("unknown --type '{}' (use one of {})", name, gguf::QuantTargetNames());
   }
-  return out;
+  return t;
 }
 
-std::optional<DType> ParseWeightType(const std::string& name) {
-  auto t = DTypeFromName(name);
-  if (!t || !gguf::IsWeightTargetType(*t)) return std::nullopt;
-  return t;
+// "1 q6_K, 43 q4_K, 13 f32": how many tensors went to each type, most first.
+std::string TypeTally(const std::map<std::string, int>& by_type) {
+  std::vector<std::pair<int, std::string>> v;
+  for (const auto& [name, n] : by_type) v.emplace_back(-n, name);
+  std::sort(v.begin(), v.end());
+  std::string out;
+  for (const auto& [n, name] : v) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", -n, name);
+  return out;
 }
 
 std::string HumanBytes(uint64_t b) {
@@ -246,18 +252,17 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto type = std::make_shared<std::string>();
+  auto pure = std::make_shared<bool>(false);
   auto threads = std::make_shared<int>(0);
   cmd->add_option("IN", *in, "input GGUF file")->required();
   cmd->add_option("OUT", *out, "output GGUF file")->required();
-  cmd->add_option("--type", *type, "any type llama.cpp computes: q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k|iq4_nl|iq4_xs|iq2_xxs|iq2_xs|iq2_s|iq3_xxs|iq3_s|iq1_s|iq1_m|mxfp4|tq1_0|tq2_0 (also f32|f16|bf16)")->required();
+  cmd->add_option("--type", *type, kTypeHelp)->required();
+  cmd->add_flag("--pure", *pure, kPureHelp);
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
   cmd->callback([=] {
     *run = [=]() -> int {
-      auto t = ParseWeightType(*type);
-      if (!t) {
-        return Fail("quantize", 2,
-                    fmt::format("unknown --type '{}' (use one of {})", *type, WeightTypeList()));
-      }
+      auto t = ParseTypeFlag(*type, *pure);
+      if (!t.ok()) return Fail("quantize", 2, t.status().message());
       if (!fs::exists(*in)) return Fail("quantize", 2, *in + ": no such file");
       {  // the input must parse: a bad input file is a usage error, not a runtime failure
         auto f = File::Open(*in);
@@ -269,9 +274,11 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
       gguf::QuantizeOptions opts;
       // A bar with ETA on a terminal, one line at the end otherwise; fallbacks always said.
       std::unique_ptr<Progress> progress;
-      opts.on_tensor = [&progress](const gguf::TensorReport& r, size_t i, size_t n) {
+      std::map<std::string, int> by_type;
+      opts.on_tensor = [&progress, &by_type](const gguf::TensorReport& r, size_t i, size_t n) {
         if (!progress) progress = std::make_unique<Progress>("quantize", static_cast<int64_t>(n), Progress::Unit::kItems, "tensors");
-        if (!r.note.empty())
+        ++by_type[std::string(DTypeName(r.to))];
+        if (r.fallback)
           progress->Note(fmt::format("{} {} -> {} {}: fallback: {}", r.name, DTypeName(r.from), DTypeName(r.to),
                                      DimsString(r.dims), r.note));
         progress->Set(static_cast<int64_t>(i + 1));
@@ -284,10 +291,10 @@ void RegisterQuantize(CLI::App* parent, RunFn* run) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr,
                    "quantized %s (%s of tensors) -> %s (%s, %s) in %.2f s with %d threads; "
-                   "%d tensor(s) fell back to another type\n",
+                   "%d tensor(s) fell back to another type; %d chosen by the mix; tensors: %s\n",
                    in->c_str(), HumanBytes(res->bytes_in).c_str(), out->c_str(),
-                   HumanBytes(res->bytes_out).c_str(), std::string(DTypeName(*t)).c_str(), secs,
-                   pool.num_threads(), res->fallbacks);
+                   HumanBytes(res->bytes_out).c_str(), t->ToString().c_str(), secs,
+                   pool.num_threads(), res->fallbacks, res->mixed, TypeTally(by_type).c_str());
       return 0;
     };
   });
@@ -303,12 +310,14 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
   auto vocab_from = std::make_shared<std::string>();
   auto norm_jitter = std::make_shared<double>(0.0);
   auto type = std::make_shared<std::string>("f16");
+  auto pure = std::make_shared<bool>(false);
   auto seed = std::make_shared<uint64_t>(0);
   auto threads = std::make_shared<int>(0);
   auto list = std::make_shared<bool>(false);
   cmd->add_option("OUT", *out, "output GGUF file");
   cmd->add_option("--shape", *shape,
-                  "preset name (see --list-shapes) or dim=..,layers=..,heads=..,kv_heads=..,"
+                  "preset name (see --list-shapes), optionally with overrides "
+                  "(llama-3.2-1b,layers=8), or dim=..,layers=..,heads=..,kv_heads=..,"
                   "ffn=..,vocab=..[,ctx=..,rope_base=..,eps=..,tied=0|1,head_dim=..,rot=..,"
                   "window=..,swa_pattern=..,rope_base_swa=..,attn_softcap=..,final_softcap=..,"
                   "orig_ctx=..]");
@@ -320,7 +329,8 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
                   "becomes its token count");
   cmd->add_option("--norm-jitter", *norm_jitter,
                   "norm weights 1 + jitter*u, u random in [-1, 1] (default 0: all 1)");
-  cmd->add_option("--type", *type, "f32|f16|bf16 or any quantized type llama.cpp computes (q4_1, q5_k, iq4_xs, mxfp4, tq2_0, ...)")->capture_default_str();
+  cmd->add_option("--type", *type, kTypeHelp)->capture_default_str();
+  cmd->add_flag("--pure", *pure, kPureHelp);
   cmd->add_option("--seed", *seed, "RNG seed")->capture_default_str();
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
   cmd->add_flag("--list-shapes", *list, "list the preset shapes and exit");
@@ -335,11 +345,8 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       }
       if (shape->empty()) return Fail("make-random", 2, "--shape is required");
       if (out->empty()) return Fail("make-random", 2, "OUT (the output file) is required");
-      auto t = ParseWeightType(*type);
-      if (!t) {
-        return Fail("make-random", 2,
-                    fmt::format("unknown --type '{}' (use one of {})", *type, WeightTypeList()));
-      }
+      auto t = ParseTypeFlag(*type, *pure);
+      if (!t.ok()) return Fail("make-random", 2, t.status().message());
       auto s = gguf::ParseShape(*shape, *arch);
       if (!s.ok()) return Fail("make-random", 2, s.status().message());
       if (auto e = CheckOutputDir(*out)) return Fail("make-random", 2, *e);
@@ -351,8 +358,10 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       opts.norm_jitter = *norm_jitter;
       // A bar with ETA on a terminal, one line at the end otherwise.
       std::unique_ptr<Progress> progress;
-      opts.on_tensor = [&progress](const std::string&, DType, size_t i, size_t n) {
+      std::map<std::string, int> by_type;
+      opts.on_tensor = [&progress, &by_type](const std::string&, DType type, size_t i, size_t n) {
         if (!progress) progress = std::make_unique<Progress>("make-random", static_cast<int64_t>(n), Progress::Unit::kItems, "tensors");
+        ++by_type[std::string(DTypeName(type))];
         progress->Set(static_cast<int64_t>(i + 1));
       };
       const auto start = std::chrono::steady_clock::now();
@@ -362,10 +371,12 @@ void RegisterMakeRandom(CLI::App* parent, RunFn* run) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       for (const auto& note : res->notes) std::fprintf(stderr, "fallback: %s\n", note.c_str());
-      std::fprintf(stderr, "wrote %s: %s %s (%s), %zu tensors, %lld parameters, %s, in %.2f s\n",
-                   out->c_str(), s->arch.c_str(), s->name.c_str(), s->ToString().c_str(), res->tensors,
-                   static_cast<long long>(res->parameters), HumanBytes(res->tensor_bytes).c_str(),
-                   secs);
+      std::fprintf(stderr,
+                   "wrote %s: %s %s (%s), %zu tensors, %lld parameters, %s, %s (%s), in %.2f s\n",
+                   out->c_str(), s->arch.c_str(), s->name.c_str(), s->ToString().c_str(),
+                   res->tensors, static_cast<long long>(res->parameters),
+                   HumanBytes(res->tensor_bytes).c_str(), t->ToString().c_str(),
+                   TypeTally(by_type).c_str(), secs);
       return 0;
     };
   });

@@ -90,7 +90,10 @@ TEST_F(GgufCliTest, QuantizeThenInspect) {
   const auto j = nlohmann::json::parse(i.out);
   EXPECT_EQ(j["metadata"]["general.file_type"]["value"], 2);
   EXPECT_EQ(j["metadata"]["general.quantization_version"]["value"], 2);
-  EXPECT_EQ(j["totals"]["by_type"]["q4_0"]["tensors"], 44);
+  // q4_0 is llama.cpp's MOSTLY_Q4_0 mix: output.weight asks for q6_K, whose 256-block does not
+  // divide its 384-long rows, so q8_0; the other 43 matrices q4_0.
+  EXPECT_EQ(j["totals"]["by_type"]["q4_0"]["tensors"], 43);
+  EXPECT_EQ(j["totals"]["by_type"]["q8_0"]["tensors"], 1);
   EXPECT_DOUBLE_EQ(j["totals"]["by_type"]["q4_0"]["bits_per_weight"].get<double>(), 4.5);
   EXPECT_EQ(j["metadata"]["general.name"]["value"], "War and Peace 11M");
 }
@@ -99,7 +102,38 @@ TEST_F(GgufCliTest, QuantizeReportsKQuantFallbacks) {
   testing::RunResult r = Run({"gguf", "quantize", kModel, Path("q6.gguf"), "--type", "q6_k"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("fallback: row length 384 is not a multiple of 256"), std::string::npos);
-  EXPECT_NE(r.err.find("38 tensor(s) fell back"), std::string::npos) << r.err;
+  // 37 matrices fall back; output.weight goes to q8_0 by q6_k's own rule for the output.
+  EXPECT_NE(r.err.find("37 tensor(s) fell back"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 chosen by the mix"), std::string::npos) << r.err;
+}
+
+// A preset with overrides, in llama.cpp's q4_k_m mix and with --pure.
+TEST_F(GgufCliTest, MakeRandomMixAndPure) {
+  const std::string shape = "llama-3.2-1b,dim=256,heads=8,kv_heads=2,ffn=512,vocab=300,layers=8";
+  for (bool pure : {false, true}) {
+    const std::string out = Path(pure ? "pure.gguf" : "mix.gguf");
+    std::vector<std::string> args = {"gguf", "make-random", "--shape", shape, "--type", "Q4_K_M",
+                                     out};
+    if (pure) args.push_back("--pure");
+    testing::RunResult r = Run(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(pure ? "q4_k_m (pure)" : "q4_k_m"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("llama-3.2-1b+dim=256"), std::string::npos) << r.err;
+    testing::RunResult i = Run({"gguf", "inspect", "--json", out});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    const auto j = nlohmann::json::parse(i.out);
+    EXPECT_EQ(j["metadata"]["general.file_type"]["value"], 15);
+    EXPECT_EQ(j["metadata"]["llama.block_count"]["value"], 8);
+    const auto& by = j["totals"]["by_type"];
+    if (pure) {
+      EXPECT_EQ(by["q4_K"]["tensors"], 1 + 8 * 7);
+      EXPECT_FALSE(by.contains("q6_K"));
+    } else {
+      // Tied: token_embd is the output (q6_K); attn_v and ffn_down of layers 0, 3, 6, 7.
+      EXPECT_EQ(by["q6_K"]["tensors"], 1 + 2 * 4);
+      EXPECT_EQ(by["q4_K"]["tensors"], 8 * 7 - 2 * 4);
+    }
+  }
 }
 
 TEST_F(GgufCliTest, MakeRandomThenInspect) {
@@ -135,7 +169,8 @@ TEST_F(GgufCliTest, BadInputExitsTwoAndWritesNothing) {
       {{"gguf", "inspect", Path("missing.gguf")}, "no such file"},
       {{"gguf", "inspect", garbage}, "not a GGUF file"},
       {{"gguf", "quantize", Path("missing.gguf"), out, "--type", "q8_0"}, "no such file"},
-      {{"gguf", "quantize", kModel, out, "--type", "q5_1"}, "unknown --type 'q5_1'"},
+      {{"gguf", "quantize", kModel, out, "--type", "q5_x"}, "unknown --type 'q5_x'"},
+      {{"gguf", "quantize", kModel, out, "--type", "q8_k"}, "q4_k_m"},  // lists the names
       {{"gguf", "quantize", garbage, out, "--type", "q8_0"}, "not a GGUF file"},
       {{"gguf", "make-random", "--shape", "gpt-17", "--type", "f16", out}, "unknown preset"},
       {{"gguf", "make-random", "--shape", "dim=64,layers=2", "--type", "f16", out},
