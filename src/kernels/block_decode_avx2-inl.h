@@ -31,6 +31,23 @@ struct Unit {
   bool offsets = false;
 };
 
+// An f16 as f32 (F16C: exact, as F16ToF32, without the call).
+TARMAC_BLOCKS_INLINE float Half(uint16_t h) { return _cvtsh_ss(h); }
+
+// s[g] = d · sc[g] for the 16 groups, sc[g] (bytes of v) small signed integers (the
+// reference's d * int products). In registers: scales assembled with byte stores and read
+// back as a vector stall on store forwarding.
+TARMAC_BLOCKS_INLINE void ScalesTimes(float d, __m128i v, float* s) {
+  const __m256 vd = _mm256_set1_ps(d);
+  _mm256_store_ps(s, _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+  _mm256_store_ps(s + 8, _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+}
+
+TARMAC_BLOCKS_INLINE void Zero16(float* o) {
+  _mm256_store_ps(o, _mm256_setzero_ps());
+  _mm256_store_ps(o + 8, _mm256_setzero_ps());
+}
+
 TARMAC_BLOCKS_INLINE __m256i Nibbles(const uint8_t* qs16) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs16));
   const __m128i m4 = _mm_set1_epi8(0x0f);
@@ -74,11 +91,15 @@ template <DType kT>
 TARMAC_BLOCKS_INLINE void DecodeSmall(const uint8_t* row, int64_t i0, int n, Unit* u) {
   u->chunks = n;
   u->offsets = kT == DType::kQ4_1 || kT == DType::kQ5_1;
-  for (int c = 0; c < n; ++c) {
+  // Groups past a short unit's end are read (and ignored) by whole-vector code: define them.
+  Zero16(u->s);
+  Zero16(u->o);
+  for (int c = 0; c < 8; ++c) {
+    if (c >= n) break;
     if constexpr (kT == DType::kQ4_1) {
       const auto& b = reinterpret_cast<const BlockQ4_1*>(row)[i0 + c];
       u->w[c] = Nibbles(b.qs);
-      SetScale(u, c, F16ToF32(b.d), F16ToF32(b.m));
+      SetScale(u, c, Half(b.d), Half(b.m));
     } else if constexpr (kT == DType::kQ5_0 || kT == DType::kQ5_1) {
       using B = std::conditional_t<kT == DType::kQ5_0, BlockQ5_0, BlockQ5_1>;
       const auto& b = reinterpret_cast<const B*>(row)[i0 + c];
@@ -87,15 +108,15 @@ TARMAC_BLOCKS_INLINE void DecodeSmall(const uint8_t* row, int64_t i0, int n, Uni
       const __m256i q = _mm256_or_si256(Nibbles(b.qs), BitsToByte16(qh));
       if constexpr (kT == DType::kQ5_0) {
         u->w[c] = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        SetScale(u, c, F16ToF32(b.d), 0.0f);
+        SetScale(u, c, Half(b.d), 0.0f);
       } else {
         u->w[c] = q;
-        SetScale(u, c, F16ToF32(b.d), F16ToF32(b.m));
+        SetScale(u, c, Half(b.d), Half(b.m));
       }
     } else if constexpr (kT == DType::kIQ4_NL) {
       const auto& b = reinterpret_cast<const BlockIQ4_NL*>(row)[i0 + c];
       u->w[c] = Lookup16(kIq4nlValues, Nibbles(b.qs));
-      SetScale(u, c, F16ToF32(b.d), 0.0f);
+      SetScale(u, c, Half(b.d), 0.0f);
     } else {
       static_assert(kT == DType::kMXFP4);
       const auto& b = reinterpret_cast<const BlockMXFP4*>(row)[i0 + c];
@@ -109,12 +130,23 @@ TARMAC_BLOCKS_INLINE void DecodeSmall(const uint8_t* row, int64_t i0, int n, Uni
 
 TARMAC_BLOCKS_INLINE void DecodeQ5K(const BlockQ5_K& b, Unit* u) {
   u->offsets = true;
-  const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    Q4KScaleMin(j, b.scales, &sc, &m);
-    SetScale(u, j, d * sc, -(dmin * m));
-  }
+  const float d = Half(b.d), dmin = Half(b.dmin);
+  // The 8 6-bit scales and mins as Q4KScaleMin unpacks them, in two 64-bit words, each
+  // duplicated over its sub-block's two groups of 16.
+  uint32_t a[3];
+  std::memcpy(a, b.scales, 12);
+  const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, hi2 = 0x03030303;
+  const uint32_t sc_lo = a[0] & lo6, m_lo = a[1] & lo6;
+  const uint32_t sc_hi = (a[2] & lo4) | (((a[0] >> 6) & hi2) << 4);
+  const uint32_t m_hi = ((a[2] >> 4) & lo4) | (((a[1] >> 6) & hi2) << 4);
+  const __m128i sc = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), 0, 0);
+  const __m128i m = _mm_setr_epi32(static_cast<int>(m_lo), static_cast<int>(m_hi), 0, 0);
+  ScalesTimes(d, _mm_unpacklo_epi8(sc, sc), u->s);
+  ScalesTimes(dmin, _mm_unpacklo_epi8(m, m), u->o);
+  // o = -(dmin · m): negation is exact.
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  _mm256_store_ps(u->o, _mm256_xor_ps(_mm256_load_ps(u->o), sign));
+  _mm256_store_ps(u->o + 8, _mm256_xor_ps(_mm256_load_ps(u->o + 8), sign));
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int p = 0; p < 4; ++p) {
@@ -127,10 +159,18 @@ TARMAC_BLOCKS_INLINE void DecodeQ5K(const BlockQ5_K& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeQ3K(const BlockQ3_K& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
-  uint8_t sc[16];
-  Q3KScales(b.scales, sc);
-  for (int g = 0; g < 16; ++g) u->s[g] = d * (sc[g] - 32), u->o[g] = 0.0f;
+  const float d = Half(b.d);
+  // The 16 6-bit scales as Q3KScales unpacks them, four per 32-bit word: low nibbles from
+  // bytes 0..7, top two bits from bytes 8..11.
+  uint32_t a[3];
+  std::memcpy(a, b.scales, 12);
+  const uint32_t lo4 = 0x0f0f0f0f, hi2 = 0x03030303;
+  const __m128i sc = _mm_setr_epi32(static_cast<int>((a[0] & lo4) | ((a[2] & hi2) << 4)),
+                                    static_cast<int>((a[1] & lo4) | (((a[2] >> 2) & hi2) << 4)),
+                                    static_cast<int>(((a[0] >> 4) & lo4) | (((a[2] >> 4) & hi2) << 4)),
+                                    static_cast<int>(((a[1] >> 4) & lo4) | (((a[2] >> 6) & hi2) << 4)));
+  ScalesTimes(d, _mm_sub_epi8(sc, _mm_set1_epi8(32)), u->s);
+  Zero16(u->o);
   const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
   for (int h = 0; h < 2; ++h) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
@@ -144,11 +184,15 @@ TARMAC_BLOCKS_INLINE void DecodeQ3K(const BlockQ3_K& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeQ2K(const BlockQ2_K& b, Unit* u) {
   u->offsets = true;
-  const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
-  for (int g = 0; g < 16; ++g) {
-    u->s[g] = d * (b.scales[g] & 0xF);
-    u->o[g] = -(dmin * (b.scales[g] >> 4));
-  }
+  const float d = Half(b.d), dmin = Half(b.dmin);
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  ScalesTimes(d, _mm_and_si128(raw, m4), u->s);
+  ScalesTimes(dmin, _mm_and_si128(_mm_srli_epi16(raw, 4), m4), u->o);
+  // o = -(dmin · m): negation is exact.
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  _mm256_store_ps(u->o, _mm256_xor_ps(_mm256_load_ps(u->o), sign));
+  _mm256_store_ps(u->o + 8, _mm256_xor_ps(_mm256_load_ps(u->o + 8), sign));
   for (int h = 0; h < 2; ++h) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
     for (int k = 0; k < 4; ++k) u->w[4 * h + k] = Plane2(q, k);
@@ -157,18 +201,24 @@ TARMAC_BLOCKS_INLINE void DecodeQ2K(const BlockQ2_K& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ4XS(const BlockIQ4_XS& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
+  uint64_t packed = 0;  // ls - 32 per sub-block, a byte each (in a register, see ScalesTimes)
   for (int j = 0; j < 8; ++j) {
     const int ls = ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4);
-    SetScale(u, j, d * (ls - 32), 0.0f);
+    packed |= static_cast<uint64_t>(static_cast<uint8_t>(ls - 32)) << (8 * j);
     u->w[j] = Lookup16(kIq4nlValues, Nibbles(b.qs + 16 * j));
   }
+  const __m128i ls = _mm_cvtsi64_si128(static_cast<int64_t>(packed));
+  ScalesTimes(d, _mm_unpacklo_epi8(ls, ls), u->s);
+  Zero16(u->o);
 }
 
 TARMAC_BLOCKS_INLINE void DecodeTQ2(const BlockTQ2_0& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
-  for (int g = 0; g < 16; ++g) u->s[g] = d, u->o[g] = 0.0f;
+  const float d = Half(b.d);
+  _mm256_store_ps(u->s, _mm256_set1_ps(d));
+  _mm256_store_ps(u->s + 8, _mm256_set1_ps(d));
+  Zero16(u->o);
   for (int h = 0; h < 2; ++h) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
     for (int k = 0; k < 4; ++k) u->w[4 * h + k] = _mm256_sub_epi8(Plane2(q, k), _mm256_set1_epi8(1));
@@ -184,8 +234,10 @@ inline int TQ1Trit(uint8_t byte, int n) {
 
 TARMAC_BLOCKS_INLINE void DecodeTQ1(const BlockTQ1_0& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
-  for (int g = 0; g < 16; ++g) u->s[g] = d, u->o[g] = 0.0f;
+  const float d = Half(b.d);
+  _mm256_store_ps(u->s, _mm256_set1_ps(d));
+  _mm256_store_ps(u->s + 8, _mm256_set1_ps(d));
+  Zero16(u->o);
   alignas(32) int8_t w[256];
   for (int n = 0; n < 5; ++n) {
     for (int m = 0; m < 32; ++m) w[32 * n + m] = static_cast<int8_t>(TQ1Trit(b.qs[m], n) - 1);

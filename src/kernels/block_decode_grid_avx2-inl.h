@@ -44,7 +44,7 @@ TARMAC_BLOCKS_INLINE __m256i Gather8(const uint32_t* grid, const int* idx) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ2XXS(const qg::BlockIQ2_XXS& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
   for (int c = 0; c < 8; ++c) {
     const uint16_t* q = b.qs + 4 * c;
     const uint32_t idx = q[0] | (static_cast<uint32_t>(q[1]) << 16);
@@ -59,7 +59,7 @@ TARMAC_BLOCKS_INLINE void DecodeIQ2XXS(const qg::BlockIQ2_XXS& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ2XS(const qg::BlockIQ2_XS& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
   for (int c = 0; c < 8; ++c) {
     u->s[2 * c] = d * (0.5f + (b.scales[c] & 0xF)) * 0.25f;
     u->s[2 * c + 1] = d * (0.5f + (b.scales[c] >> 4)) * 0.25f;
@@ -73,7 +73,7 @@ TARMAC_BLOCKS_INLINE void DecodeIQ2XS(const qg::BlockIQ2_XS& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ2S(const qg::BlockIQ2_S& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
   const uint8_t* sign_bytes = b.qs + 32;
   for (int c = 0; c < 8; ++c) {
     u->s[2 * c] = d * (0.5f + (b.scales[c] & 0xF)) * 0.25f;
@@ -89,7 +89,7 @@ TARMAC_BLOCKS_INLINE void DecodeIQ2S(const qg::BlockIQ2_S& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ3XXS(const qg::BlockIQ3_XXS& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
   for (int c = 0; c < 8; ++c) {
     const uint8_t* q = b.qs + 8 * c;
     uint32_t meta;
@@ -104,7 +104,7 @@ TARMAC_BLOCKS_INLINE void DecodeIQ3XXS(const qg::BlockIQ3_XXS& b, Unit* u) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ3S(const qg::BlockIQ3_S& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
   for (int c = 0; c < 8; ++c) {
     const int s = c % 2 == 0 ? b.scales[c / 2] & 0xF : b.scales[c / 2] >> 4;
     SetScale(u, c, d * (1 + 2 * s), 0.0f);
@@ -130,7 +130,7 @@ TARMAC_BLOCKS_INLINE __m256i Iq1Ints(__m256i g, int delta_neg) {
 
 TARMAC_BLOCKS_INLINE void DecodeIQ1S(const qg::BlockIQ1_S& b, Unit* u) {
   u->offsets = false;
-  const float d = F16ToF32(b.d);
+  const float d = Half(b.d);
   for (int c = 0; c < 8; ++c) {
     const int qh = b.qh[c];
     SetScale(u, c, d * (2 * ((qh >> 12) & 7) + 1) * 0.125f, 0.0f);
@@ -147,7 +147,7 @@ TARMAC_BLOCKS_INLINE void DecodeIQ1M(const qg::BlockIQ1_M& b, Unit* u) {
   std::memcpy(sc, b.scales, 8);
   const uint16_t dbits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
                                                ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
-  const float d = F16ToF32(dbits);
+  const float d = Half(dbits);
   for (int c = 0; c < 8; ++c) {
     const int shift = 6 * (c % 2);
     u->s[2 * c] = d * (2 * ((sc[c / 2] >> shift) & 7) + 1) * 0.125f;

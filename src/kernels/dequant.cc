@@ -3,6 +3,7 @@
 // FMA contraction: the project builds in ISO mode, -ffp-contract=off), hence bit-exact.
 
 #include "kernels/dequant.h"
+#include "kernels/dequant_blocks.h"
 
 #include <cstring>
 
@@ -193,6 +194,8 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
   TARMAC_CHECK(IsComputeType(type));
   TARMAC_CHECK(n >= 0 && n % Traits(type).block_size == 0);
   if (n == 0) return;
+  // The block types the Highway decoders here do not cover decode with MatVecBlocks' units.
+  if (DequantizeBlocksAvailable(type)) return DequantizeBlocksRow(type, src, dst, n);
   HWY_DYNAMIC_DISPATCH(DequantizeRowT)(type, src, dst, n);
 }
 }  // namespace tarmac::kernels

@@ -6,8 +6,7 @@
 #include <vector>
 
 #include "base/check.h"
-#include "kernels/block_decode_avx2-inl.h"
-#include "kernels/block_decode_grid_avx2-inl.h"
+#include "kernels/block_decode_unit-inl.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul_int8.h"
@@ -24,8 +23,8 @@
 namespace tarmac::kernels {
 namespace {
 
-constexpr int64_t kQB = 32;     // activation block width
-constexpr int64_t kUnit = 256;  // weights per decoded unit
+using blocks_internal::kQB;    // activation block width
+using blocks_internal::kUnit;  // weights per decoded unit
 
 // One call's quantized activations, per token t: q at q + t·q_stride (K bytes, padded to a
 // whole unit with zeros), the block scales at dx + t·nb, the sums of q over each 16 elements
@@ -69,6 +68,7 @@ Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
 }
 
 #if TARMAC_BLOCKS_X86
+using blocks_internal::DecodeUnit;
 using blocks_internal::Unit;
 
 TARMAC_BLOCKS_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
@@ -78,57 +78,26 @@ TARMAC_BLOCKS_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Decodes unit u (weights 256u ..) of a row of type kT of `cols` weights.
-template <DType kT>
-TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void DecodeUnit(
-    const uint8_t* row, int64_t u, int64_t cols, Unit* out) {
-  namespace bi = blocks_internal;
-  if constexpr (kT == DType::kQ5_K) {
-    bi::DecodeQ5K(reinterpret_cast<const BlockQ5_K*>(row)[u], out);
-  } else if constexpr (kT == DType::kQ3_K) {
-    bi::DecodeQ3K(reinterpret_cast<const BlockQ3_K*>(row)[u], out);
-  } else if constexpr (kT == DType::kQ2_K) {
-    bi::DecodeQ2K(reinterpret_cast<const BlockQ2_K*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ4_XS) {
-    bi::DecodeIQ4XS(reinterpret_cast<const BlockIQ4_XS*>(row)[u], out);
-  } else if constexpr (kT == DType::kTQ2_0) {
-    bi::DecodeTQ2(reinterpret_cast<const BlockTQ2_0*>(row)[u], out);
-  } else if constexpr (kT == DType::kTQ1_0) {
-    bi::DecodeTQ1(reinterpret_cast<const BlockTQ1_0*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ2_XXS) {
-    bi::DecodeIQ2XXS(reinterpret_cast<const quant_grid::BlockIQ2_XXS*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ2_XS) {
-    bi::DecodeIQ2XS(reinterpret_cast<const quant_grid::BlockIQ2_XS*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ2_S) {
-    bi::DecodeIQ2S(reinterpret_cast<const quant_grid::BlockIQ2_S*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ3_XXS) {
-    bi::DecodeIQ3XXS(reinterpret_cast<const quant_grid::BlockIQ3_XXS*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ3_S) {
-    bi::DecodeIQ3S(reinterpret_cast<const quant_grid::BlockIQ3_S*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ1_S) {
-    bi::DecodeIQ1S(reinterpret_cast<const quant_grid::BlockIQ1_S*>(row)[u], out);
-  } else if constexpr (kT == DType::kIQ1_M) {
-    bi::DecodeIQ1M(reinterpret_cast<const quant_grid::BlockIQ1_M*>(row)[u], out);
-  } else {
-    const int64_t i0 = u * (kUnit / kQB);
-    const int n = static_cast<int>(std::min<int64_t>(kUnit / kQB, cols / kQB - i0));
-    bi::DecodeSmall<kT>(row, i0, n, out);
-  }
-}
-
 // acc += the unit's products with token a's activations of unit u; off += its offset terms.
 TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
     const Unit& un, const int8_t* q, const float* dx, const float* qsum, __m256& acc,
     __m256& off) {
   const __m256i ones = _mm256_set1_epi16(1);
+  // s_g · d_x of every group at once (d_x is per pair of groups).
+  const __m256i pair_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  const __m256 dx_lo = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(dx)), pair_lo);
+  const __m256 dx_hi = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(dx + 4)), pair_lo);
+  alignas(32) float sdx[16];
+  _mm256_store_ps(sdx, _mm256_mul_ps(_mm256_load_ps(un.s), dx_lo));
+  _mm256_store_ps(sdx + 8, _mm256_mul_ps(_mm256_load_ps(un.s + 8), dx_hi));
   for (int c = 0; c < un.chunks; ++c) {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + kQB * c));
     const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(un.w[c], un.w[c]),
                                            _mm256_sign_epi8(xv, un.w[c]));
     const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
     // Lanes 0..3 hold the first 16 weights' sums, 4..7 the second's.
-    const __m256 sv = _mm256_set_m128(_mm_set1_ps(un.s[2 * c + 1]), _mm_set1_ps(un.s[2 * c]));
-    acc = _mm256_fmadd_ps(isum, _mm256_mul_ps(sv, _mm256_set1_ps(dx[c])), acc);
+    const __m256 sv = _mm256_set_m128(_mm_broadcast_ss(sdx + 2 * c + 1), _mm_broadcast_ss(sdx + 2 * c));
+    acc = _mm256_fmadd_ps(isum, sv, acc);
   }
   if (un.offsets) {
     // Per 16-weight group: o_g · d_x · sum q, over the unit's 2 · chunks groups.
@@ -175,27 +144,9 @@ using RowsFn = void (*)(const MatrixView&, const Acts&, const StreamPrefetch&, i
                         int64_t, int64_t);
 
 RowsFn RowsFor(DType t) {
-  switch (t) {
-    case DType::kQ2_K: return RowsT<DType::kQ2_K>;
-    case DType::kQ3_K: return RowsT<DType::kQ3_K>;
-    case DType::kQ5_K: return RowsT<DType::kQ5_K>;
-    case DType::kIQ4_XS: return RowsT<DType::kIQ4_XS>;
-    case DType::kIQ4_NL: return RowsT<DType::kIQ4_NL>;
-    case DType::kMXFP4: return RowsT<DType::kMXFP4>;
-    case DType::kQ4_1: return RowsT<DType::kQ4_1>;
-    case DType::kQ5_0: return RowsT<DType::kQ5_0>;
-    case DType::kQ5_1: return RowsT<DType::kQ5_1>;
-    case DType::kTQ1_0: return RowsT<DType::kTQ1_0>;
-    case DType::kTQ2_0: return RowsT<DType::kTQ2_0>;
-    case DType::kIQ2_XXS: return RowsT<DType::kIQ2_XXS>;
-    case DType::kIQ2_XS: return RowsT<DType::kIQ2_XS>;
-    case DType::kIQ2_S: return RowsT<DType::kIQ2_S>;
-    case DType::kIQ3_XXS: return RowsT<DType::kIQ3_XXS>;
-    case DType::kIQ3_S: return RowsT<DType::kIQ3_S>;
-    case DType::kIQ1_S: return RowsT<DType::kIQ1_S>;
-    case DType::kIQ1_M: return RowsT<DType::kIQ1_M>;
-    default: return nullptr;
-  }
+  RowsFn fn = nullptr;
+  blocks_internal::WithBlocksType(t, [&fn](auto kT) { fn = RowsT<decltype(kT)::value>; });
+  return fn;
 }
 #endif  // TARMAC_BLOCKS_X86
 
@@ -209,16 +160,12 @@ void CheckShape(const MatrixView& w, int64_t n_tokens) {
 }  // namespace
 
 bool MatVecBlocksSupports(DType type) {
-  switch (type) {
-    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ5_K: case DType::kIQ4_XS:
-    case DType::kIQ4_NL: case DType::kMXFP4: case DType::kQ4_1: case DType::kQ5_0:
-    case DType::kQ5_1: case DType::kTQ1_0: case DType::kTQ2_0: case DType::kIQ2_XXS:
-    case DType::kIQ2_XS: case DType::kIQ2_S: case DType::kIQ3_XXS: case DType::kIQ3_S:
-    case DType::kIQ1_S: case DType::kIQ1_M:
-      return true;
-    default:
-      return false;
-  }
+#if TARMAC_BLOCKS_X86
+  return blocks_internal::WithBlocksType(type, [](auto) {});
+#else
+  (void)type;
+  return false;
+#endif
 }
 
 bool MatVecBlocksAvailable() { return TARMAC_BLOCKS_X86 && Cpu().x86 && IsaAtLeast(Isa::kAvx2); }
