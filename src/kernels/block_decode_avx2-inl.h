@@ -128,11 +128,29 @@ TARMAC_BLOCKS_INLINE void DecodeSmall(const uint8_t* row, int64_t i0, int n, Uni
 
 // --- super-block types: unit = super-block i. ------------------------------------------------
 
-TARMAC_BLOCKS_INLINE void DecodeQ5K(const BlockQ5_K& b, Unit* u) {
-  u->offsets = true;
-  const float d = Half(b.d), dmin = Half(b.dmin);
+// A K-type super-block in integer form: value = d · sc[g] · w - dmin · m[g] for a weight w of
+// group g (16 weights each); sc[g] and m[g] are byte g of sc / m (signed; m is zero and mins
+// false for the types without mins). The float Unit (ToUnit) and MatVecBlocks' integer pass
+// for these types both start from it.
+struct KScales {
+  float d = 0.0f, dmin = 0.0f;
+  __m128i sc, m;
+  bool mins = false;
+};
+
+// Whether a kKInts type's integer weights are never negative (vpmaddubsw takes them as they
+// are, without the sign trick).
+template <DType kT>
+constexpr bool kUnsignedInts = kT == DType::kQ2_K || kT == DType::kQ3_K || kT == DType::kQ5_K;
+
+TARMAC_BLOCKS_INLINE KScales Q5KInts(const BlockQ5_K& b, __m256i* w) {
+  KScales k;
+  k.d = Half(b.d);
+  k.dmin = Half(b.dmin);
+  k.mins = true;
   // The 8 6-bit scales and mins as Q4KScaleMin unpacks them, in two 64-bit words, each
-  // duplicated over its sub-block's two groups of 16.
+  // duplicated over its sub-block's two groups of 16. In registers: scales assembled with
+  // byte stores and read back as a vector stall on store forwarding.
   uint32_t a[3];
   std::memcpy(a, b.scales, 12);
   const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, hi2 = 0x03030303;
@@ -141,25 +159,26 @@ TARMAC_BLOCKS_INLINE void DecodeQ5K(const BlockQ5_K& b, Unit* u) {
   const uint32_t m_hi = ((a[2] >> 4) & lo4) | (((a[1] >> 6) & hi2) << 4);
   const __m128i sc = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), 0, 0);
   const __m128i m = _mm_setr_epi32(static_cast<int>(m_lo), static_cast<int>(m_hi), 0, 0);
-  ScalesTimes(d, _mm_unpacklo_epi8(sc, sc), u->s);
-  ScalesTimes(dmin, _mm_unpacklo_epi8(m, m), u->o);
-  // o = -(dmin · m): negation is exact.
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  _mm256_store_ps(u->o, _mm256_xor_ps(_mm256_load_ps(u->o), sign));
-  _mm256_store_ps(u->o + 8, _mm256_xor_ps(_mm256_load_ps(u->o + 8), sign));
+  k.sc = _mm_unpacklo_epi8(sc, sc);
+  k.m = _mm_unpacklo_epi8(m, m);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int p = 0; p < 4; ++p) {
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * p));
-    u->w[2 * p] = _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_slli_epi16(Bit(qh, 2 * p), 4));
-    u->w[2 * p + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m4),
-                                      _mm256_slli_epi16(Bit(qh, 2 * p + 1), 4));
+    w[2 * p] = _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_slli_epi16(Bit(qh, 2 * p), 4));
+    w[2 * p + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m4),
+                                   _mm256_slli_epi16(Bit(qh, 2 * p + 1), 4));
   }
+  return k;
 }
 
-TARMAC_BLOCKS_INLINE void DecodeQ3K(const BlockQ3_K& b, Unit* u) {
-  u->offsets = false;
-  const float d = Half(b.d);
+// Weights as u = q + 4 in 0..7 (unsigned), the -4 folded into mins: m = 4 · sc under dmin = d,
+// since sc · (u - 4) = sc · u - 4 · sc.
+TARMAC_BLOCKS_INLINE KScales Q3KInts(const BlockQ3_K& b, __m256i* w) {
+  KScales k;
+  k.d = Half(b.d);
+  k.dmin = k.d;
+  k.mins = true;
   // The 16 6-bit scales as Q3KScales unpacks them, four per 32-bit word: low nibbles from
   // bytes 0..7, top two bits from bytes 8..11.
   uint32_t a[3];
@@ -169,49 +188,75 @@ TARMAC_BLOCKS_INLINE void DecodeQ3K(const BlockQ3_K& b, Unit* u) {
                                     static_cast<int>((a[1] & lo4) | (((a[2] >> 2) & hi2) << 4)),
                                     static_cast<int>(((a[0] >> 4) & lo4) | (((a[2] >> 4) & hi2) << 4)),
                                     static_cast<int>(((a[1] >> 4) & lo4) | (((a[2] >> 6) & hi2) << 4)));
-  ScalesTimes(d, _mm_sub_epi8(sc, _mm_set1_epi8(32)), u->s);
-  Zero16(u->o);
+  k.sc = _mm_sub_epi8(sc, _mm_set1_epi8(32));
+  const __m128i twice = _mm_add_epi8(k.sc, k.sc);
+  k.m = _mm_add_epi8(twice, twice);  // 4 · sc, in [-128, 124]: no byte overflows
   const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
   for (int h = 0; h < 2; ++h) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-    for (int k = 0; k < 4; ++k) {
-      const int c = 4 * h + k;
-      const __m256i v = _mm256_or_si256(Plane2(q, k), _mm256_slli_epi16(Bit(hm, c), 2));
-      u->w[c] = _mm256_sub_epi8(v, _mm256_set1_epi8(4));
+    for (int j = 0; j < 4; ++j) {
+      const int c = 4 * h + j;
+      w[c] = _mm256_or_si256(Plane2(q, j), _mm256_slli_epi16(Bit(hm, c), 2));
     }
   }
+  return k;
 }
 
-TARMAC_BLOCKS_INLINE void DecodeQ2K(const BlockQ2_K& b, Unit* u) {
-  u->offsets = true;
-  const float d = Half(b.d), dmin = Half(b.dmin);
+TARMAC_BLOCKS_INLINE KScales Q2KInts(const BlockQ2_K& b, __m256i* w) {
+  KScales k;
+  k.d = Half(b.d);
+  k.dmin = Half(b.dmin);
+  k.mins = true;
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
   const __m128i m4 = _mm_set1_epi8(0x0f);
-  ScalesTimes(d, _mm_and_si128(raw, m4), u->s);
-  ScalesTimes(dmin, _mm_and_si128(_mm_srli_epi16(raw, 4), m4), u->o);
-  // o = -(dmin · m): negation is exact.
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  _mm256_store_ps(u->o, _mm256_xor_ps(_mm256_load_ps(u->o), sign));
-  _mm256_store_ps(u->o + 8, _mm256_xor_ps(_mm256_load_ps(u->o + 8), sign));
+  k.sc = _mm_and_si128(raw, m4);
+  k.m = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
   for (int h = 0; h < 2; ++h) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-    for (int k = 0; k < 4; ++k) u->w[4 * h + k] = Plane2(q, k);
+    for (int j = 0; j < 4; ++j) w[4 * h + j] = Plane2(q, j);
   }
+  return k;
 }
 
-TARMAC_BLOCKS_INLINE void DecodeIQ4XS(const BlockIQ4_XS& b, Unit* u) {
-  u->offsets = false;
-  const float d = Half(b.d);
-  uint64_t packed = 0;  // ls - 32 per sub-block, a byte each (in a register, see ScalesTimes)
+TARMAC_BLOCKS_INLINE KScales IQ4XSInts(const BlockIQ4_XS& b, __m256i* w) {
+  KScales k;
+  k.d = Half(b.d);
+  uint64_t packed = 0;  // ls - 32 per sub-block, a byte each
   for (int j = 0; j < 8; ++j) {
     const int ls = ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4);
     packed |= static_cast<uint64_t>(static_cast<uint8_t>(ls - 32)) << (8 * j);
-    u->w[j] = Lookup16(kIq4nlValues, Nibbles(b.qs + 16 * j));
+    w[j] = Lookup16(kIq4nlValues, Nibbles(b.qs + 16 * j));
   }
   const __m128i ls = _mm_cvtsi64_si128(static_cast<int64_t>(packed));
-  ScalesTimes(d, _mm_unpacklo_epi8(ls, ls), u->s);
-  Zero16(u->o);
+  k.sc = _mm_unpacklo_epi8(ls, ls);
+  k.m = _mm_setzero_si128();
+  return k;
 }
+
+// The float form of a KScales: s = d · sc (the reference's product), o = -(dmin · m).
+TARMAC_BLOCKS_INLINE void ToUnit(const KScales& k, Unit* u) {
+  u->offsets = k.mins;
+  ScalesTimes(k.d, k.sc, u->s);
+  if (k.mins) {
+    ScalesTimes(k.dmin, k.m, u->o);
+    const __m256 sign = _mm256_set1_ps(-0.0f);  // negation is exact
+    _mm256_store_ps(u->o, _mm256_xor_ps(_mm256_load_ps(u->o), sign));
+    _mm256_store_ps(u->o + 8, _mm256_xor_ps(_mm256_load_ps(u->o + 8), sign));
+  } else {
+    Zero16(u->o);
+  }
+}
+
+TARMAC_BLOCKS_INLINE void DecodeQ5K(const BlockQ5_K& b, Unit* u) { ToUnit(Q5KInts(b, u->w), u); }
+// The float form keeps the reference's d · (sc - 32) · q (q = u - 4 signed), no offsets.
+TARMAC_BLOCKS_INLINE void DecodeQ3K(const BlockQ3_K& b, Unit* u) {
+  KScales k = Q3KInts(b, u->w);
+  for (int c = 0; c < 8; ++c) u->w[c] = _mm256_sub_epi8(u->w[c], _mm256_set1_epi8(4));
+  k.mins = false;
+  ToUnit(k, u);
+}
+TARMAC_BLOCKS_INLINE void DecodeQ2K(const BlockQ2_K& b, Unit* u) { ToUnit(Q2KInts(b, u->w), u); }
+TARMAC_BLOCKS_INLINE void DecodeIQ4XS(const BlockIQ4_XS& b, Unit* u) { ToUnit(IQ4XSInts(b, u->w), u); }
 
 TARMAC_BLOCKS_INLINE void DecodeTQ2(const BlockTQ2_0& b, Unit* u) {
   u->offsets = false;

@@ -57,6 +57,22 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void DecodeUnit(
   }
 }
 
+// The K types with integer sub-block scales (Q2_K, Q3_K, Q5_K, IQ4_XS): their integer form.
+template <DType kT>
+constexpr bool kKInts = kT == DType::kQ2_K || kT == DType::kQ3_K || kT == DType::kQ5_K ||
+                        kT == DType::kIQ4_XS;
+
+// Super-block i of a row of a kKInts type: weights into w[0..8), scales returned.
+template <DType kT>
+TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline KScales DecodeKInts(
+    const uint8_t* row, int64_t i, __m256i* w) {
+  static_assert(kKInts<kT>);
+  if constexpr (kT == DType::kQ5_K) return Q5KInts(reinterpret_cast<const BlockQ5_K*>(row)[i], w);
+  if constexpr (kT == DType::kQ3_K) return Q3KInts(reinterpret_cast<const BlockQ3_K*>(row)[i], w);
+  if constexpr (kT == DType::kQ2_K) return Q2KInts(reinterpret_cast<const BlockQ2_K*>(row)[i], w);
+  if constexpr (kT == DType::kIQ4_XS) return IQ4XSInts(reinterpret_cast<const BlockIQ4_XS*>(row)[i], w);
+}
+
 // f(std::integral_constant<DType, T>{}) for the MatVecBlocks type t; false (f not called) for
 // any other type.
 template <class F>

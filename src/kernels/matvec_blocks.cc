@@ -3,6 +3,7 @@
 #include "kernels/matvec_blocks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "base/check.h"
@@ -26,9 +27,37 @@ namespace {
 using blocks_internal::kQB;    // activation block width
 using blocks_internal::kUnit;  // weights per decoded unit
 
+// The types whose products run in integers over a whole super-block (integer sub-block
+// scales): their activations are quantized per 256 (one scale per super-block, as llama.cpp's
+// Q8_K), so the super-block's sums stay exact int32 and convert to float once.
+bool K256Activations(DType t) {
+  return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ5_K || t == DType::kIQ4_XS;
+}
+
+// x[0..n) quantized per 256: q = round_to_nearest_even(x / d), d = max|x| / 127 per 256 (0 for
+// a zero block), bsum[g] = sum of q over elements 16g .. 16g + 15. n % 256 == 0.
+void QuantizeActivationsK256(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum) {
+  for (int64_t u = 0; u < n / kUnit; ++u) {
+    const float* xu = x + kUnit * u;
+    float amax = 0.0f;
+    for (int64_t e = 0; e < kUnit; ++e) amax = std::max(amax, std::fabs(xu[e]));
+    d[u] = amax / 127.0f;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t e = 0; e < kUnit; ++e) {
+      q[kUnit * u + e] = static_cast<int8_t>(std::clamp(std::nearbyint(xu[e] * id), -127.0f, 127.0f));
+    }
+    for (int64_t g = 0; g < kUnit / 16; ++g) {
+      int sum = 0;
+      for (int e = 0; e < 16; ++e) sum += q[kUnit * u + 16 * g + e];
+      bsum[(kUnit / 16) * u + g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
 // One call's quantized activations, per token t: q at q + t·q_stride (K bytes, padded to a
-// whole unit with zeros), the block scales at dx + t·nb, the sums of q over each 16 elements
-// at qsum + t·ng (ng = K / 16).
+// whole unit with zeros); per-32 quantization: the block scales at dx + t·nb and the sums of q
+// over each 16 elements at qsum + t·ng (ng = K / 16); per-256 (K256Activations): the unit
+// scales at d8 + t·units and the int16 sums of q per 16 at bsum + t·ng.
 struct Acts {
   const int8_t* q;
   int64_t q_stride;
@@ -36,14 +65,18 @@ struct Acts {
   int64_t nb;
   const float* qsum;
   int64_t ng;
+  const float* d8;
+  const int16_t* bsum;
+  int64_t units;
 };
 
 // The quantization above, into a per-thread buffer that only grows (decode steps allocate
 // nothing once warm); valid until the same thread quantizes again.
-Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
+Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols, bool k256) {
   const int64_t nb = cols / kQB, ng = cols / 16;
-  const int64_t q_stride = (cols + kUnit - 1) / kUnit * kUnit;
-  const int64_t per_token = q_stride + 4 * nb + 4 * ng;
+  const int64_t units = (cols + kUnit - 1) / kUnit;
+  const int64_t q_stride = units * kUnit;
+  const int64_t per_token = q_stride + 4 * nb + 4 * ng + 4 * units + 2 * ng;
   thread_local AlignedBuffer buf;
   // + 2·nb floats of scratch below, + 16 floats: a row's last unit of 32-blocks may hold fewer
   // than 8 blocks, and its offset pass reads (and masks off) a whole unit's worth.
@@ -52,19 +85,25 @@ Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols) {
   auto* q = buf.as<int8_t>();
   auto* dx = reinterpret_cast<float*>(buf.data() + n_tokens * q_stride);
   auto* qsum = dx + n_tokens * nb;
-  auto* corr = reinterpret_cast<int32_t*>(qsum + n_tokens * ng);  // scratch, unread
+  auto* d8 = qsum + n_tokens * ng;
+  auto* bsum = reinterpret_cast<int16_t*>(d8 + n_tokens * units);
+  auto* corr = reinterpret_cast<int32_t*>(bsum + n_tokens * ng);  // scratch, unread
   auto* s = reinterpret_cast<float*>(corr + nb);                  // scratch, unread
   for (int64_t t = 0; t < n_tokens; ++t) {
     int8_t* qt = q + t * q_stride;
-    QuantizeActivationsQ8(x + t * cols, cols, 0, qt, dx + t * nb, corr, s);
     std::fill(qt + cols, qt + q_stride, int8_t{0});
+    if (k256) {
+      QuantizeActivationsK256(x + t * cols, cols, qt, d8 + t * units, bsum + t * ng);
+      continue;
+    }
+    QuantizeActivationsQ8(x + t * cols, cols, 0, qt, dx + t * nb, corr, s);
     for (int64_t g = 0; g < ng; ++g) {
       int sum = 0;
       for (int e = 0; e < 16; ++e) sum += qt[16 * g + e];
       qsum[t * ng + g] = static_cast<float>(sum);
     }
   }
-  return {q, q_stride, dx, nb, qsum, ng};
+  return {q, q_stride, dx, nb, qsum, ng, d8, bsum, units};
 }
 
 #if TARMAC_BLOCKS_X86
@@ -140,12 +179,77 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const S
   }
 }
 
+// The kKInts types: each super-block's sums of w·q scaled by the integer sub-block scales
+// stay int32 (|lane| < 2^25 for every type), then one float product per super-block and token:
+//   y += d_w · d_8 · sum_g sc_g · sum_{e in g} w_e q_e  -  dmin · d_8 · sum_g m_g · bsum_g.
+template <DType kT>
+TARMAC_BLOCKS_TARGET_AVX2 void RowsKT(const MatrixView& w, const Acts& a, const StreamPrefetch& pf,
+                                      int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
+  const int64_t units = w.cols / kUnit;
+  const int64_t unit_bytes = RowBytes(kT, kUnit);
+  // Chunk c's groups 2c, 2c + 1 in the dword-duplicated scales below (see the unpacks).
+  alignas(32) static constexpr int32_t kPick[8][8] = {
+      {0, 0, 0, 0, 1, 1, 1, 1}, {2, 2, 2, 2, 3, 3, 3, 3}, {0, 0, 0, 0, 1, 1, 1, 1},
+      {2, 2, 2, 2, 3, 3, 3, 3}, {4, 4, 4, 4, 5, 5, 5, 5}, {6, 6, 6, 6, 7, 7, 7, 7},
+      {4, 4, 4, 4, 5, 5, 5, 5}, {6, 6, 6, 6, 7, 7, 7, 7}};
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc[kBlocksMaxTokens];
+    for (int64_t t = 0; t < n_tokens; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < units; ++u) {
+      PrefetchSpan(pf, row + u * unit_bytes, unit_bytes);
+      __m256i wv[8];
+      const blocks_internal::KScales k = blocks_internal::DecodeKInts<kT>(row, u, wv);
+      // Scales as int16, each duplicated into a dword: lo holds groups 0-3 and 8-11, hi 4-7
+      // and 12-15; chunk c takes its two groups' dwords from lo (c % 4 < 2) or hi.
+      const __m256i s16 = _mm256_cvtepi8_epi16(k.sc);
+      const __m256i lo = _mm256_unpacklo_epi16(s16, s16), hi = _mm256_unpackhi_epi16(s16, s16);
+      __m256i scv[8];
+      for (int c = 0; c < 8; ++c) {
+        scv[c] = _mm256_permutevar8x32_epi32(
+            c % 4 < 2 ? lo : hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick[c])));
+      }
+      const __m256i m16 = _mm256_cvtepi8_epi16(k.m);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const int8_t* q = a.q + t * a.q_stride + kUnit * u;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + kQB * c));
+          __m256i p;
+          if constexpr (blocks_internal::kUnsignedInts<kT>) {
+            p = _mm256_maddubs_epi16(wv[c], xv);
+          } else {
+            p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv[c], wv[c]), _mm256_sign_epi8(xv, wv[c]));
+          }
+          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scv[c]));
+        }
+        const float d8 = a.d8[t * a.units + u];
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(k.d * d8), acc[t]);
+        if (k.mins) {
+          const __m256i bs =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsum + t * a.ng + 16 * u));
+          const __m256 mi = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, m16));
+          acc[t] = _mm256_fnmadd_ps(mi, _mm256_set1_ps(k.dmin * d8), acc[t]);
+        }
+      }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + r] = HorizontalSum(acc[t]);
+  }
+}
+
 using RowsFn = void (*)(const MatrixView&, const Acts&, const StreamPrefetch&, int64_t, float*,
                         int64_t, int64_t);
 
 RowsFn RowsFor(DType t) {
   RowsFn fn = nullptr;
-  blocks_internal::WithBlocksType(t, [&fn](auto kT) { fn = RowsT<decltype(kT)::value>; });
+  blocks_internal::WithBlocksType(t, [&fn](auto kT) {
+    constexpr DType kType = decltype(kT)::value;
+    if constexpr (blocks_internal::kKInts<kType>) {
+      fn = RowsKT<kType>;
+    } else {
+      fn = RowsT<kType>;
+    }
+  });
   return fn;
 }
 #endif  // TARMAC_BLOCKS_X86
@@ -180,7 +284,7 @@ void MatVecBlocks(const MatrixView& w, const float* x, int64_t n_tokens, float* 
     return;
   }
 #if TARMAC_BLOCKS_X86
-  const Acts a = QuantizeTokens(x, n_tokens, w.cols);
+  const Acts a = QuantizeTokens(x, n_tokens, w.cols, K256Activations(w.type));
   const StreamPrefetch pf = ChooseStreamPrefetch(Isa::kAvx2);
   const RowsFn rows = RowsFor(w.type);
   auto run = [&](int64_t r0, int64_t r1, int) { rows(w, a, pf, n_tokens, y, r0, r1); };
@@ -196,14 +300,23 @@ void MatVecBlocks(const MatrixView& w, const float* x, int64_t n_tokens, float* 
 void MatVecBlocksRef(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   CheckShape(w, n_tokens);
   const int64_t K = w.cols;
+  const bool k256 = K256Activations(w.type);
   std::vector<int8_t> q(K);
-  std::vector<float> dx(K / kQB), wf(K);
+  std::vector<float> dx(K / kQB), d8(K / kUnit + 1), wf(K);
+  std::vector<int16_t> bsum(K / 16);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    QuantizeActivationsQ8Ref(x + t * K, K, q.data(), dx.data());
+    if (k256) {
+      QuantizeActivationsK256(x + t * K, K, q.data(), d8.data(), bsum.data());
+    } else {
+      QuantizeActivationsQ8Ref(x + t * K, K, q.data(), dx.data());
+    }
     for (int64_t r = 0; r < w.rows; ++r) {
       DequantizeRowRef(w.type, w.row(r), wf.data(), K);
       double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += double(wf[k]) * (double(dx[k / kQB]) * q[k]);
+      for (int64_t k = 0; k < K; ++k) {
+        const double xq = (k256 ? double(d8[k / kUnit]) : double(dx[k / kQB])) * q[k];
+        acc += double(wf[k]) * xq;
+      }
       y[t * w.rows + r] = static_cast<float>(acc);
     }
   }

@@ -13,8 +13,13 @@
 //   sum_e value_e · x_e ~ sum_g d_x · (s_g · sum_{e in g} w_e q_e + o_g · sum_{e in g} q_e)
 // with vpmaddubsw(|w|, sign(q, w)) and vpmaddwd giving exact int32 sums of w·q per 4 weights.
 // Tokens share the decode, so 2..16 tokens cost little more than one in decode work.
+// The K types with integer sub-block scales (Q2_K, Q3_K, Q5_K, IQ4_XS) instead quantize x per
+// 256 (one scale per super-block, as llama.cpp's Q8_K) and keep each super-block's sums in
+// int32, scaled by the integer sub-block scales (vpmaddwd), converting to float once per
+// super-block and token.
 //
-// Numerics: the activation rounding of MatMulInt8 (half a step of each 32-block's x); the
+// Numerics: the activation rounding of MatMulInt8 (half a step of each 32-block's x; of each
+// 256-block's for the K types above); the
 // integers are exact, so against MatVecBlocksRef (the reference decode times the same
 // quantized x, summed in double) |y - ref| <= (K / 4 + 32) · 2^-23 · sum_k |value_k| · |d_b q_k|
 // (f32 products and sums of the per-group terms). A token's result does not depend on the
