@@ -10,6 +10,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/quantize_file.h"
 #include "gguf/random_families.h"
+#include "tensor/quant_grid_types.h"
 #include "tensor/quant_ref.h"
 
 namespace tarmac::gguf {
@@ -299,6 +300,13 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
       } else if (t.dims.size() == 1) {
         const std::vector<float> v = FixedValues(t.fill, stream_base, jitter, n);
         st = QuantizeRowRef(to, v.data(), dst.data(), n);
+      } else if (quant_grid::IsGridType(to)) {
+        // Random codes drawn directly (RandomGridBlocks), scaled to RandomRow's 0.02 RMS.
+        const int64_t row_bytes = RowBytes(to, n), nb = n / Traits(to).block_size;
+        for (int64_t r = 0; r < rows; ++r) {
+          quant_grid::RandomGridBlocks(to, stream_base + SplitMix64(static_cast<uint64_t>(r)),
+                                       0.02f, dst.data() + r * row_bytes, nb);
+        }
       } else {
         st = ConvertRows(
             to, rows, n,

@@ -118,9 +118,9 @@ TARMAC_BLOCKS_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
 }
 
 // acc += the unit's products with token a's activations of unit u; off += its offset terms.
-TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
-    const Unit& un, const int8_t* q, const float* dx, const float* qsum, __m256& acc,
-    __m256& off) {
+// acc += the unit's products, a scale per group of 16.
+TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDotGroups(
+    const Unit& un, const int8_t* q, const float* dx, __m256& acc) {
   const __m256i ones = _mm256_set1_epi16(1);
   // s_g · d_x of every group at once (d_x is per pair of groups).
   const __m256i pair_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
@@ -138,9 +138,13 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
     const __m256 sv = _mm256_set_m128(_mm_broadcast_ss(sdx + 2 * c + 1), _mm_broadcast_ss(sdx + 2 * c));
     acc = _mm256_fmadd_ps(isum, sv, acc);
   }
-  if (un.offsets) {
-    // Per 16-weight group: o_g · d_x · sum q, over the unit's 2 · chunks groups.
-    for (int g0 = 0; g0 < 2 * un.chunks; g0 += 8) {
+}
+
+// off += the unit's offset terms: per 16-weight group o_g · d_x · sum q, over its 2 · chunks
+// groups.
+TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitOffsets(
+    const Unit& un, const float* dx, const float* qsum, __m256& off) {
+  for (int g0 = 0; g0 < 2 * un.chunks; g0 += 8) {
       const __m256 o = _mm256_load_ps(un.o + g0);
       const __m256 qs = _mm256_loadu_ps(qsum + g0);
       const __m256i pair = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
@@ -150,9 +154,43 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
           _mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
       // Masked on both sides: past the row's end o and qsum are not this row's (maybe NaN).
       off = _mm256_fmadd_ps(_mm256_and_ps(_mm256_mul_ps(o, d), mask), _mm256_and_ps(qs, mask), off);
-    }
   }
 }
+
+// kOneScale: the unit's types have one scale per chunk of 32 (s of both its groups equal).
+template <bool kOneScale>
+TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
+    const Unit& un, const int8_t* q, const float* dx, const float* qsum, __m256& acc,
+    __m256& off) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (kOneScale) {
+    __m256 acc2 = _mm256_setzero_ps();  // odd chunks: two FMA chains
+    for (int c = 0; c < un.chunks; ++c) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + kQB * c));
+      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(un.w[c], un.w[c]),
+                                             _mm256_sign_epi8(xv, un.w[c]));
+      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+      const __m256 sv = _mm256_set1_ps(un.s[2 * c] * dx[c]);
+      if (c % 2 == 0) {
+        acc = _mm256_fmadd_ps(isum, sv, acc);
+      } else {
+        acc2 = _mm256_fmadd_ps(isum, sv, acc2);
+      }
+    }
+    acc = _mm256_add_ps(acc, acc2);
+  } else {
+    UnitDotGroups(un, q, dx, acc);
+  }
+  if (un.offsets) UnitOffsets(un, dx, qsum, off);
+}
+
+
+// The types whose decoded units have one scale per chunk of 32 (both its groups' s equal).
+template <DType kT>
+constexpr bool kOneScalePerChunk =
+    kT == DType::kQ4_1 || kT == DType::kQ5_0 || kT == DType::kQ5_1 || kT == DType::kIQ4_NL ||
+    kT == DType::kMXFP4 || kT == DType::kTQ1_0 || kT == DType::kTQ2_0 || kT == DType::kIQ2_XXS ||
+    kT == DType::kIQ3_XXS || kT == DType::kIQ3_S || kT == DType::kIQ1_S;
 
 // Rows [r0, r1) of w, every token: each unit decoded once, then dotted with each token.
 template <DType kT>
@@ -162,6 +200,19 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const S
   const int64_t unit_bytes = RowBytes(kT, std::min<int64_t>(kUnit, w.cols));
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    if (n_tokens == 1) {
+      // One token: the accumulators stay in registers (an array indexed by token keeps them
+      // in memory, and each FMA then waits on a store-to-load round trip).
+      __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+      for (int64_t u = 0; u < units; ++u) {
+        PrefetchSpan(pf, row + u * unit_bytes, unit_bytes);
+        Unit un;
+        DecodeUnit<kT>(row, u, w.cols, &un);
+        UnitDot<kOneScalePerChunk<kT>>(un, a.q + kUnit * u, a.dx + 8 * u, a.qsum + 16 * u, acc, off);
+      }
+      y[r] = HorizontalSum(_mm256_add_ps(acc, off));
+      continue;
+    }
     __m256 acc[kBlocksMaxTokens], off[kBlocksMaxTokens];
     for (int64_t t = 0; t < n_tokens; ++t) acc[t] = off[t] = _mm256_setzero_ps();
     for (int64_t u = 0; u < units; ++u) {
@@ -169,8 +220,11 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const S
       Unit un;
       DecodeUnit<kT>(row, u, w.cols, &un);
       for (int64_t t = 0; t < n_tokens; ++t) {
-        UnitDot(un, a.q + t * a.q_stride + kUnit * u, a.dx + t * a.nb + 8 * u,
-                a.qsum + t * a.ng + 16 * u, acc[t], off[t]);
+        __m256 at = acc[t], ot = off[t];
+        UnitDot<kOneScalePerChunk<kT>>(un, a.q + t * a.q_stride + kUnit * u,
+                                       a.dx + t * a.nb + 8 * u, a.qsum + t * a.ng + 16 * u, at, ot);
+        acc[t] = at;
+        off[t] = ot;
       }
     }
     for (int64_t t = 0; t < n_tokens; ++t) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "tensor/dtype.h"
 
 namespace tarmac::quant_grid {
 
@@ -32,5 +33,14 @@ Status QuantizeIQ3_XXS(const float* x, void* y, int64_t nb, const float* importa
 Status QuantizeIQ3_S(const float* x, void* y, int64_t nb, const float* importance);
 Status QuantizeIQ1_S(const float* x, void* y, int64_t nb, const float* importance);
 Status QuantizeIQ1_M(const float* x, void* y, int64_t nb, const float* importance);
+
+// True for the seven types above.
+bool IsGridType(DType type);
+
+// nb valid blocks of `type` (IsGridType) with random codes (grid indices, signs, sub-block
+// scales) from the stream `seed`, each block's d set so that its decoded values have RMS `rms`
+// (> 0): what make-random writes for these types, since searching a codebook for random floats
+// costs far more than drawing codes. Deterministic in (type, seed, rms, nb).
+void RandomGridBlocks(DType type, uint64_t seed, float rms, void* dst, int64_t nb);
 
 }  // namespace tarmac::quant_grid

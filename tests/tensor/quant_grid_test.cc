@@ -16,6 +16,7 @@
 #include "tensor/quant_grid_blocks.h"
 #include "tensor/quant_grid_tables.h"
 #include "tensor/quant_grid_types.h"
+#include "tensor/quant_ref.h"
 
 namespace tarmac::quant_grid {
 namespace {
@@ -429,6 +430,33 @@ TEST(QuantGridDequant, RandomBlocksDecodeFinite) {
       }
     }
   }
+}
+
+// make-random's blocks: valid (finite), at the asked RMS (within the f16 rounding of d),
+// deterministic in the seed.
+TEST(QuantGridRandom, BlocksHaveTheAskedRmsAndFollowTheSeed) {
+  for (DType t : {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S,
+                  DType::kIQ1_S, DType::kIQ1_M}) {
+    ASSERT_TRUE(IsGridType(t));
+    const int64_t nb = 12, bytes = nb * Traits(t).type_size;
+    std::vector<uint8_t> a(bytes), b(bytes), c(bytes);
+    RandomGridBlocks(t, 7, 0.02f, a.data(), nb);
+    RandomGridBlocks(t, 7, 0.02f, b.data(), nb);
+    RandomGridBlocks(t, 8, 0.02f, c.data(), nb);
+    EXPECT_EQ(a, b) << DTypeName(t);
+    EXPECT_NE(a, c) << DTypeName(t);
+    std::vector<float> y(nb * 256);
+    DequantizeRowRef(t, a.data(), y.data(), nb * 256);
+    for (int64_t i = 0; i < nb; ++i) {
+      double sum2 = 0;
+      for (int j = 0; j < 256; ++j) {
+        ASSERT_TRUE(std::isfinite(y[i * 256 + j]));
+        sum2 += double(y[i * 256 + j]) * y[i * 256 + j];
+      }
+      EXPECT_NEAR(std::sqrt(sum2 / 256), 0.02, 0.02 * 1e-3) << DTypeName(t) << " block " << i;
+    }
+  }
+  EXPECT_FALSE(IsGridType(DType::kQ4_K));
 }
 
 }  // namespace
