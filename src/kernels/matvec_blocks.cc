@@ -117,8 +117,8 @@ TARMAC_BLOCKS_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// acc += the unit's products with token a's activations of unit u; off += its offset terms.
-// acc += the unit's products, a scale per group of 16.
+// acc += the unit's products with one token's activations of the unit (q, dx), a scale per
+// group of 16.
 TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDotGroups(
     const Unit& un, const int8_t* q, const float* dx, __m256& acc) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -145,19 +145,21 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDotGrou
 TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitOffsets(
     const Unit& un, const float* dx, const float* qsum, __m256& off) {
   for (int g0 = 0; g0 < 2 * un.chunks; g0 += 8) {
-      const __m256 o = _mm256_load_ps(un.o + g0);
-      const __m256 qs = _mm256_loadu_ps(qsum + g0);
-      const __m256i pair = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-      const __m256 d = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(dx + g0 / 2)), pair);
-      const int live = std::min(8, 2 * un.chunks - g0);
-      const __m256 mask = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-          _mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-      // Masked on both sides: past the row's end o and qsum are not this row's (maybe NaN).
-      off = _mm256_fmadd_ps(_mm256_and_ps(_mm256_mul_ps(o, d), mask), _mm256_and_ps(qs, mask), off);
+    const __m256 o = _mm256_load_ps(un.o + g0);
+    const __m256 qs = _mm256_loadu_ps(qsum + g0);
+    const __m256i pair = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256 d = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(dx + g0 / 2)), pair);
+    const int live = std::min(8, 2 * un.chunks - g0);
+    const __m256 mask = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+        _mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    // Masked on both sides: past the row's end o and qsum are not this row's (maybe NaN).
+    off = _mm256_fmadd_ps(_mm256_and_ps(_mm256_mul_ps(o, d), mask), _mm256_and_ps(qs, mask), off);
   }
 }
 
-// kOneScale: the unit's types have one scale per chunk of 32 (s of both its groups equal).
+// acc += the unit's products with one token's activations (q, dx per 32, qsum per 16); off +=
+// its offset terms. kOneScale: the unit's type has one scale per chunk of 32 (both groups' s
+// equal), so a chunk takes one scale product.
 template <bool kOneScale>
 TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
     const Unit& un, const int8_t* q, const float* dx, const float* qsum, __m256& acc,
@@ -183,7 +185,6 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline void UnitDot(
   }
   if (un.offsets) UnitOffsets(un, dx, qsum, off);
 }
-
 
 // The types whose decoded units have one scale per chunk of 32 (both its groups' s equal).
 template <DType kT>
