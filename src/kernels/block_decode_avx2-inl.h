@@ -87,6 +87,43 @@ TARMAC_BLOCKS_INLINE __m256i Bit(__m256i q, int c) {
 
 // --- 32-element block types: unit = up to 8 blocks starting at block i0. --------------------
 
+// Block i of a row of a 32-element type: its weights w, scale s and offset o (0 for the
+// symmetric types).
+template <DType kT>
+TARMAC_BLOCKS_INLINE void DecodeBlock32(const uint8_t* row, int64_t i, __m256i* w, float* s, float* o) {
+  if constexpr (kT == DType::kQ4_1) {
+    const auto& b = reinterpret_cast<const BlockQ4_1*>(row)[i];
+    *w = Nibbles(b.qs);
+    *s = Half(b.d);
+    *o = Half(b.m);
+  } else if constexpr (kT == DType::kQ5_0 || kT == DType::kQ5_1) {
+    using B = std::conditional_t<kT == DType::kQ5_0, BlockQ5_0, BlockQ5_1>;
+    const auto& b = reinterpret_cast<const B*>(row)[i];
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    const __m256i q = _mm256_or_si256(Nibbles(b.qs), BitsToByte16(qh));
+    *s = Half(b.d);
+    if constexpr (kT == DType::kQ5_0) {
+      *w = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+      *o = 0.0f;
+    } else {
+      *w = q;
+      *o = Half(b.m);
+    }
+  } else if constexpr (kT == DType::kIQ4_NL) {
+    const auto& b = reinterpret_cast<const BlockIQ4_NL*>(row)[i];
+    *w = Lookup16(kIq4nlValues, Nibbles(b.qs));
+    *s = Half(b.d);
+    *o = 0.0f;
+  } else {
+    static_assert(kT == DType::kMXFP4);
+    const auto& b = reinterpret_cast<const BlockMXFP4*>(row)[i];
+    *w = Lookup16(kMxfp4Values, Nibbles(b.qs));
+    *s = E8M0HalfToF32(b.e);
+    *o = 0.0f;
+  }
+}
+
 template <DType kT>
 TARMAC_BLOCKS_INLINE void DecodeSmall(const uint8_t* row, int64_t i0, int n, Unit* u) {
   u->chunks = n;
@@ -96,33 +133,9 @@ TARMAC_BLOCKS_INLINE void DecodeSmall(const uint8_t* row, int64_t i0, int n, Uni
   Zero16(u->o);
   for (int c = 0; c < 8; ++c) {
     if (c >= n) break;
-    if constexpr (kT == DType::kQ4_1) {
-      const auto& b = reinterpret_cast<const BlockQ4_1*>(row)[i0 + c];
-      u->w[c] = Nibbles(b.qs);
-      SetScale(u, c, Half(b.d), Half(b.m));
-    } else if constexpr (kT == DType::kQ5_0 || kT == DType::kQ5_1) {
-      using B = std::conditional_t<kT == DType::kQ5_0, BlockQ5_0, BlockQ5_1>;
-      const auto& b = reinterpret_cast<const B*>(row)[i0 + c];
-      uint32_t qh;
-      std::memcpy(&qh, b.qh, 4);
-      const __m256i q = _mm256_or_si256(Nibbles(b.qs), BitsToByte16(qh));
-      if constexpr (kT == DType::kQ5_0) {
-        u->w[c] = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        SetScale(u, c, Half(b.d), 0.0f);
-      } else {
-        u->w[c] = q;
-        SetScale(u, c, Half(b.d), Half(b.m));
-      }
-    } else if constexpr (kT == DType::kIQ4_NL) {
-      const auto& b = reinterpret_cast<const BlockIQ4_NL*>(row)[i0 + c];
-      u->w[c] = Lookup16(kIq4nlValues, Nibbles(b.qs));
-      SetScale(u, c, Half(b.d), 0.0f);
-    } else {
-      static_assert(kT == DType::kMXFP4);
-      const auto& b = reinterpret_cast<const BlockMXFP4*>(row)[i0 + c];
-      u->w[c] = Lookup16(kMxfp4Values, Nibbles(b.qs));
-      SetScale(u, c, E8M0HalfToF32(b.e), 0.0f);
-    }
+    float s, o;
+    DecodeBlock32<kT>(row, i0 + c, &u->w[c], &s, &o);
+    SetScale(u, c, s, o);
   }
 }
 

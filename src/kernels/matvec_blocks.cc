@@ -193,6 +193,39 @@ constexpr bool kOneScalePerChunk =
     kT == DType::kMXFP4 || kT == DType::kTQ1_0 || kT == DType::kTQ2_0 || kT == DType::kIQ2_XXS ||
     kT == DType::kIQ3_XXS || kT == DType::kIQ3_S || kT == DType::kIQ1_S;
 
+// One token of a symmetric 32-element type (Q5_0, IQ4_NL, MXFP4) over a row of `cols` weights:
+// each block decoded straight into registers and dotted, with no Unit in between; the same
+// operations in the same order as UnitDot<true> over the row's units (two FMA chains per unit,
+// joined at its end), so the result equals the batched one.
+template <DType kT>
+TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline float RowOneToken32(
+    const uint8_t* row, int64_t cols, const Acts& a, const StreamPrefetch& pf) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t nb = cols / kQB, block_bytes = Traits(kT).type_size;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i0 = 0; i0 < nb; i0 += kUnit / kQB) {
+    PrefetchSpan(pf, row + i0 * block_bytes, (kUnit / kQB) * block_bytes);
+    const int64_t end = std::min<int64_t>(nb, i0 + kUnit / kQB);
+    __m256 acc2 = _mm256_setzero_ps();
+    for (int64_t i = i0; i < end; ++i) {
+      __m256i wv;
+      float s, o;
+      blocks_internal::DecodeBlock32<kT>(row, i, &wv, &s, &o);
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + kQB * i));
+      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+      const __m256 sv = _mm256_set1_ps(s * a.dx[i]);
+      if ((i - i0) % 2 == 0) {
+        acc = _mm256_fmadd_ps(isum, sv, acc);
+      } else {
+        acc2 = _mm256_fmadd_ps(isum, sv, acc2);
+      }
+    }
+    acc = _mm256_add_ps(acc, acc2);
+  }
+  return HorizontalSum(_mm256_add_ps(acc, _mm256_setzero_ps()));
+}
+
 // Rows [r0, r1) of w, every token: each unit decoded once, then dotted with each token.
 template <DType kT>
 TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const StreamPrefetch& pf,
@@ -201,6 +234,12 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const S
   const int64_t unit_bytes = RowBytes(kT, std::min<int64_t>(kUnit, w.cols));
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    if constexpr (kT == DType::kQ5_0 || kT == DType::kIQ4_NL || kT == DType::kMXFP4) {
+      if (n_tokens == 1) {
+        y[r] = RowOneToken32<kT>(row, w.cols, a, pf);
+        continue;
+      }
+    }
     if (n_tokens == 1) {
       // One token: the accumulators stay in registers (an array indexed by token keeps them
       // in memory, and each FMA then waits on a store-to-load round trip).
