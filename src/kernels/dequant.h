@@ -14,8 +14,9 @@
 namespace tarmac::kernels {
 
 // dst[0..n) (f32) = values of the row at src (RowBytes(type, n) bytes).
-// Preconditions: IsComputeType(type) (SIMD for F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K;
-// the other types through DequantizeRowRef);
+// Preconditions: IsComputeType(type) (Highway for F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K;
+// the other types through DequantizeBlocksRow (AVX2, dequant_blocks.h) where it runs, else
+// DequantizeRowRef);
 // n >= 0 and a multiple of the type's block size; src and dst do not overlap.
 void DequantizeRow(DType type, const void* src, float* dst, int64_t n);
 

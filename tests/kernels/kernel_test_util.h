@@ -60,7 +60,8 @@ struct AmxSwitch {
 
 inline const DType kMatVecTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                      DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
-// The types the kernels compute from their decoded rows (no SIMD kernel of their own yet).
+// The other compute types: MatVecBlocks and the decoded-row paths (dequant_blocks, and
+// MatVec's f32 dot of the reference decode where AVX2 is absent) compute them.
 inline const DType kDequantizedTypes[] = {
     DType::kQ4_1,  DType::kQ5_0,  DType::kQ5_1,  DType::kQ2_K,   DType::kQ3_K,
     DType::kQ5_K,  DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4, DType::kTQ1_0,
