@@ -283,13 +283,6 @@ TARMAC_BLOCKS_INLINE void DecodeTQ2(const BlockTQ2_0& b, Unit* u) {
   }
 }
 
-// Trit n (0 = most significant) of a TQ1_0 byte, as quant_ref.cc decodes it.
-inline int TQ1Trit(uint8_t byte, int n) {
-  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-  const auto q = static_cast<uint8_t>(byte * kPow3[n]);
-  return (static_cast<uint16_t>(q) * 3) >> 8;
-}
-
 TARMAC_BLOCKS_INLINE void DecodeTQ1(const BlockTQ1_0& b, Unit* u) {
   u->offsets = false;
   const float d = Half(b.d);

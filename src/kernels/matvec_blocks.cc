@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "kernels/block_decode_unit-inl.h"
+#include "kernels/avx2_reduce-inl.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul_int8.h"
@@ -110,12 +111,6 @@ Acts QuantizeTokens(const float* x, int64_t n_tokens, int64_t cols, bool k256) {
 using blocks_internal::DecodeUnit;
 using blocks_internal::Unit;
 
-TARMAC_BLOCKS_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // acc += the unit's products with one token's activations of the unit (q, dx), a scale per
 // group of 16.
@@ -223,7 +218,7 @@ TARMAC_BLOCKS_TARGET_AVX2 __attribute__((always_inline)) inline float RowOneToke
     }
     acc = _mm256_add_ps(acc, acc2);
   }
-  return HorizontalSum(_mm256_add_ps(acc, _mm256_setzero_ps()));
+  return HorizontalSumAvx2(_mm256_add_ps(acc, _mm256_setzero_ps()));
 }
 
 // Rows [r0, r1) of w, every token: each unit decoded once, then dotted with each token.
@@ -250,7 +245,7 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const S
         DecodeUnit<kT>(row, u, w.cols, &un);
         UnitDot<kOneScalePerChunk<kT>>(un, a.q + kUnit * u, a.dx + 8 * u, a.qsum + 16 * u, acc, off);
       }
-      y[r] = HorizontalSum(_mm256_add_ps(acc, off));
+      y[r] = HorizontalSumAvx2(_mm256_add_ps(acc, off));
       continue;
     }
     __m256 acc[kBlocksMaxTokens], off[kBlocksMaxTokens];
@@ -268,7 +263,7 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsT(const MatrixView& w, const Acts& a, const S
       }
     }
     for (int64_t t = 0; t < n_tokens; ++t) {
-      y[t * w.rows + r] = HorizontalSum(_mm256_add_ps(acc[t], off[t]));
+      y[t * w.rows + r] = HorizontalSumAvx2(_mm256_add_ps(acc[t], off[t]));
     }
   }
 }
@@ -327,7 +322,7 @@ TARMAC_BLOCKS_TARGET_AVX2 void RowsKT(const MatrixView& w, const Acts& a, const 
         }
       }
     }
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + r] = HorizontalSum(acc[t]);
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + r] = HorizontalSumAvx2(acc[t]);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/avx2_reduce-inl.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul_int8.h"
@@ -83,12 +84,6 @@ alignas(32) constexpr uint8_t kScaleMask[kChunks][32] = {
 #undef TARMAC_Q6K_LO
 };
 
-TARMAC_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Super-block b (the row's i-th) for token 0 of a into acc[0] / acc[1] (even / odd chunks).
 // d_w · d_x per chunk formed in registers (a table on the stack costs one token the
@@ -127,8 +122,8 @@ TARMAC_TARGET_AVX2 void RowPair(const BlockQ6_K* ra, const BlockQ6_K* rb, int64_
     SuperBlockOneToken(ra[i], i, a, acc_a);
     SuperBlockOneToken(rb[i], i, a, acc_b);
   }
-  *ya = HorizontalSum(_mm256_add_ps(acc_a[0], acc_a[1]));
-  *yb = HorizontalSum(_mm256_add_ps(acc_b[0], acc_b[1]));
+  *ya = HorizontalSumAvx2(_mm256_add_ps(acc_a[0], acc_a[1]));
+  *yb = HorizontalSumAvx2(_mm256_add_ps(acc_b[0], acc_b[1]));
 }
 
 // y[t·y_stride] = row · x[t] for NT tokens of a (starting at token 0 of a).
@@ -174,7 +169,7 @@ TARMAC_TARGET_AVX2 void RowTokens(const BlockQ6_K* b, int64_t nsb, const Acts& a
       }
     }
   }
-  for (int t = 0; t < NT; ++t) y[t * y_stride] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
+  for (int t = 0; t < NT; ++t) y[t * y_stride] = HorizontalSumAvx2(_mm256_add_ps(acc[t][0], acc[t][1]));
 }
 
 TARMAC_TARGET_AVX2 void Rows(const MatrixView& w, const Acts& a, const StreamPrefetch& pf,

@@ -159,6 +159,13 @@ inline float E8M0HalfToF32(uint8_t e) {
 // significant trit first), qs[32..48) 5 trits for 160 + 16n + m, qh[0..4) 4 trits for
 // 240 + 4n + j. A byte b holds the trits t0..t4 as ceil((sum t_i 3^(4-i)) * 256 / 243); trit n
 // is ((uint8)(b * 3^n) * 3) >> 8. value = d * (t - 1).
+// Trit n (0 = most significant, n < 5) of a TQ1_0 byte, 0..2.
+inline int TQ1Trit(uint8_t byte, int n) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const auto q = static_cast<uint8_t>(byte * kPow3[n]);
+  return (static_cast<uint16_t>(q) * 3) >> 8;
+}
+
 struct BlockTQ1_0 {
   uint8_t qs[48];
   uint8_t qh[4];

@@ -184,23 +184,16 @@ void DequantMXFP4(const BlockMXFP4* b, float* y, int64_t nb) {
   }
 }
 
-// Trit n (0 = most significant) of a TQ1_0 byte.
-inline int Trit(uint8_t byte, int n) {
-  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-  const auto q = static_cast<uint8_t>(byte * kPow3[n]);
-  return (static_cast<uint16_t>(q) * 3) >> 8;
-}
-
 void DequantTQ1_0(const BlockTQ1_0* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = F16ToF32(b[i].d);
     float* out = y + i * kQK_K;
     for (int n = 0; n < 5; ++n) {
-      for (int m = 0; m < 32; ++m) out[32 * n + m] = (Trit(b[i].qs[m], n) - 1) * d;
-      for (int m = 0; m < 16; ++m) out[160 + 16 * n + m] = (Trit(b[i].qs[32 + m], n) - 1) * d;
+      for (int m = 0; m < 32; ++m) out[32 * n + m] = (TQ1Trit(b[i].qs[m], n) - 1) * d;
+      for (int m = 0; m < 16; ++m) out[160 + 16 * n + m] = (TQ1Trit(b[i].qs[32 + m], n) - 1) * d;
     }
     for (int n = 0; n < 4; ++n) {
-      for (int j = 0; j < 4; ++j) out[240 + 4 * n + j] = (Trit(b[i].qh[j], n) - 1) * d;
+      for (int j = 0; j < 4; ++j) out[240 + 4 * n + j] = (TQ1Trit(b[i].qh[j], n) - 1) * d;
     }
   }
 }
