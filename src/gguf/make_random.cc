@@ -35,7 +35,12 @@ void RandomRow(uint64_t stream, float* row, int64_t n) {
   }
 }
 
-enum class Fill { kWeight, kNorm, kShortFactors, kLongFactors };
+enum class Fill { kWeight, kRouter, kNorm, kShortFactors, kLongFactors };
+
+// Router rows are drawn 10x wider than other weights: real routers are peaked, and with
+// stddev-0.02 rows the experts' logits would sit within rounding of each other, so which
+// experts a token runs would hang on each implementation's last bits.
+constexpr float kRouterScale = 10.0f;
 
 struct TensorSpec {
   std::string name;
@@ -74,6 +79,15 @@ std::vector<TensorSpec> TensorSpecs(const ModelShape& s, const RandomFamily& f) 
     t.push_back({p + "attn_output.weight", {qd, s.dim}});
     if (f.post_norms) t.push_back({p + "post_attention_norm.weight", {s.dim}, Fill::kNorm});
     t.push_back({p + "ffn_norm.weight", {s.dim}, Fill::kNorm});
+    if (s.experts > 0) {
+      const int64_t eff = s.expert_width();
+      t.push_back({p + "ffn_gate_inp.weight", {s.dim, s.experts}, Fill::kRouter});
+      t.push_back({p + "ffn_gate_exps.weight", {s.dim, eff, s.experts}});
+      t.push_back({p + "ffn_up_exps.weight", {s.dim, eff, s.experts}});
+      t.push_back({p + "ffn_down_exps.weight", {eff, s.dim, s.experts}});
+      if (f.post_norms) t.push_back({p + "post_ffw_norm.weight", {s.dim}, Fill::kNorm});
+      continue;
+    }
     if (f.fused_gate_up) {
       t.push_back({p + "ffn_up.weight", {s.dim, 2 * s.ffn}});
     } else {
@@ -130,6 +144,11 @@ void SetFamilyKeys(const ModelShape& s, const RandomFamily& f, Writer* w) {
     }
   }
   if (f.vocab_size_key) w->SetKV(a + "vocab_size", u32(s.vocab));
+  if (s.experts > 0) {
+    w->SetKV(a + "expert_count", u32(s.experts));
+    w->SetKV(a + "expert_used_count", u32(s.experts_used));
+    if (f.expert_ff_key) w->SetKV(a + "expert_feed_forward_length", u32(s.expert_width()));
+  }
 }
 
 // The vocabulary: the tokenizer.* keys of vocab_from, or none (the synthetic byte-level BPE).
@@ -193,6 +212,7 @@ std::vector<float> FixedValues(Fill fill, uint64_t stream, double jitter, int64_
       }
       break;
     case Fill::kWeight:
+    case Fill::kRouter:
       RandomRow(stream, v.data(), n);
       break;
   }
@@ -273,6 +293,7 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
   facts.n_layer = shape.layers;
   facts.n_head = shape.heads;
   facts.n_head_kv = shape.kv_heads;
+  facts.n_expert = shape.experts;
   std::vector<std::string> names;
   std::vector<TensorDesc> descs;
   for (const TensorSpec& t : specs) names.push_back(t.name);
@@ -285,7 +306,8 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
     const DType to = plans[i].type;
     if (!plans[i].fallback.empty()) summary.notes.push_back(t.name + ": " + plans[i].fallback);
     if (!plans[i].rule.empty()) ++summary.mixed;
-    const int64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
+    int64_t rows = 1;  // every row of the tensor (of every expert, for a stacked one)
+    for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
     summary.parameters += t.dims[0] * rows;
     summary.tensor_bytes += static_cast<uint64_t>(RowBytes(to, t.dims[0]) * rows);
     const uint64_t stream_base = SplitMix64(options.seed) ^ HashName(t.name);
@@ -310,8 +332,11 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
       } else {
         st = ConvertRows(
             to, rows, n,
-            [stream_base, n](int64_t r, float* buf) {
+            [stream_base, n, router = t.fill == Fill::kRouter](int64_t r, float* buf) {
               RandomRow(stream_base + SplitMix64(static_cast<uint64_t>(r)), buf, n);
+              if (router) {
+                for (int64_t i = 0; i < n; ++i) buf[i] *= kRouterScale;
+              }
               return Status::Ok();
             },
             dst.data(), pool);

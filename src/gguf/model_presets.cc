@@ -24,6 +24,11 @@ ModelShape Preset(std::string name, int64_t dim, int64_t layers, int64_t heads, 
   return s;
 }
 
+ModelShape Moe(ModelShape s, int64_t experts, int64_t used, int64_t expert_ffn, double eps) {
+  s.experts = experts, s.experts_used = used, s.expert_ffn = expert_ffn, s.rms_eps = eps;
+  return s;
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
@@ -50,16 +55,28 @@ Result<double> ParseDouble(std::string_view key, std::string_view v) {
 
 }  // namespace
 
-int64_t ModelShape::ParameterCount() const {
-  const RandomFamily* f = FindRandomFamily(arch);
-  int64_t per_layer = 2 * dim                       // attn_norm, ffn_norm
-                      + 2 * dim * q_dim()           // attn_q, attn_output
-                      + 2 * dim * kv_dim()          // attn_k, attn_v
-                      + 3 * dim * ffn;              // ffn_gate, ffn_up, ffn_down
-  if (f != nullptr && f->qkv_bias) per_layer += q_dim() + 2 * kv_dim();
-  if (f != nullptr && f->qk_norm) per_layer += 2 * head_dim();
-  if (f != nullptr && f->post_norms) per_layer += 2 * dim;
-  return vocab * dim * (tied ? 1 : 2) + dim + layers * per_layer;
+namespace {
+
+// Elements of the model with `experts_read` feed-forward experts per layer (dense: 1).
+int64_t Parameters(const ModelShape& s, int64_t experts_read) {
+  const RandomFamily* f = FindRandomFamily(s.arch);
+  int64_t per_layer = 2 * s.dim                       // attn_norm, ffn_norm
+                      + 2 * s.dim * s.q_dim()         // attn_q, attn_output
+                      + 2 * s.dim * s.kv_dim()        // attn_k, attn_v
+                      + 3 * s.dim * s.expert_width() * experts_read;  // gate, up, down
+  if (s.experts > 0) per_layer += s.dim * s.experts;  // ffn_gate_inp
+  if (f != nullptr && f->qkv_bias) per_layer += s.q_dim() + 2 * s.kv_dim();
+  if (f != nullptr && f->qk_norm) per_layer += 2 * s.head_dim();
+  if (f != nullptr && f->post_norms) per_layer += 2 * s.dim;
+  return s.vocab * s.dim * (s.tied ? 1 : 2) + s.dim + s.layers * per_layer;
+}
+
+}  // namespace
+
+int64_t ModelShape::ParameterCount() const { return Parameters(*this, experts > 0 ? experts : 1); }
+
+int64_t ModelShape::ActiveParameterCount() const {
+  return Parameters(*this, experts > 0 ? experts_used : 1);
 }
 
 Status ModelShape::Validate() const {
@@ -115,6 +132,20 @@ Status ModelShape::Validate() const {
                            head_dim());
   if (fam->q_is_dim && (head_dim_override != 0 || q_dim() != dim))
     return InvalidArgument("shape: a {} model has head_dim = dim/heads (no head_dim=)", arch);
+  if (experts < 0 || experts > 512)
+    return InvalidArgument("shape: experts={} out of range [0, 512]", experts);
+  if (experts > 0 && !fam->experts)
+    return InvalidArgument("shape: a {} model has no experts (experts= is for llama, qwen3moe)",
+                           arch);
+  if (experts == 0 && fam->experts_required)
+    return InvalidArgument("shape: a {} model has experts (give experts= and experts_used=)", arch);
+  if (experts > 0 && (experts_used < 1 || experts_used > experts))
+    return InvalidArgument("shape: experts_used={} must be in [1, experts={}]", experts_used,
+                           experts);
+  if (experts == 0 && (experts_used != 0 || expert_ffn != 0))
+    return InvalidArgument("shape: experts_used= and expert_ffn= need experts=");
+  if (expert_ffn < 0 || expert_ffn > (1 << 18))
+    return InvalidArgument("shape: expert_ffn={} out of range [1, {}]", expert_ffn, 1 << 18);
   if (heads % kv_heads != 0) {
     return InvalidArgument("shape: kv_heads={} does not divide heads={}", kv_heads, heads);
   }
@@ -141,6 +172,8 @@ std::string ModelShape::ToString() const {
   if (attn_softcap >= 0) s += fmt::format(",attn_softcap={:g}", attn_softcap);
   if (final_softcap >= 0) s += fmt::format(",final_softcap={:g}", final_softcap);
   if (orig_ctx > 0) s += fmt::format(",orig_ctx={}", orig_ctx);
+  if (experts > 0) s += fmt::format(",experts={},experts_used={}", experts, experts_used);
+  if (expert_ffn > 0) s += fmt::format(",expert_ffn={}", expert_ffn);
   return s;
 }
 
@@ -164,6 +197,11 @@ const std::vector<ModelShape>& ModelPresets() {
       // rope_freqs tensor in llama.cpp's files, which make-random does not write (nor for
       // llama-3.2-1b): the shape is right, positions past 8192 are not scaled.
       Preset("llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0, false),
+      Moe(Preset("qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0, false,
+                 "qwen3moe", 128),
+          128, 8, 768, 1e-6),
+      Moe(Preset("mixtral-8x7b", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0, false), 8, 2,
+          0, 1e-5),
   };
   return kPresets;
 }
@@ -172,7 +210,8 @@ namespace {
 
 constexpr const char* kKnownKeys =
     "dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, eps, tied, head_dim, rot, "
-    "window, swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx";
+    "window, swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx, experts, "
+    "experts_used, expert_ffn";
 
 // Sets the field `key` names from `val`. *required_index: 0..5 for dim, layers, heads, ffn,
 // vocab, kv_heads (the keys a custom spec must give), -1 for the others.
@@ -191,6 +230,9 @@ Status SetField(ModelShape* s, std::string_view key, std::string_view val, int* 
   else if (key == "window") int_field = &s->window;
   else if (key == "swa_pattern") int_field = &s->swa_pattern;
   else if (key == "orig_ctx") int_field = &s->orig_ctx;
+  else if (key == "experts") int_field = &s->experts;
+  else if (key == "experts_used") int_field = &s->experts_used;
+  else if (key == "expert_ffn") int_field = &s->expert_ffn;
   if (int_field != nullptr) {
     TARMAC_ASSIGN_OR_RETURN(*int_field, ParseInt(key, val));
   } else if (key == "rope_base") {

@@ -39,7 +39,14 @@ struct ModelShape {
   double attn_softcap = -1;       // attn_logit_softcapping (attn_softcap=; gemma2 default 50)
   double final_softcap = -1;      // final_logit_softcapping (final_softcap=; gemma2 default 30)
   int64_t orig_ctx = 0;           // LongRoPE (orig_ctx=; phi3): original context and factors
+  // Mixture of experts (experts=, experts_used=, expert_ffn=; llama, qwen3moe): experts > 0
+  // stacks that many feed-forward experts per layer behind a router, experts_used of them per
+  // token, each expert_ffn wide (0: ffn; qwen3moe writes it as expert_feed_forward_length).
+  int64_t experts = 0;
+  int64_t experts_used = 0;
+  int64_t expert_ffn = 0;
 
+  int64_t expert_width() const { return expert_ffn > 0 ? expert_ffn : ffn; }
   int64_t head_dim() const {
     return head_dim_override > 0 ? head_dim_override : heads > 0 ? dim / heads : 0;
   }
@@ -48,6 +55,8 @@ struct ModelShape {
   int64_t rope_dims() const { return rot > 0 ? rot : head_dim(); }
   // Elements of all weight tensors.
   int64_t ParameterCount() const;
+  // Elements one token's forward reads: the experts_used of the experts (all, when dense).
+  int64_t ActiveParameterCount() const;
   // InvalidArgument naming the offending field: a known family, sizes positive and sane,
   // heads dividing dim (unless head_dim is given) with an even head_dim (RoPE rotates pairs),
   // kv_heads dividing heads, a vocabulary holding the 256 byte tokens plus one special token,
@@ -68,7 +77,7 @@ const std::vector<ModelShape>& ModelPresets();
 // eps=, tied=0|1 (kv_heads defaults to heads) and the family extras head_dim=, rot=, window=,
 // swa_pattern=, rope_base_swa=, attn_softcap=, final_softcap=, orig_ctx= (the same keys
 // override a preset). arch (when not empty) sets the family, also of a preset. The result is
-// validated. InvalidArgument naming the unknown preset / key / bad number otherwise.
+// validated; experts=, experts_used=, expert_ffn= give a mixture of experts. InvalidArgument naming the unknown preset / key / bad number otherwise.
 Result<ModelShape> ParseShape(std::string_view spec, std::string_view arch = {});
 
 }  // namespace tarmac::gguf

@@ -10,6 +10,7 @@ constexpr RandomFamily Llama() {
   f.name = "llama";
   f.window_key = true;
   f.vocab_size_key = true;
+  f.experts = true;  // Mixtral
   return f;
 }
 
@@ -26,6 +27,15 @@ constexpr RandomFamily Qwen3() {
   f.qk_norm = true;
   f.key_length = true;
   f.full_rotary = true;
+  return f;
+}
+
+constexpr RandomFamily Qwen3Moe() {
+  RandomFamily f = Qwen3();
+  f.name = "qwen3moe";
+  f.experts = true;
+  f.experts_required = true;
+  f.expert_ff_key = true;
   return f;
 }
 
@@ -67,7 +77,7 @@ constexpr RandomFamily Phi3() {
   return f;
 }
 
-constexpr std::array<RandomFamily, 6> kFamilies = {Llama(), Qwen2(), Qwen3(),
+constexpr std::array<RandomFamily, 7> kFamilies = {Llama(),  Qwen2(),  Qwen3(), Qwen3Moe(),
                                                    Gemma2(), Gemma3(), Phi3()};
 
 }  // namespace

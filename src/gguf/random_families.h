@@ -32,11 +32,14 @@ struct RandomFamily {
   bool vocab_size_key = false;  // writes <arch>.vocab_size (llama)
   bool full_rotary = false;     // rope dims must equal head_dim (qwen3)
   bool q_is_dim = false;        // heads · head_dim must equal dim, no head_dim= (phi3)
+  bool experts = false;         // may stack experts (expert_count, ffn_gate_inp, ffn_*_exps)
+  bool experts_required = false;  // always has experts (qwen3moe)
+  bool expert_ff_key = false;   // writes expert_feed_forward_length (qwen3moe)
 };
 
 // nullptr for a family make-random does not write.
 const RandomFamily* FindRandomFamily(std::string_view name);
-// "llama, qwen2, qwen3, gemma2, gemma3, phi3".
+// "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3".
 std::string RandomFamilyNames();
 
 }  // namespace tarmac::gguf

@@ -15,6 +15,7 @@ constexpr ArchDescription Llama() {
   // Mistral's converted files: one window for every layer. llama.cpp reads no window for
   // `llama` (it attends to everything); a file that names one gets it here.
   a.window_rule = WindowRule::kAllLayers;
+  a.experts = Presence::kOptional;  // Mixtral
   return a;
 }
 
@@ -35,6 +36,15 @@ constexpr ArchDescription Qwen3() {
   a.fused_qkv = Presence::kOptional;
   a.qk_norm = true;
   a.full_rotary = true;
+  return a;
+}
+
+// Qwen3's attention with a sparse MoE feed-forward in every layer (Qwen3-30B-A3B, 235B-A22B).
+constexpr ArchDescription Qwen3Moe() {
+  ArchDescription a = Qwen3();
+  a.name = "qwen3moe";
+  a.experts = Presence::kRequired;
+  a.expert_ff_key = true;
   return a;
 }
 
@@ -91,8 +101,8 @@ constexpr ArchDescription Phi3() {
   return a;
 }
 
-constexpr std::array<ArchDescription, 6> kArchs = {Llama(), Qwen2(), Qwen3(), Gemma2(),
-                                                   Gemma3(), Phi3()};
+constexpr std::array<ArchDescription, 7> kArchs = {Llama(),  Qwen2(),  Qwen3(), Qwen3Moe(),
+                                                   Gemma2(), Gemma3(), Phi3()};
 
 }  // namespace
 

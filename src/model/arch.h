@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/expert_router.h"
 
 namespace tarmac::model {
 
@@ -75,6 +76,19 @@ struct ArchDescription {
   FfnActivation activation = FfnActivation::kSwiGlu;
   bool fused_gate_up = false;   // ffn_up holds [gate; up] (2·n_ff rows) and there is no ffn_gate
   bool post_ffn_norm = false;   // post_ffw_norm: RMSNorm of the FFN output before the residual add
+
+  // ---- mixture of experts: a router (ffn_gate_inp [n_embd, n_expert]) and the experts stacked
+  // in 3-D tensors (ffn_{gate,up}_exps [n_embd, ff, n_expert], ffn_down_exps [ff, n_embd,
+  // n_expert]) in place of ffn_gate/up/down, with `<arch>.expert_count` and
+  // `expert_used_count`. kOptional: experts when expert_count > 0 (llama: Mixtral's files).
+  Presence experts = Presence::kNever;
+  bool expert_ff_key = false;  // experts' width: `<arch>.expert_feed_forward_length` (absent:
+                               // feed_forward_length / expert_used_count, as llama.cpp), else
+                               // feed_forward_length
+  // How llama.cpp routes the family's tokens (it hard-codes these per family; a file's
+  // expert_gating_func / expert_weights_norm that says otherwise is refused).
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool expert_norm = true;     // the chosen weights divided by their sum
 
   // ---- embeddings, rope scaling
   bool scale_embedding = false;             // x = token embedding · sqrt(n_embd)

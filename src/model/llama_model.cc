@@ -57,6 +57,12 @@ Status LlamaModel::Init(int32_t context) {
   if (context < 0) return InvalidArgument("context {} must be >= 0", context);
   TARMAC_RETURN_IF_ERROR(LoadWeights(file_, c, &w_));
   weight_bytes_ = w_.bytes;
+  active_weight_bytes_ = w_.ActiveBytesPerToken(c);
+  if (c.is_moe()) {
+    const size_t n = static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.router.n_expert);
+    expert_tokens_ = std::make_unique<std::atomic<int64_t>[]>(n);
+    for (size_t i = 0; i < n; ++i) expert_tokens_[i].store(0, std::memory_order_relaxed);
+  }
   const kernels::RopeType type = c.desc->rope;
   // Frequency divisors: llama-3's, or LongRoPE's long factors when the served context exceeds
   // the one the short factors were trained for (llama.cpp's rule).
@@ -100,6 +106,12 @@ void LlamaModel::EnsureScratch(int32_t n) {
   gate_.resize(static_cast<size_t>(n) * c.n_ff);
   up_.resize(static_cast<size_t>(n) * c.n_ff);
   logits_in_.resize(static_cast<size_t>(n) * c.n_embd);
+  if (c.is_moe()) {
+    router_logits_.resize(static_cast<size_t>(n) * c.router.n_expert);
+    expert_weights_.resize(static_cast<size_t>(n) * c.router.n_used);
+    expert_ids_.resize(static_cast<size_t>(n) * c.router.n_used);
+    moe_out_.resize(static_cast<size_t>(n) * c.n_embd);
+  }
   scratch_tokens_ = n;
 }
 
@@ -262,6 +274,10 @@ void LlamaModel::FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool) {
   const ModelConfig& c = config_;
   const LayerWeights& L = w_.layers[il];
   const int64_t E = c.n_embd;
+  if (L.is_moe()) {
+    ExpertBlock(il, n, pool);
+    return;
+  }
   // Input: the normed rows in xn_ (AttentionBlock's last step). gate_ becomes act(gate) · up.
   const kernels::GluKind glu = c.desc->activation == FfnActivation::kGeGlu
                                    ? kernels::GluKind::kGeGlu
@@ -273,6 +289,40 @@ void LlamaModel::FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool) {
       kernels::RmsNorm(&xn_[t * E], L.post_ffn_norm, E, c.rms_eps, &xn_[t * E]);
     kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
   });
+}
+
+void LlamaModel::ExpertBlock(int32_t il, int32_t n, ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = w_.layers[il];
+  const int64_t E = c.n_embd;
+  const int32_t n_expert = c.router.n_expert, k = c.router.n_used;
+  // Input: the normed rows in xn_. Route each token, then run the experts over their tokens.
+  Project(L.router, xn_.data(), n, router_logits_.data(), pool);
+  RouteExperts(c.router, router_logits_.data(), /*selection_bias=*/nullptr, n, expert_ids_.data(),
+               expert_weights_.data());
+  const kernels::ExpertChoices choices{expert_ids_.data(), expert_weights_.data(), k};
+  const kernels::ExpertWeights experts{L.gate_exps, L.up_exps, L.down_exps};
+  const kernels::GluKind glu = c.desc->activation == FfnActivation::kGeGlu
+                                   ? kernels::GluKind::kGeGlu
+                                   : kernels::GluKind::kSwiGlu;
+  kernels::MoeFfn(experts, xn_.data(), n, choices, glu, moe_out_.data(), &moe_scratch_, pool);
+  std::atomic<int64_t>* counts = &expert_tokens_[static_cast<size_t>(il) * n_expert];
+  for (int64_t i = 0; i < static_cast<int64_t>(n) * k; ++i) {
+    counts[expert_ids_[i]].fetch_add(1, std::memory_order_relaxed);
+  }
+  ForTokens(n, pool, [&](int32_t t) {
+    if (L.post_ffn_norm != nullptr)
+      kernels::RmsNorm(&moe_out_[t * E], L.post_ffn_norm, E, c.rms_eps, &moe_out_[t * E]);
+    kernels::Add(&x_[t * E], &moe_out_[t * E], &x_[t * E], E);
+  });
+}
+
+std::vector<int64_t> LlamaModel::ExpertTokenCounts() const {
+  const ModelConfig& c = config_;
+  if (!c.is_moe()) return {};
+  std::vector<int64_t> out(static_cast<size_t>(c.n_layer) * c.router.n_expert);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = expert_tokens_[i].load(std::memory_order_relaxed);
+  return out;
 }
 
 void LlamaModel::Output(const ForwardBatch& batch, ThreadPool* pool, std::vector<float>* logits) {

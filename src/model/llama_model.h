@@ -17,6 +17,7 @@
 // time. The thread pool is borrowed.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
+#include "kernels/moe_ffn.h"
 #include "kernels/ops.h"
 #include "kernels/prepared_weights.h"
 #include "model/kv_cache.h"
@@ -74,8 +76,15 @@ class LlamaModel {
   // nothing a later Forward reads; its results equal those without it.
   void Warmup(ThreadPool* pool, KvDtype kv_dtype);
 
-  // Total bytes of weights (what a decode step reads).
+  // Total bytes of weights.
   int64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes one token's decode step reads (a mixture of experts reads its chosen experts only:
+  // ModelWeights::ActiveBytesPerToken); weight_bytes() for a dense model.
+  int64_t active_weight_bytes() const { return active_weight_bytes_; }
+  // Mixture of experts: tokens routed to each expert since load, [n_layer][n_expert] (every
+  // choice of every token Forward ran, prefill and decode); empty for a dense model.
+  // Thread-safe (relaxed counters: a reader may see a step half counted).
+  std::vector<int64_t> ExpertTokenCounts() const;
   // Bytes of weights pre-split for the AMX GEMM (kernels/matmul_amx.h); 0 without AMX.
   int64_t amx_packed_bytes() const { return prepared_.amx_bytes(); }
   // Bytes of Q4_0/Q8_0 weights moved into the interleaved decode layout
@@ -101,6 +110,8 @@ class LlamaModel {
   void PlanQueryTiles(const ForwardBatch& batch);
   void AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* cache, ThreadPool* pool);
   void FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool);
+  // FeedForwardBlock of a mixture-of-experts layer: route, run the chosen experts, add.
+  void ExpertBlock(int32_t il, int32_t n, ThreadPool* pool);
   void Output(const ForwardBatch& batch, ThreadPool* pool, std::vector<float>* logits);
 
   AlignedBuffer owned_bytes_;  // file contents when not mapped (must outlive file_)
@@ -110,6 +121,8 @@ class LlamaModel {
   kernels::RopeCache rope_;       // global layers
   kernels::RopeCache rope_swa_;   // windowed layers, when config_.separate_swa_rope()
   int64_t weight_bytes_ = 0;
+  int64_t active_weight_bytes_ = 0;
+  std::unique_ptr<std::atomic<int64_t>[]> expert_tokens_;  // [n_layer * n_expert], MoE only
   kernels::PreparedWeights prepared_;  // w_'s views point into it
 
   struct QueryTile {
@@ -121,6 +134,11 @@ class LlamaModel {
   int32_t scratch_tokens_ = 0;
   // 64-byte aligned: the kernels read these rows with full-width vector loads.
   AlignedVector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_;
+  // Mixture of experts: router logits [n][n_expert], the choices [n][n_used], the block's
+  // output [n][n_embd] and the expert kernel's buffers.
+  AlignedVector<float> router_logits_, expert_weights_, moe_out_;
+  std::vector<int32_t> expert_ids_;
+  kernels::MoeScratch moe_scratch_;
 };
 
 }  // namespace tarmac::model

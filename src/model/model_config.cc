@@ -140,6 +140,79 @@ Status LoadWindows(const gguf::File& f, const std::string& a, ModelConfig* c) {
   return Status::Ok();
 }
 
+// Whether a file's key agrees with what llama.cpp hard-codes for the family (absent: it does).
+Status CheckFamilyValue(const gguf::File& f, const std::string& key, const ModelConfig& c,
+                        int64_t family_value, std::string_view family_name,
+                        std::string_view (*name)(int64_t)) {
+  if (f.Find(key) == nullptr) return Status::Ok();
+  int64_t v = 0;
+  if (f.Find(key)->type() == gguf::ValueType::kBool) {
+    TARMAC_ASSIGN_OR_RETURN(bool b, f.GetBool(key));
+    v = b ? 1 : 0;
+  } else {
+    TARMAC_ASSIGN_OR_RETURN(uint64_t u, f.GetUint(key));
+    v = static_cast<int64_t>(u);
+  }
+  if (name(v).empty()) return InvalidArgument("{} = {} is not a known value", key, v);
+  if (v != family_value)
+    return Unimplemented("{} = {} ({}): llama.cpp runs {} models with {}, and so does tarmac", key,
+                         v, name(v), c.arch_name, family_name);
+  return Status::Ok();
+}
+
+std::string_view GatingValueName(int64_t v) {
+  return v >= 1 && v <= 3 ? ExpertGatingName(static_cast<ExpertGating>(v)) : std::string_view();
+}
+std::string_view NormValueName(int64_t v) {
+  return v == 0 ? "not renormalised" : v == 1 ? "renormalised" : std::string_view();
+}
+
+// Expert count, experts per token, their width and how tokens are routed.
+Status LoadExperts(const gguf::File& f, const std::string& a, ModelConfig* c) {
+  const ArchDescription& d = *c->desc;
+  TARMAC_ASSIGN_OR_RETURN(int32_t n_expert, GetCountOr(f, a + "expert_count", 0));
+  if (d.experts == Presence::kNever) {
+    if (n_expert > 0)
+      return Unimplemented("{}expert_count = {}: tarmac reads no experts for {} (it does for "
+                           "llama and qwen3moe)", a, n_expert, c->arch_name);
+    return Status::Ok();
+  }
+  if (n_expert == 0) {
+    if (d.experts == Presence::kRequired)
+      return InvalidArgument("{}expert_count is missing or 0 (a {} model has experts)", a,
+                             c->arch_name);
+    return Status::Ok();
+  }
+  if (n_expert > kMaxExperts)
+    return InvalidArgument("{}expert_count = {} is over the {} experts llama.cpp allows", a,
+                           n_expert, kMaxExperts);
+  TARMAC_ASSIGN_OR_RETURN(int32_t n_used, GetCountOr(f, a + "expert_used_count", 0));
+  if (n_used < 1 || n_used > n_expert)
+    return InvalidArgument("{}expert_used_count = {} must be in [1, expert_count = {}]", a, n_used,
+                           n_expert);
+  RouterConfig& r = c->router;
+  r.n_expert = n_expert;
+  r.n_used = n_used;
+  r.gating = d.gating;
+  r.normalize = d.expert_norm;
+  TARMAC_RETURN_IF_ERROR(CheckFamilyValue(f, a + "expert_gating_func", *c,
+                                          static_cast<int64_t>(d.gating),
+                                          ExpertGatingName(d.gating), GatingValueName));
+  TARMAC_RETURN_IF_ERROR(CheckFamilyValue(f, a + "expert_weights_norm", *c, d.expert_norm ? 1 : 0,
+                                          NormValueName(d.expert_norm ? 1 : 0), NormValueName));
+  // llama.cpp scales the chosen weights by expert_weights_scale where the file has one (0: none).
+  TARMAC_ASSIGN_OR_RETURN(double scale, f.GetFloatOr(a + "expert_weights_scale", 0.0));
+  if (!(scale >= 0) || !std::isfinite(scale))
+    return InvalidArgument("{}expert_weights_scale = {} must be >= 0", a, scale);
+  r.scale = scale == 0 ? 1.0f : static_cast<float>(scale);
+  c->n_ff_exp = c->n_ff;
+  if (d.expert_ff_key) {
+    TARMAC_ASSIGN_OR_RETURN(c->n_ff_exp, GetI32Or(f, a + "expert_feed_forward_length",
+                                                  std::max(1, c->n_ff / n_used)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool ModelConfig::any_window() const {
@@ -170,6 +243,7 @@ Result<ModelConfig> LoadModelConfig(const gguf::File& f) {
   TARMAC_RETURN_IF_ERROR(LoadRope(f, a, &c));
   TARMAC_RETURN_IF_ERROR(LoadAttentionScales(f, a, &c));
   TARMAC_RETURN_IF_ERROR(LoadWindows(f, a, &c));
+  TARMAC_RETURN_IF_ERROR(LoadExperts(f, a, &c));
   const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");
   if (emb == nullptr) return InvalidArgument("tensor token_embd.weight is missing");
   if (emb->dims.size() != 2 || emb->dims[0] != c.n_embd)

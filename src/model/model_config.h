@@ -48,6 +48,12 @@ struct ModelConfig {
   int32_t n_ctx_orig = 0;
   float rope_attn_factor = 1.0f;
 
+  // Mixture of experts: router.n_expert > 0 (then every layer's feed-forward is n_expert
+  // experts of width n_ff_exp, router.n_used of them per token); 0 for a dense model.
+  RouterConfig router;
+  int32_t n_ff_exp = 0;
+  bool is_moe() const { return router.n_expert > 0; }
+
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   bool any_window() const;
@@ -61,6 +67,9 @@ struct ModelConfig {
   // attends to everything.
   int32_t KvRetentionWindow() const;
 };
+
+// The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS).
+inline constexpr int32_t kMaxExperts = 512;
 
 // Errors name the missing or inconsistent key; an unsupported architecture names the
 // supported ones. n_vocab comes from the embedding shape.

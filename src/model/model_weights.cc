@@ -15,6 +15,7 @@ class TensorFinder {
       : file_(file), c_(c), w_(w) {}
 
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+  const gguf::TensorInfo* Find(const std::string& name) const { return file_.FindTensor(name); }
 
   // A [rows x cols] matrix (GGUF [cols, rows]).
   Status Matrix(const std::string& name, int64_t rows, int64_t cols, MatrixView* out) {
@@ -27,6 +28,30 @@ class TensorFinder {
                            DTypeName(t->type));
     *out = MatrixView::Dense(t->type, t->data, rows, cols);
     w_->bytes += static_cast<int64_t>(t->nbytes);
+    return Status::Ok();
+  }
+
+  // A stacked [n x rows x cols] tensor (GGUF [cols, rows, n]) as n per-expert [rows x cols]
+  // views of its bytes.
+  Status Experts(const std::string& name, int64_t n, int64_t rows, int64_t cols,
+                 std::vector<MatrixView>* out) {
+    const gguf::TensorInfo* t = file_.FindTensor(name);
+    if (t == nullptr) return Missing(name);
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n)
+      return InvalidArgument("tensor {} must be [{}, {}, {}] (ne0, ne1, expert_count)", name, cols,
+                             rows, n);
+    if (!kernels::IsMatVecType(t->type))
+      return Unimplemented("tensor {} has dtype {}, which tarmac cannot compute with", name,
+                           DTypeName(t->type));
+    const int64_t per_expert = RowBytes(t->type, cols) * rows;
+    TARMAC_CHECK(per_expert * n == static_cast<int64_t>(t->nbytes));
+    out->clear();
+    for (int64_t e = 0; e < n; ++e) {
+      out->push_back(MatrixView::Dense(t->type, static_cast<const uint8_t*>(t->data) + e * per_expert,
+                                       rows, cols));
+    }
+    w_->bytes += static_cast<int64_t>(t->nbytes);
+    w_->expert_bytes += static_cast<int64_t>(t->nbytes);
     return Status::Ok();
   }
 
@@ -96,6 +121,24 @@ Status LoadQkv(TensorFinder& t, const ModelConfig& c, const std::string& p, Laye
   return Status::Ok();
 }
 
+// The router and the stacked experts.
+Status LoadExperts(TensorFinder& t, const ModelConfig& c, const std::string& p, LayerWeights* L) {
+  const int64_t E = c.n_embd, FF = c.n_ff_exp, N = c.router.n_expert;
+  if (!t.Has(p + "ffn_gate_exps.weight") && t.Has(p + "ffn_gate.0.weight"))
+    return Unimplemented("tensor {}ffn_gate.0.weight: one 2-D tensor per expert is the layout of "
+                         "early Mixtral conversions, which llama.cpp no longer reads either; "
+                         "convert the model again (3-D {}ffn_gate_exps.weight)", p, p);
+  const gguf::TensorInfo* r = t.Find(p + "ffn_gate_inp.weight");
+  if (r != nullptr && r->dims.size() == 2 && r->dims[0] == E && r->dims[1] != N)
+    return InvalidArgument("tensor {}ffn_gate_inp.weight routes to {} experts, but "
+                           "{}.expert_count is {}", p, r->dims[1], c.arch_name, N);
+  TARMAC_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate_inp.weight", N, E, &L->router));
+  TARMAC_RETURN_IF_ERROR(t.Experts(p + "ffn_gate_exps.weight", N, FF, E, &L->gate_exps));
+  TARMAC_RETURN_IF_ERROR(t.Experts(p + "ffn_up_exps.weight", N, FF, E, &L->up_exps));
+  TARMAC_RETURN_IF_ERROR(t.Experts(p + "ffn_down_exps.weight", N, E, FF, &L->down_exps));
+  return Status::Ok();
+}
+
 Status LoadLayer(TensorFinder& t, const ModelConfig& c, int32_t il, LayerWeights* L) {
   const ArchDescription& d = *c.desc;
   const int64_t E = c.n_embd, FF = c.n_ff;
@@ -112,7 +155,9 @@ Status LoadLayer(TensorFinder& t, const ModelConfig& c, int32_t il, LayerWeights
         t.Vector(p + "post_attention_norm.weight", E, true, &L->post_attn_norm));
   }
   TARMAC_RETURN_IF_ERROR(t.Vector(p + "ffn_norm.weight", E, true, &L->ffn_norm));
-  if (d.fused_gate_up) {
+  if (c.is_moe()) {
+    TARMAC_RETURN_IF_ERROR(LoadExperts(t, c, p, L));
+  } else if (d.fused_gate_up) {
     MatrixView gate_up;
     TARMAC_RETURN_IF_ERROR(t.Matrix(p + "ffn_up.weight", 2 * FF, E, &gate_up));
     L->w_gate = RowSlice(gate_up, 0, FF);  // gate first, as the converter stacks them
@@ -121,7 +166,7 @@ Status LoadLayer(TensorFinder& t, const ModelConfig& c, int32_t il, LayerWeights
     TARMAC_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate.weight", FF, E, &L->w_gate));
     TARMAC_RETURN_IF_ERROR(t.Matrix(p + "ffn_up.weight", FF, E, &L->w_up));
   }
-  TARMAC_RETURN_IF_ERROR(t.Matrix(p + "ffn_down.weight", E, FF, &L->w_down));
+  if (!c.is_moe()) TARMAC_RETURN_IF_ERROR(t.Matrix(p + "ffn_down.weight", E, FF, &L->w_down));
   if (d.post_ffn_norm) {
     TARMAC_RETURN_IF_ERROR(t.Vector(p + "post_ffw_norm.weight", E, true, &L->post_ffn_norm));
   }
@@ -133,10 +178,23 @@ Status LoadLayer(TensorFinder& t, const ModelConfig& c, int32_t il, LayerWeights
 std::vector<MatrixView*> ModelWeights::Projections() {
   std::vector<MatrixView*> v;
   for (LayerWeights& L : layers) {
-    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) v.push_back(w);
+    for (MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo}) v.push_back(w);
+    if (!L.is_moe()) {
+      for (MatrixView* w : {&L.w_gate, &L.w_up, &L.w_down}) v.push_back(w);
+      continue;
+    }
+    v.push_back(&L.router);
+    for (size_t e = 0; e < L.gate_exps.size(); ++e) {
+      for (MatrixView* w : {&L.gate_exps[e], &L.up_exps[e], &L.down_exps[e]}) v.push_back(w);
+    }
   }
   v.push_back(&output);
   return v;
+}
+
+int64_t ModelWeights::ActiveBytesPerToken(const ModelConfig& c) const {
+  if (!c.is_moe()) return bytes;
+  return bytes - expert_bytes + expert_bytes * c.router.n_used / c.router.n_expert;
 }
 
 Status LoadWeights(const gguf::File& file, const ModelConfig& c, ModelWeights* w) {

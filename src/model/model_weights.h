@@ -29,7 +29,13 @@ struct LayerWeights {
   const float* k_norm = nullptr;          // [head_dim]
   const float* post_attn_norm = nullptr;  // [n_embd] (desc.post_attn_norm) or nullptr
   const float* ffn_norm = nullptr;        // [n_embd]
-  MatrixView w_gate, w_up, w_down;        // [n_ff x n_embd] x2, [n_embd x n_ff]
+  MatrixView w_gate, w_up, w_down;        // [n_ff x n_embd] x2, [n_embd x n_ff] (dense layers)
+  // Mixture of experts (config.is_moe()), in place of w_gate/w_up/w_down: the router and one
+  // view per expert into the stacked 3-D tensors (expert e's rows are contiguous there).
+  MatrixView router;                      // [n_expert x n_embd] ffn_gate_inp
+  std::vector<MatrixView> gate_exps, up_exps;  // [n_expert] of [n_ff_exp x n_embd]
+  std::vector<MatrixView> down_exps;      // [n_expert] of [n_embd x n_ff_exp]
+  bool is_moe() const { return !gate_exps.empty(); }
   const float* post_ffn_norm = nullptr;   // [n_embd] (desc.post_ffn_norm) or nullptr
 };
 
@@ -41,11 +47,16 @@ struct ModelWeights {
   const float* rope_freqs = nullptr;    // [n_rot/2] llama-3 frequency divisors, or nullptr
   const float* rope_long = nullptr;     // [n_rot/2] LongRoPE factors (desc.long_rope), or nullptr
   const float* rope_short = nullptr;
-  int64_t bytes = 0;                    // bytes of every tensor used (what a decode step reads)
+  int64_t bytes = 0;                    // bytes of every tensor used
+  int64_t expert_bytes = 0;             // of which the experts' (every layer's, all experts)
   std::vector<std::vector<float>> owned_f32;  // storage of converted 1-D tensors
 
-  // Every projection matrix, each layer's then the output (the ones a kernel may re-lay out).
+  // Every projection matrix, each layer's (experts included) then the output (the ones a kernel
+  // may re-lay out).
   std::vector<MatrixView*> Projections();
+  // Bytes one token's decode step reads: everything but the experts, and of those the
+  // n_used / n_expert share a token chooses (the same as `bytes` for a dense model).
+  int64_t ActiveBytesPerToken(const ModelConfig& c) const;
 };
 
 // Finds every tensor of `c`'s family in `file`. Preconditions: c from LoadModelConfig(file).
