@@ -43,7 +43,9 @@ RESULTS=$OUT/results.jsonl
 # tests/model/arch_golden_test.cc has the same list. With random weights of stddev 0.02 the
 # attention scores and logits are small: gemma2-caps caps them hard enough (0.03, 0.5) that
 # capping changes them; its head dim 64 takes the decode fast path (AVX-512). phi3-partial
-# rotates 24 of 32 head dims.
+# rotates 24 of 32 head dims. The MoE models route 2 (3) of 8 experts per token;
+# qwen3moe-ties shares router rows in pairs, so every token's choice of its third expert is a
+# tie that llama.cpp breaks (by the lower index).
 GOLDEN=(
   "llama llama dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512"
   "qwen2 qwen2 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512"
@@ -54,6 +56,9 @@ GOLDEN=(
   "gemma3-swa gemma3 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=32,window=24,swa_pattern=0"
   "phi3 phi3 dim=128,layers=4,heads=4,kv_heads=4,ffn=256,vocab=512,ctx=1024,orig_ctx=256"
   "phi3-partial phi3 dim=128,layers=4,heads=4,kv_heads=4,ffn=256,vocab=512,rot=24"
+  "qwen3moe qwen3moe dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=48,experts=8,experts_used=2,expert_ffn=96"
+  "mixtral llama dim=128,layers=4,heads=4,kv_heads=2,ffn=128,vocab=512,experts=8,experts_used=2"
+  "qwen3moe-ties qwen3moe dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=32,experts=8,experts_used=3,expert_ffn=64,router_ties=2"
 )
 # Real-vocabulary models: name arch shape vocab-file.
 L2=$SHARED/models/llama-2-tiny-random.gguf

@@ -312,8 +312,8 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
     summary.tensor_bytes += static_cast<uint64_t>(RowBytes(to, t.dims[0]) * rows);
     const uint64_t stream_base = SplitMix64(options.seed) ^ HashName(t.name);
     const double jitter = options.norm_jitter;
-    auto fill = [&t, to, rows, stream_base, jitter, pool, i, count,
-                 &options](std::span<uint8_t> dst) {
+    auto fill = [&t, to, rows, stream_base, jitter, pool, i, count, &options,
+                 &shape](std::span<uint8_t> dst) {
       const int64_t n = t.dims[0];
       Status st;
       if (t.fill == Fill::kNorm && jitter == 0.0) {
@@ -332,8 +332,10 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
       } else {
         st = ConvertRows(
             to, rows, n,
-            [stream_base, n, router = t.fill == Fill::kRouter](int64_t r, float* buf) {
-              RandomRow(stream_base + SplitMix64(static_cast<uint64_t>(r)), buf, n);
+            [stream_base, n, router = t.fill == Fill::kRouter,
+             ties = std::max<int64_t>(1, shape.router_ties)](int64_t r, float* buf) {
+              const int64_t row = router ? r / ties * ties : r;  // tied experts share a row
+              RandomRow(stream_base + SplitMix64(static_cast<uint64_t>(row)), buf, n);
               if (router) {
                 for (int64_t i = 0; i < n; ++i) buf[i] *= kRouterScale;
               }

@@ -144,6 +144,8 @@ Status ModelShape::Validate() const {
                            experts);
   if (experts == 0 && (experts_used != 0 || expert_ffn != 0))
     return InvalidArgument("shape: experts_used= and expert_ffn= need experts=");
+  if (router_ties < 0 || (router_ties > 1 && (experts == 0 || experts % router_ties != 0)))
+    return InvalidArgument("shape: router_ties={} must divide experts={}", router_ties, experts);
   if (expert_ffn < 0 || expert_ffn > (1 << 18))
     return InvalidArgument("shape: expert_ffn={} out of range [1, {}]", expert_ffn, 1 << 18);
   if (heads % kv_heads != 0) {
@@ -174,6 +176,7 @@ std::string ModelShape::ToString() const {
   if (orig_ctx > 0) s += fmt::format(",orig_ctx={}", orig_ctx);
   if (experts > 0) s += fmt::format(",experts={},experts_used={}", experts, experts_used);
   if (expert_ffn > 0) s += fmt::format(",expert_ffn={}", expert_ffn);
+  if (router_ties > 1) s += fmt::format(",router_ties={}", router_ties);
   return s;
 }
 
@@ -211,7 +214,7 @@ namespace {
 constexpr const char* kKnownKeys =
     "dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, eps, tied, head_dim, rot, "
     "window, swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx, experts, "
-    "experts_used, expert_ffn";
+    "experts_used, expert_ffn, router_ties";
 
 // Sets the field `key` names from `val`. *required_index: 0..5 for dim, layers, heads, ffn,
 // vocab, kv_heads (the keys a custom spec must give), -1 for the others.
@@ -233,6 +236,7 @@ Status SetField(ModelShape* s, std::string_view key, std::string_view val, int* 
   else if (key == "experts") int_field = &s->experts;
   else if (key == "experts_used") int_field = &s->experts_used;
   else if (key == "expert_ffn") int_field = &s->expert_ffn;
+  else if (key == "router_ties") int_field = &s->router_ties;
   if (int_field != nullptr) {
     TARMAC_ASSIGN_OR_RETURN(*int_field, ParseInt(key, val));
   } else if (key == "rope_base") {

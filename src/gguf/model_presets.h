@@ -45,6 +45,9 @@ struct ModelShape {
   int64_t experts = 0;
   int64_t experts_used = 0;
   int64_t expert_ffn = 0;
+  // router_ties=N: experts share their router rows in runs of N, so every token's router
+  // scores tie in runs of N (tests of how ties are broken); 0 or 1: every row its own.
+  int64_t router_ties = 0;
 
   int64_t expert_width() const { return expert_ffn > 0 ? expert_ffn : ffn; }
   int64_t head_dim() const {

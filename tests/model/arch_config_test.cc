@@ -79,13 +79,13 @@ class ArchConfigTest : public ::testing::Test {
 };
 
 TEST_F(ArchConfigTest, EveryFamilyIsDescribed) {
-  for (const char* name : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}) {
+  for (const char* name : {"llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"}) {
     const ArchDescription* d = FindArch(name);
     ASSERT_NE(d, nullptr) << name;
     EXPECT_EQ(d->name, name);
   }
   EXPECT_EQ(FindArch("mamba"), nullptr);
-  EXPECT_EQ(SupportedArchNames(), "llama, qwen2, qwen3, gemma2, gemma3, phi3");
+  EXPECT_EQ(SupportedArchNames(), "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3");
 }
 
 TEST_F(ArchConfigTest, UnsupportedArchitectureNamesTheSupportedOnes) {
@@ -93,7 +93,8 @@ TEST_F(ArchConfigTest, UnsupportedArchitectureNamesTheSupportedOnes) {
       Edit(Make("llama", ""), "", {{"general.architecture", gguf::Value::Str("mamba")}});
   const Status st = LoadError(p);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(st.message().find("'mamba' is not supported (llama, qwen2, qwen3, gemma2, gemma3, phi3)"),
+  EXPECT_NE(st.message().find(
+                "'mamba' is not supported (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3)"),
             std::string::npos) << st.message();
 }
 
@@ -212,6 +213,104 @@ TEST_F(ArchConfigTest, BadKeysAreNamed) {
                                     {{"gemma2.attn_logit_softcapping", gguf::Value::F32(-1)}}));
   EXPECT_NE(cap.message().find("gemma2.attn_logit_softcapping = -1 must be >= 0"),
             std::string::npos) << cap.message();
+}
+
+// ---- mixture of experts
+
+constexpr const char* kMoe = ",head_dim=16,experts=8,experts_used=2,expert_ffn=32";
+
+TEST_F(ArchConfigTest, ExpertsAreReadAsLlamaCppReadsThem) {
+  const ModelConfig q = Config(Make("qwen3moe", kMoe));
+  EXPECT_TRUE(q.is_moe());
+  EXPECT_EQ(q.router.n_expert, 8);
+  EXPECT_EQ(q.router.n_used, 2);
+  EXPECT_EQ(q.n_ff_exp, 32);
+  EXPECT_EQ(q.router.gating, ExpertGating::kSoftmax);
+  EXPECT_TRUE(q.router.normalize);
+  EXPECT_EQ(q.router.scale, 1.0f);
+  // Without expert_feed_forward_length: feed_forward_length / expert_used_count (96 / 2).
+  const ModelConfig q2 = Config(Edit(Make("qwen3moe", kMoe), "", {},
+                                     {"qwen3moe.expert_feed_forward_length"}));
+  EXPECT_EQ(q2.n_ff_exp, 48);
+  // Mixtral: a llama file with experts, each feed_forward_length wide; a plain llama has none.
+  const ModelConfig m = Config(Make("llama", ",experts=4,experts_used=2"));
+  EXPECT_EQ(m.router.n_expert, 4);
+  EXPECT_EQ(m.n_ff_exp, 96);
+  EXPECT_FALSE(Config(Make("llama", "")).is_moe());
+  auto model = LlamaModel::Load(Make("qwen3moe", kMoe));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  // A token reads 2 of 8 experts: the active bytes are the rest plus a quarter of the experts'.
+  const int64_t experts = 4LL * 3 * 8 * 32 * 64 * 4;  // layers, matrices, experts, f32 bytes
+  EXPECT_EQ((*model)->weight_bytes() - (*model)->active_weight_bytes(), experts * 3 / 4);
+}
+
+TEST_F(ArchConfigTest, BadExpertFilesAreRefusedNamingTheKeyOrTensor) {
+  const std::string good = Make("qwen3moe", kMoe);
+  auto expect = [&](const std::string& path, StatusCode code, const std::string& text) {
+    const Status st = LoadError(path);
+    EXPECT_EQ(st.code(), code) << st.ToString();
+    EXPECT_NE(st.message().find(text), std::string::npos) << st.message();
+  };
+  // The tensors hold 8 experts; the key says 4.
+  expect(Edit(good, "", {{"qwen3moe.expert_count", gguf::Value::U32(4)}}),
+         StatusCode::kInvalidArgument,
+         "tensor blk.0.ffn_gate_inp.weight routes to 8 experts, but qwen3moe.expert_count is 4");
+  expect(Edit(good, "", {{"qwen3moe.expert_used_count", gguf::Value::U32(9)}}),
+         StatusCode::kInvalidArgument, "qwen3moe.expert_used_count = 9 must be in [1, expert_count = 8]");
+  expect(Edit(good, "", {}, {"qwen3moe.expert_count"}), StatusCode::kInvalidArgument,
+         "qwen3moe.expert_count is missing or 0");
+  expect(Edit(good, "", {{"qwen3moe.expert_count", gguf::Value::U32(1000)}}),
+         StatusCode::kInvalidArgument, "over the 512 experts");
+  expect(Edit(good, "", {{"qwen3moe.expert_gating_func", gguf::Value::U32(7)}}),
+         StatusCode::kInvalidArgument, "qwen3moe.expert_gating_func = 7 is not a known value");
+  expect(Edit(good, "", {{"qwen3moe.expert_gating_func", gguf::Value::U32(2)}}),
+         StatusCode::kUnimplemented,
+         "qwen3moe.expert_gating_func = 2 (sigmoid): llama.cpp runs qwen3moe models with softmax");
+  expect(Edit(good, "", {{"qwen3moe.expert_weights_norm", gguf::Value::Bool(false)}}),
+         StatusCode::kUnimplemented, "qwen3moe.expert_weights_norm = 0 (not renormalised)");
+  expect(Edit(good, "blk.2.ffn_down_exps.weight"), StatusCode::kInvalidArgument,
+         "tensor blk.2.ffn_down_exps.weight is missing (a qwen3moe model needs it)");
+  // A dense family does not take experts.
+  expect(Edit(Make("qwen3", ",head_dim=16"), "", {{"qwen3.expert_count", gguf::Value::U32(8)}}),
+         StatusCode::kUnimplemented, "qwen3.expert_count = 8: tarmac reads no experts for qwen3");
+}
+
+TEST_F(ArchConfigTest, ExpertTensorsOfTheWrongShapeOrLayoutAreRefused) {
+  const std::string good = Make("qwen3moe", kMoe);
+  auto f = gguf::File::Open(good);
+  ASSERT_TRUE(f.ok());
+  // up_exps written with 7 experts; and the old layout: one 2-D tensor per expert.
+  auto rewrite = [&](bool per_expert) {
+    gguf::Writer w;
+    for (const auto& kv : f->metadata()) w.SetKV(kv.key, kv.value);
+    for (const auto& t : f->tensors()) {
+      if (t.name == "blk.0.ffn_up_exps.weight" && !per_expert) {
+        const std::vector<int64_t> dims = {t.dims[0], t.dims[1], 7};
+        EXPECT_TRUE(w.AddTensor(t.name, dims, t.type, t.bytes().subspan(0, t.nbytes / 8 * 7)).ok());
+      } else if (t.name == "blk.0.ffn_gate_exps.weight" && per_expert) {
+        const uint64_t each = t.nbytes / 8;
+        for (int e = 0; e < 8; ++e) {
+          EXPECT_TRUE(w.AddTensor("blk.0.ffn_gate." + std::to_string(e) + ".weight",
+                                  {t.dims[0], t.dims[1]}, t.type, t.bytes().subspan(e * each, each))
+                          .ok());
+        }
+      } else {
+        EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, t.bytes()).ok());
+      }
+    }
+    const std::string out = ::testing::TempDir() + "/" + std::to_string(::getpid()) +
+                            "-arch_config_" + std::to_string(n_++) + ".gguf";
+    EXPECT_TRUE(w.Write(out).ok());
+    return out;
+  };
+  const Status shape = LoadError(rewrite(false));
+  EXPECT_EQ(shape.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(shape.message().find("tensor blk.0.ffn_up_exps.weight must be [64, 32, 8]"),
+            std::string::npos) << shape.message();
+  const Status split = LoadError(rewrite(true));
+  EXPECT_EQ(split.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(split.message().find("tensor blk.0.ffn_gate.0.weight: one 2-D tensor per expert"),
+            std::string::npos) << split.message();
 }
 
 // Logits of positions 0..n-1 of one sequence, in one prefill.
