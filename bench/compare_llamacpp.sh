@@ -87,7 +87,7 @@ for m in "${MODELS[@]}"; do
       [[ $isa != native ]] && env_isa=(TARMAC_ISA="$isa")
       o=$(env "${env_isa[@]}" $BIN bench model -m "$m" -t $th --prompt-tokens 512 --decode "$DECODE" --reps "$REPS" --json --read-bandwidth)
       T[$isa,prefill,$th]=$(field "$o" prefill_tok_s); T[$isa,decode,$th]=$(field "$o" decode_tok_s)
-      WB=$(field "$o" weight_bytes)
+      WB=$(field "$o" active_weight_bytes)
       T[$isa,bw,$th]=$(field "$o" read_bytes_per_s); T[$isa,frac,$th]=$(field "$o" decode_read_fraction)
     done
     for v in "${VARIANT_LIST[@]}"; do

@@ -35,7 +35,7 @@ struct BenchArgs {
   int reps = 3;
   bool json = false;
   bool mmap = false;
-  bool read_bandwidth = false;  // also measure the read bandwidth over weight_bytes
+  bool read_bandwidth = false;  // also measure the read bandwidth over the bytes a step reads
   bool explain = false;         // print the kernel dispatch table first
   // --steps: token counts of one-pass steps from an empty context to time instead (a
   // speculative verify step's cost curve); empty: the prefill / decode benchmark.
@@ -116,7 +116,10 @@ int RunBenchModel(const BenchArgs& a) {
   // The probe reads right after each repetition's decode, so each fraction pairs a decode and a
   // read from the same minute (other tenants move both on a shared host).
   std::unique_ptr<ReadBandwidthProbe> probe;
-  if (a.read_bandwidth) probe = std::make_unique<ReadBandwidthProbe>(m.weight_bytes());
+  // What a decode step reads: a mixture of experts reads its chosen experts only, and every
+  // model one row of an untied embedding (LlamaModel::active_weight_bytes).
+  const int64_t step_bytes = m.active_weight_bytes();
+  if (a.read_bandwidth) probe = std::make_unique<ReadBandwidthProbe>(step_bytes);
   std::vector<double> prefill, decode, reads, fractions;
   std::vector<float> logits;
   for (int r = 0; r < a.reps; ++r) {
@@ -140,7 +143,7 @@ int RunBenchModel(const BenchArgs& a) {
     if (probe) {
       // The roofline decode is held to: the same threads reading as many bytes as the weights.
       reads.push_back(probe->Measure(&pool));
-      fractions.push_back(decode.back() * m.weight_bytes() / reads.back());
+      fractions.push_back(decode.back() * step_bytes / reads.back());
     }
   }
   const double pf = Median(prefill), dc = Median(decode);
@@ -150,6 +153,7 @@ int RunBenchModel(const BenchArgs& a) {
                         {"prefill_tokens", a.prompt_tokens}, {"prefill_tok_s", pf},
                         {"decode_tokens", a.decode}, {"decode_tok_s", dc},
                         {"weight_bytes", m.weight_bytes()},
+                        {"active_weight_bytes", step_bytes},
                         {"isa", kernels::IsaName(kernels::ActiveIsa())}};
     if (probe) {
       j["read_bytes_per_s"] = read_bps;
@@ -160,8 +164,8 @@ int RunBenchModel(const BenchArgs& a) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("prefill %d tokens: %.1f tok/s; decode %d tokens: %.1f tok/s (%.2f GB/s of "
-                "weights); threads %d, median of %d\n",
-                a.prompt_tokens, pf, a.decode, dc, dc * m.weight_bytes() / 1e9, a.threads, a.reps);
+                "weights read); threads %d, median of %d\n",
+                a.prompt_tokens, pf, a.decode, dc, dc * step_bytes / 1e9, a.threads, a.reps);
     if (probe) {
       std::printf("read bandwidth %.2f GB/s (median of one probe per repetition): decode streams "
                   "the weights at %.0f%% of it (median of the repetitions' ratios)\n",
@@ -188,7 +192,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", a->json, "one JSON line");
   cmd->add_flag("--read-bandwidth", a->read_bandwidth,
-                "also measure the read bandwidth of these threads over as many bytes as the weights, "
+                "also measure the read bandwidth of these threads over as many bytes as a decode step reads, "
                 "after each repetition's decode");
   cmd->add_flag("--explain", a->explain,
                 "print the kernel dispatch table (TARMAC_ISA level) before measuring");

@@ -58,6 +58,11 @@ EngineCore::EngineCore(model::LlamaModel* model, const tok::Tokenizer* tokenizer
   }
   metrics_ = std::make_unique<EngineMetrics>(config_.metrics, config_.model_name);
   metrics_->Watch(sched_.get());
+  if (model_->config().is_moe()) {
+    const model::LlamaModel* m = model_;
+    metrics_->WatchExperts(m->config().n_layer, m->config().router.n_expert,
+                           [m] { return m->ExpertTokenCounts(); });
+  }
   if (tok_ != nullptr) grammars_ = std::make_unique<GrammarCache>(tok_);
 }
 

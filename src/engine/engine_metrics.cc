@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "base/clock.h"
 
 namespace tarmac::engine {
 namespace {
@@ -106,6 +107,25 @@ void EngineMetrics::Watch(const sched::Scheduler* s) {
           [s] { return double(s->counters().evicted_blocks); });
   counter("tarmac:num_preemptions_total", "Preemptions (recompute) of running requests.",
           [s] { return double(s->counters().preemptions); });
+}
+
+void EngineMetrics::WatchExperts(int32_t n_layer, int32_t n_expert,
+                                 std::function<std::vector<int64_t>()> counts) {
+  metrics::Registry& r = *registry_;
+  auto window = std::make_shared<ExpertLoadWindow>(n_layer, n_expert);
+  auto load = [window, counts = std::move(counts)] { return window->Observe(NowSeconds(), counts()); };
+  watched_.push_back(
+      r.Gauges("tarmac:moe_expert_load_max_over_mean",
+               "Mixture of experts, last 60 s: per layer the busiest expert's tokens over the mean "
+               "per expert, averaged over layers (1 = even).",
+               ModelLabel())
+          .Callback({model_name_}, [load] { return load().max_over_mean; }));
+  watched_.push_back(
+      r.Gauges("tarmac:moe_hot_expert_share",
+               "Mixture of experts, last 60 s: share of routed tokens taken by the hottest 10% of "
+               "experts, averaged over layers (0.1 = even).",
+               ModelLabel())
+          .Callback({model_name_}, [load] { return load().hot_share; }));
 }
 
 void EngineMetrics::Unwatch() { watched_.clear(); }

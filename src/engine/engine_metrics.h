@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "engine/expert_load.h"
 #include "metrics/registry.h"
 #include "sched/scheduler.h"
 #include "speculative/spec_policy.h"
@@ -47,6 +49,11 @@ class EngineMetrics {
   // Registers the scheduler-backed series (its counts are read when the registry is).
   // Preconditions: `s` outlives this object or Unwatch() is called first.
   void Watch(const sched::Scheduler* s);
+  // A mixture of experts' load balance (ExpertLoadWindow over the last 60 s):
+  // tarmac:moe_expert_load_max_over_mean and tarmac:moe_hot_expert_share. counts() returns
+  // the model's cumulative [n_layer][n_expert] counts, from any thread; it must stay callable
+  // until Unwatch.
+  void WatchExperts(int32_t n_layer, int32_t n_expert, std::function<std::vector<int64_t>()> counts);
   void Unwatch();
 
   // Any thread.

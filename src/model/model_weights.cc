@@ -193,8 +193,9 @@ std::vector<MatrixView*> ModelWeights::Projections() {
 }
 
 int64_t ModelWeights::ActiveBytesPerToken(const ModelConfig& c) const {
-  if (!c.is_moe()) return bytes;
-  return bytes - expert_bytes + expert_bytes * c.router.n_used / c.router.n_expert;
+  const int64_t rest = bytes - lookup_only_bytes - expert_bytes;
+  if (!c.is_moe()) return rest + expert_bytes;
+  return rest + expert_bytes * c.router.n_used / c.router.n_expert;
 }
 
 Status LoadWeights(const gguf::File& file, const ModelConfig& c, ModelWeights* w) {
@@ -202,6 +203,7 @@ Status LoadWeights(const gguf::File& file, const ModelConfig& c, ModelWeights* w
   TensorFinder t(file, c, w);
   TARMAC_RETURN_IF_ERROR(t.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->tok_embd));
   if (d.output != Presence::kNever && t.Has("output.weight")) {
+    w->lookup_only_bytes = w->bytes;  // token_embd's, found just above
     TARMAC_RETURN_IF_ERROR(t.Matrix("output.weight", c.n_vocab, c.n_embd, &w->output));
   } else if (d.output == Presence::kRequired) {
     return t.Missing("output.weight");

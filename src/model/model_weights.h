@@ -49,13 +49,15 @@ struct ModelWeights {
   const float* rope_short = nullptr;
   int64_t bytes = 0;                    // bytes of every tensor used
   int64_t expert_bytes = 0;             // of which the experts' (every layer's, all experts)
+  int64_t lookup_only_bytes = 0;        // and token_embd's when not tied to output (a step
+                                        // reads one row of it per token)
   std::vector<std::vector<float>> owned_f32;  // storage of converted 1-D tensors
 
   // Every projection matrix, each layer's (experts included) then the output (the ones a kernel
   // may re-lay out).
   std::vector<MatrixView*> Projections();
-  // Bytes one token's decode step reads: everything but the experts, and of those the
-  // n_used / n_expert share a token chooses (the same as `bytes` for a dense model).
+  // Bytes one token's decode step reads: everything but an untied token_embd (one row of it)
+  // and the experts, and of those the n_used / n_expert share a token chooses.
   int64_t ActiveBytesPerToken(const ModelConfig& c) const;
 };
 
