@@ -45,7 +45,8 @@ RESULTS=$OUT/results.jsonl
 # capping changes them; its head dim 64 takes the decode fast path (AVX-512). phi3-partial
 # rotates 24 of 32 head dims. The MoE models route 2 (3) of 8 experts per token;
 # qwen3moe-ties shares router rows in pairs, so every token's choice of its third expert is a
-# tie that llama.cpp breaks (by the lower index).
+# tie that llama.cpp breaks (by the lower index). gpt-oss: attention sinks, windows of 20 on
+# even layers, YaRN x32 over 64 positions, biased experts with the clamped SwiGLU.
 GOLDEN=(
   "llama llama dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512"
   "qwen2 qwen2 dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512"
@@ -58,6 +59,7 @@ GOLDEN=(
   "phi3-partial phi3 dim=128,layers=4,heads=4,kv_heads=4,ffn=256,vocab=512,rot=24"
   "qwen3moe qwen3moe dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=48,experts=8,experts_used=2,expert_ffn=96"
   "mixtral llama dim=128,layers=4,heads=4,kv_heads=2,ffn=128,vocab=512,experts=8,experts_used=2"
+  "gpt-oss gpt-oss dim=128,layers=4,heads=4,kv_heads=2,ffn=128,vocab=512,head_dim=32,window=20,experts=8,experts_used=2,expert_ffn=96,yarn=32,orig_ctx=64,ctx=2048"
   "qwen3moe-ties qwen3moe dim=128,layers=4,heads=4,kv_heads=2,ffn=256,vocab=512,head_dim=32,experts=8,experts_used=3,expert_ffn=64,router_ties=2"
 )
 # Real-vocabulary models: name arch shape vocab-file.

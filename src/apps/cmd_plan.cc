@@ -53,6 +53,21 @@ struct Shape {
   int64_t kv_lora_rank = 0, rope_dim = 0;  // MLA (deepseek2): > 0
   int64_t params = 0;
   double weight_bytes = 0;
+  // Mixture of experts (expert_count > 0): the stacked expert tensors (*_exps) hold
+  // expert_bytes / expert_params of it; a token reads expert_used of expert_count.
+  int64_t experts = 0, experts_used = 0;
+  double expert_bytes = 0;
+  int64_t expert_params = 0;
+  double lookup_bytes = 0;  // an untied token_embd: a step reads one row of it
+
+  // What a step of `batch` decode tokens reads (capacity_plan.h's StepWeightBytes).
+  double StepBytes(int64_t batch) const {
+    return control::StepWeightBytes(weight_bytes - expert_bytes - lookup_bytes, expert_bytes,
+                                    experts, experts_used, batch);
+  }
+  int64_t ActiveParams() const {
+    return experts == 0 ? params : params - expert_params + expert_params * experts_used / experts;
+  }
 };
 
 Result<Shape> ReadShape(const gguf::File& f) {
@@ -79,6 +94,21 @@ Result<Shape> ReadShape(const gguf::File& f) {
   s.rope_dim = lora > 0 ? static_cast<int64_t>(rope) : 0;
   s.params = f.parameter_count();
   s.weight_bytes = static_cast<double>(f.tensor_bytes());
+  TARMAC_ASSIGN_OR_RETURN(uint64_t experts, f.GetUintOr(a + "expert_count", 0));
+  TARMAC_ASSIGN_OR_RETURN(uint64_t used, f.GetUintOr(a + "expert_used_count", 0));
+  if (experts > 0 && (used == 0 || used > experts))
+    return InvalidField("--model", "{}: {}expert_used_count {} must be in [1, expert_count {}]",
+                        f.path(), a, used, experts);
+  s.experts = static_cast<int64_t>(experts);
+  s.experts_used = static_cast<int64_t>(used);
+  const bool tied = f.FindTensor("output.weight") == nullptr;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (experts > 0 && t.name.find("_exps.") != std::string::npos) {
+      s.expert_bytes += static_cast<double>(t.nbytes);
+      s.expert_params += t.num_elements();
+    }
+    if (!tied && t.name == "token_embd.weight") s.lookup_bytes = static_cast<double>(t.nbytes);
+  }
   return s;
 }
 
@@ -109,11 +139,13 @@ Json KvJson(const Shape& s, int32_t block, double memory, const control::PlanWor
 }
 
 Json DecodeJson(const Shape& s, double bandwidth, const control::StepCostCurve* curve) {
-  Json j = {{"weight_bytes", s.weight_bytes}, {"bandwidth_bytes_per_s", bandwidth > 0 ? Json(bandwidth) : Json(nullptr)}};
-  j["tpot_lower_bound_ms"] = bandwidth > 0 ? Json(control::DecodeTpotLowerBound(s.weight_bytes, bandwidth) * 1e3) : Json(nullptr);
+  Json j = {{"weight_bytes", s.weight_bytes}, {"step_weight_bytes", s.StepBytes(1)},
+            {"bandwidth_bytes_per_s", bandwidth > 0 ? Json(bandwidth) : Json(nullptr)}};
+  j["tpot_lower_bound_ms"] = bandwidth > 0 ? Json(control::DecodeTpotLowerBound(s.StepBytes(1), bandwidth) * 1e3) : Json(nullptr);
   Json batching = Json::array();
   for (int b : {1, 2, 4, 8, 16, 32, 64}) {
-    Json e = {{"batch", b}, {"weight_bytes_per_token", s.weight_bytes / b}};
+    Json e = {{"batch", b}, {"weight_bytes_per_token", s.StepBytes(b) / b}};
+    if (s.experts > 0) e["experts_read_per_layer"] = control::ExpectedExpertUnion(s.experts, s.experts_used, b);
     if (curve) {
       const double t = curve->Seconds(b);
       e["step_ms"] = t * 1e3;
@@ -229,6 +261,13 @@ void PrintText(const Json& j) {
               m["file"].get<std::string>().c_str(), m["arch"].get<std::string>().c_str(), Fmt(m["layers"], "{:.0f}").c_str(),
               Fmt(m["heads"], "{:.0f}").c_str(), Fmt(m["kv_heads"], "{:.0f}").c_str(), Fmt(m["head_dim"], "{:.0f}").c_str(),
               m["params"].get<double>() / 1e6, m["weight_bytes"].get<double>() / 1048576.0);
+  if (m.contains("moe")) {
+    const Json& e = m["moe"];
+    std::printf("mixture of experts: %s of %s experts per token, %.0fM active parameters, %.1f MiB of "
+                "the weights in experts\n",
+                Fmt(e["experts_used"], "{:.0f}").c_str(), Fmt(e["experts"], "{:.0f}").c_str(),
+                e["active_params"].get<double>() / 1e6, e["expert_bytes"].get<double>() / 1048576.0);
+  }
   const Json& kv = j["kv"];
   std::printf("KV (%s: %s): %.1f KiB/token f16, %.1f KiB/token int8; memory budget %.2f GiB\n",
               kv["form"].get<std::string>().c_str(), kv["formula"].get<std::string>().c_str(),
@@ -240,13 +279,14 @@ void PrintText(const Json& j) {
                 c["f16_bytes_per_request"].get<double>() / 1048576.0, c["int8_bytes_per_request"].get<double>() / 1048576.0,
                 Fmt(c["f16_requests_fit"], "{:.0f}").c_str(), Fmt(c["int8_requests_fit"], "{:.0f}").c_str());
   const Json& d = j["decode"];
-  std::printf("decode: bandwidth %s GB/s, TPOT >= %s ms at batch 1 (weights / bandwidth); compute-bound from batch %s\n",
+  std::printf("decode: bandwidth %s GB/s, TPOT >= %s ms at batch 1 (weights a step reads / bandwidth); compute-bound from batch %s\n",
               d["bandwidth_bytes_per_s"].is_number() ? Fmt(d["bandwidth_bytes_per_s"].get<double>() / 1e9).c_str() : "-",
               Fmt(d["tpot_lower_bound_ms"], "{:.3f}").c_str(), Fmt(d.value("compute_bound_from_batch", Json()), "{:.1f}").c_str());
-  std::printf("  %-6s %18s %12s %12s\n", "batch", "weight MiB/token", "step ms", "tokens/s");
+  std::printf("  %-6s %18s %12s %12s %14s\n", "batch", "weight MiB/token", "step ms", "tokens/s", "experts/layer");
   for (const Json& b : d["batching"])
-    std::printf("  %-6s %18.3f %12s %12s\n", Fmt(b["batch"], "{:.0f}").c_str(), b["weight_bytes_per_token"].get<double>() / 1048576.0,
-                Fmt(b.value("step_ms", Json()), "{:.3f}").c_str(), Fmt(b.value("tokens_per_s", Json()), "{:.1f}").c_str());
+    std::printf("  %-6s %18.3f %12s %12s %14s\n", Fmt(b["batch"], "{:.0f}").c_str(), b["weight_bytes_per_token"].get<double>() / 1048576.0,
+                Fmt(b.value("step_ms", Json()), "{:.3f}").c_str(), Fmt(b.value("tokens_per_s", Json()), "{:.1f}").c_str(),
+                Fmt(b.value("experts_read_per_layer", Json()), "{:.1f}").c_str());
   if (j.contains("predicted")) {
     const Json& p = j["predicted"];
     std::printf("predicted (%s, %s requests): batch-1 TPOT %s ms; %s output tok/s, %s req/s; TTFT p50/p99 %s/%s ms; "
@@ -311,6 +351,11 @@ int RunPlan(const PlanArgs& a) {
   j["model"] = {{"file", a.model}, {"arch", shape->arch}, {"layers", shape->layers}, {"heads", shape->heads},
                 {"kv_heads", shape->kv_heads}, {"head_dim", shape->head_dim}, {"context", shape->context},
                 {"params", static_cast<double>(shape->params)}, {"weight_bytes", shape->weight_bytes}};
+  if (shape->experts > 0) {
+    j["model"]["moe"] = {{"experts", shape->experts}, {"experts_used", shape->experts_used},
+                         {"expert_bytes", shape->expert_bytes},
+                         {"active_params", static_cast<double>(shape->ActiveParams())}};
+  }
   j["workload"] = {{"rate", w->rate}, {"concurrency", w->concurrency}, {"requests", w->requests},
                    {"target_rate", w->target_rate}, {"classes", w->classes.size()}};
   j["kv"] = KvJson(*shape, a.engine.block_size, memory, *w);
@@ -321,7 +366,7 @@ int RunPlan(const PlanArgs& a) {
     if (!loaded.ok()) return fail(loaded.status(), 2);
     if (bandwidth <= 0) {
       ThreadPool readers(a.engine.threads);
-      bandwidth = MeasureReadBandwidth(static_cast<int64_t>(shape->weight_bytes), &readers);
+      bandwidth = MeasureReadBandwidth(static_cast<int64_t>(shape->StepBytes(1)), &readers);
     }
     engine::EngineConfig cfg = ToEngineConfig(a.engine, SpecSetup{});
     StepProbe probe;

@@ -52,6 +52,18 @@ double SpeculationSpeedup(double a, int32_t k, double c_decode, double c_draft, 
   return ExpectedTokensPerVerify(a, k) * c_decode / cost;
 }
 
+double ExpectedExpertUnion(int64_t n_expert, int64_t n_used, int64_t batch) {
+  TARMAC_CHECK(n_used >= 1 && n_used <= n_expert && batch >= 0);
+  const double miss = 1.0 - static_cast<double>(n_used) / static_cast<double>(n_expert);
+  return static_cast<double>(n_expert) * (1.0 - std::pow(miss, static_cast<double>(batch)));
+}
+
+double StepWeightBytes(double dense_bytes, double expert_bytes, int64_t n_expert, int64_t n_used,
+                       int64_t batch) {
+  if (n_expert == 0) return dense_bytes + expert_bytes;
+  return dense_bytes + expert_bytes * ExpectedExpertUnion(n_expert, n_used, batch) / n_expert;
+}
+
 double PrefixCacheUpperBound(double repeated, double total) { return total > 0 ? std::clamp(repeated / total, 0.0, 1.0) : 0.0; }
 
 Status PlanWorkload::Validate() const {

@@ -12,6 +12,11 @@
 //     1 + 4 / (block_size x head_dim)
 //   decode TPOT at batch 1 >= weight bytes / bandwidth; at batch B each token's share of the
 //     weight read is weight bytes / B
+//   mixture of experts (n_used of n_expert per token): a step reads the dense part plus the
+//     experts its tokens chose; B tokens choosing independently and uniformly touch
+//     n_expert x (1 - (1 - n_used / n_expert)^B) experts per layer on average, so a step's
+//     bytes grow with B until every expert is read (the batching curve of an MoE is not a
+//     dense model's: at batch 1 it reads n_used / n_expert of the experts)
 //   speculation: speedup ~ E[A] x C_decode / (C_draft + C_verify + C_overhead),
 //     E[A] = (1 - a^(k+1)) / (1 - a) tokens per verification at per-position acceptance a
 //   prefix caching saves at most repeated prefill / total prefill
@@ -40,6 +45,14 @@ double KvBytesPerRequest(double bytes_per_token, int64_t context, int32_t block_
 int64_t RequestsThatFit(double memory_bytes, double bytes_per_request);
 // Seconds; bandwidth in bytes/s.
 double DecodeTpotLowerBound(double weight_bytes, double bandwidth);
+// Expected experts per layer that `batch` tokens touch. Preconditions: 1 <= n_used <= n_expert,
+// batch >= 0.
+double ExpectedExpertUnion(int64_t n_expert, int64_t n_used, int64_t batch);
+// Weight bytes a step of `batch` decode tokens reads: dense_bytes (everything a token reads
+// besides the experts) + the expected union's share of expert_bytes (all experts, all layers).
+// n_expert 0: a dense model (dense_bytes + expert_bytes).
+double StepWeightBytes(double dense_bytes, double expert_bytes, int64_t n_expert, int64_t n_used,
+                       int64_t batch);
 // E[A]: tokens per verification with k drafts at per-position acceptance a in [0, 1].
 double ExpectedTokensPerVerify(double a, int32_t k);
 double SpeculationSpeedup(double a, int32_t k, double c_decode, double c_draft, double c_verify, double c_overhead);

@@ -35,7 +35,9 @@ void RandomRow(uint64_t stream, float* row, int64_t n) {
   }
 }
 
-enum class Fill { kWeight, kRouter, kNorm, kShortFactors, kLongFactors };
+// kBias: a 2-D tensor of per-expert bias rows, written as f32 like the 1-D ones (llama.cpp's
+// quantizer keeps every .bias unquantized).
+enum class Fill { kWeight, kRouter, kNorm, kShortFactors, kLongFactors, kBias };
 
 // Router rows are drawn 10x wider than other weights: real routers are peaked, and with
 // stddev-0.02 rows the experts' logits would sit within rounding of each other, so which
@@ -77,14 +79,20 @@ std::vector<TensorSpec> TensorSpecs(const ModelShape& s, const RandomFamily& f) 
       t.push_back({p + "attn_k_norm.weight", {hd}, Fill::kNorm});
     }
     t.push_back({p + "attn_output.weight", {qd, s.dim}});
+    if (f.o_bias) t.push_back({p + "attn_output.bias", {s.dim}});
+    if (f.attn_sinks) t.push_back({p + "attn_sinks.weight", {s.heads}});
     if (f.post_norms) t.push_back({p + "post_attention_norm.weight", {s.dim}, Fill::kNorm});
-    t.push_back({p + "ffn_norm.weight", {s.dim}, Fill::kNorm});
+    t.push_back({p + std::string(f.ffn_norm) + ".weight", {s.dim}, Fill::kNorm});
     if (s.experts > 0) {
       const int64_t eff = s.expert_width();
       t.push_back({p + "ffn_gate_inp.weight", {s.dim, s.experts}, Fill::kRouter});
+      if (f.expert_biases) t.push_back({p + "ffn_gate_inp.bias", {s.experts}});
       t.push_back({p + "ffn_gate_exps.weight", {s.dim, eff, s.experts}});
+      if (f.expert_biases) t.push_back({p + "ffn_gate_exps.bias", {eff, s.experts}, Fill::kBias});
       t.push_back({p + "ffn_up_exps.weight", {s.dim, eff, s.experts}});
+      if (f.expert_biases) t.push_back({p + "ffn_up_exps.bias", {eff, s.experts}, Fill::kBias});
       t.push_back({p + "ffn_down_exps.weight", {eff, s.dim, s.experts}});
+      if (f.expert_biases) t.push_back({p + "ffn_down_exps.bias", {s.dim, s.experts}, Fill::kBias});
       if (f.post_norms) t.push_back({p + "post_ffw_norm.weight", {s.dim}, Fill::kNorm});
       continue;
     }
@@ -131,6 +139,12 @@ void SetFamilyKeys(const ModelShape& s, const RandomFamily& f, Writer* w) {
              u32(s.window > 0 ? s.window : s.arch == "gemma2" ? 4096 : 0));
   }
   if (s.swa_pattern >= 0) w->SetKV(a + "attention.sliding_window_pattern", u32(s.swa_pattern));
+  if (s.yarn > 0) {
+    w->SetKV(a + "rope.scaling.type", Value::Str("yarn"));
+    w->SetKV(a + "rope.scaling.factor", f32(s.yarn));
+    w->SetKV(a + "rope.scaling.original_context_length",
+             u32(s.orig_ctx > 0 ? s.orig_ctx : s.context));
+  }
   if (s.rope_base_swa > 0) w->SetKV(a + "rope.freq_base_swa", f32(s.rope_base_swa));
   if (f.long_rope) {
     // The converter writes the original context always; the attention factor with the
@@ -213,6 +227,7 @@ std::vector<float> FixedValues(Fill fill, uint64_t stream, double jitter, int64_
       break;
     case Fill::kWeight:
     case Fill::kRouter:
+    case Fill::kBias:
       RandomRow(stream, v.data(), n);
       break;
   }
@@ -319,9 +334,9 @@ Result<MakeRandomSummary> MakeRandomModel(const ModelShape& shape_in, const Quan
       if (t.fill == Fill::kNorm && jitter == 0.0) {
         std::vector<float> ones(n, 1.0f);
         st = QuantizeRowRef(to, ones.data(), dst.data(), n);
-      } else if (t.dims.size() == 1) {
-        const std::vector<float> v = FixedValues(t.fill, stream_base, jitter, n);
-        st = QuantizeRowRef(to, v.data(), dst.data(), n);
+      } else if (t.dims.size() == 1 || t.fill == Fill::kBias) {
+        const std::vector<float> v = FixedValues(t.fill, stream_base, jitter, n * rows);
+        st = QuantizeRowRef(to, v.data(), dst.data(), n * rows);
       } else if (quant_grid::IsGridType(to)) {
         // Random codes drawn directly (RandomGridBlocks), scaled to RandomRow's 0.02 RMS.
         const int64_t row_bytes = RowBytes(to, n), nb = n / Traits(to).block_size;

@@ -29,6 +29,17 @@ ModelShape Moe(ModelShape s, int64_t experts, int64_t used, int64_t expert_ffn, 
   return s;
 }
 
+// gpt-oss-20b: 24 layers of 32 experts (4 per token) 2880 wide; windows of 128 on even layers;
+// YaRN x32 over 4096 positions.
+ModelShape GptOss20b() {
+  ModelShape s = Moe(Preset("gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0,
+                            false, "gpt-oss", 64, 128),
+                     32, 4, 2880, 1e-5);
+  s.yarn = 32;
+  s.orig_ctx = 4096;
+  return s;
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
@@ -65,6 +76,10 @@ int64_t Parameters(const ModelShape& s, int64_t experts_read) {
                       + 2 * s.dim * s.kv_dim()        // attn_k, attn_v
                       + 3 * s.dim * s.expert_width() * experts_read;  // gate, up, down
   if (s.experts > 0) per_layer += s.dim * s.experts;  // ffn_gate_inp
+  if (f != nullptr && f->o_bias) per_layer += s.dim;
+  if (f != nullptr && f->attn_sinks) per_layer += s.heads;
+  if (f != nullptr && f->expert_biases)
+    per_layer += s.experts + (2 * s.expert_width() + s.dim) * experts_read;
   if (f != nullptr && f->qkv_bias) per_layer += s.q_dim() + 2 * s.kv_dim();
   if (f != nullptr && f->qk_norm) per_layer += 2 * s.head_dim();
   if (f != nullptr && f->post_norms) per_layer += 2 * s.dim;
@@ -123,9 +138,11 @@ Status ModelShape::Validate() const {
       (final_softcap >= 0 && !fam->softcaps && !fam->final_softcap))
     return InvalidArgument("shape: {} has no {} soft-capping", arch,
                            attn_softcap >= 0 ? "attention" : "final-logit");
-  if (orig_ctx != 0 && (!fam->long_rope || orig_ctx < 1 || orig_ctx >= context))
-    return InvalidArgument("shape: orig_ctx={} needs a phi3 model and 1 <= orig_ctx < ctx={}",
-                           orig_ctx, context);
+  if (yarn != 0 && (!fam->yarn || !(yarn >= 1)))
+    return InvalidArgument("shape: yarn={} needs a gpt-oss model and a factor >= 1", yarn);
+  if (orig_ctx != 0 && (!(fam->long_rope || yarn > 0) || orig_ctx < 1 || orig_ctx >= context))
+    return InvalidArgument("shape: orig_ctx={} needs a phi3 model (or yarn=) and 1 <= orig_ctx < "
+                           "ctx={}", orig_ctx, context);
   if (fam->tied_only && !tied) return InvalidArgument("shape: a {} model is always tied (tied=1)", arch);
   if (fam->full_rotary && rope_dims() != head_dim())
     return InvalidArgument("shape: {} rotates every head dim (rot={} != head_dim {})", arch, rot,
@@ -174,6 +191,7 @@ std::string ModelShape::ToString() const {
   if (attn_softcap >= 0) s += fmt::format(",attn_softcap={:g}", attn_softcap);
   if (final_softcap >= 0) s += fmt::format(",final_softcap={:g}", final_softcap);
   if (orig_ctx > 0) s += fmt::format(",orig_ctx={}", orig_ctx);
+  if (yarn > 0) s += fmt::format(",yarn={:g}", yarn);
   if (experts > 0) s += fmt::format(",experts={},experts_used={}", experts, experts_used);
   if (expert_ffn > 0) s += fmt::format(",expert_ffn={}", expert_ffn);
   if (router_ties > 1) s += fmt::format(",router_ties={}", router_ties);
@@ -203,6 +221,7 @@ const std::vector<ModelShape>& ModelPresets() {
       Moe(Preset("qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0, false,
                  "qwen3moe", 128),
           128, 8, 768, 1e-6),
+      GptOss20b(),
       Moe(Preset("mixtral-8x7b", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0, false), 8, 2,
           0, 1e-5),
   };
@@ -214,7 +233,7 @@ namespace {
 constexpr const char* kKnownKeys =
     "dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, eps, tied, head_dim, rot, "
     "window, swa_pattern, rope_base_swa, attn_softcap, final_softcap, orig_ctx, experts, "
-    "experts_used, expert_ffn, router_ties";
+    "experts_used, expert_ffn, router_ties, yarn";
 
 // Sets the field `key` names from `val`. *required_index: 0..5 for dim, layers, heads, ffn,
 // vocab, kv_heads (the keys a custom spec must give), -1 for the others.
@@ -243,6 +262,8 @@ Status SetField(ModelShape* s, std::string_view key, std::string_view val, int* 
     TARMAC_ASSIGN_OR_RETURN(s->rope_base, ParseDouble(key, val));
   } else if (key == "eps") {
     TARMAC_ASSIGN_OR_RETURN(s->rms_eps, ParseDouble(key, val));
+  } else if (key == "yarn") {
+    TARMAC_ASSIGN_OR_RETURN(s->yarn, ParseDouble(key, val));
   } else if (key == "rope_base_swa") {
     TARMAC_ASSIGN_OR_RETURN(s->rope_base_swa, ParseDouble(key, val));
   } else if (key == "attn_softcap") {

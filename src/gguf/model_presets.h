@@ -38,7 +38,9 @@ struct ModelShape {
   double rope_base_swa = 0;       // rope.freq_base_swa (rope_base_swa=; gemma3)
   double attn_softcap = -1;       // attn_logit_softcapping (attn_softcap=; gemma2 default 50)
   double final_softcap = -1;      // final_logit_softcapping (final_softcap=; gemma2 default 30)
-  int64_t orig_ctx = 0;           // LongRoPE (orig_ctx=; phi3): original context and factors
+  int64_t orig_ctx = 0;           // LongRoPE (orig_ctx=; phi3): original context and factors;
+                                  // with yarn, YaRN's original context
+  double yarn = 0;                // yarn=F (gpt-oss): rope.scaling.type yarn with factor F
   // Mixture of experts (experts=, experts_used=, expert_ffn=; llama, qwen3moe): experts > 0
   // stacks that many feed-forward experts per layer behind a router, experts_used of them per
   // token, each expert_ffn wide (0: ffn; qwen3moe writes it as expert_feed_forward_length).

@@ -39,6 +39,24 @@ constexpr RandomFamily Qwen3Moe() {
   return f;
 }
 
+constexpr RandomFamily GptOss() {
+  RandomFamily f;
+  f.name = "gpt-oss";
+  f.qkv_bias = true;
+  f.key_length = true;
+  f.full_rotary = true;
+  f.window_key = true;
+  f.experts = true;
+  f.experts_required = true;
+  f.expert_ff_key = true;
+  f.o_bias = true;
+  f.attn_sinks = true;
+  f.expert_biases = true;
+  f.yarn = true;
+  f.ffn_norm = "post_attention_norm";
+  return f;
+}
+
 constexpr RandomFamily Gemma2() {
   RandomFamily f;
   f.name = "gemma2";
@@ -77,8 +95,8 @@ constexpr RandomFamily Phi3() {
   return f;
 }
 
-constexpr std::array<RandomFamily, 7> kFamilies = {Llama(),  Qwen2(),  Qwen3(), Qwen3Moe(),
-                                                   Gemma2(), Gemma3(), Phi3()};
+constexpr std::array<RandomFamily, 8> kFamilies = {Llama(),  Qwen2(),  Qwen3(), Qwen3Moe(),
+                                                   GptOss(), Gemma2(), Gemma3(), Phi3()};
 
 }  // namespace
 

@@ -34,12 +34,17 @@ struct RandomFamily {
   bool q_is_dim = false;        // heads · head_dim must equal dim, no head_dim= (phi3)
   bool experts = false;         // may stack experts (expert_count, ffn_gate_inp, ffn_*_exps)
   bool experts_required = false;  // always has experts (qwen3moe)
-  bool expert_ff_key = false;   // writes expert_feed_forward_length (qwen3moe)
+  bool expert_ff_key = false;   // writes expert_feed_forward_length (qwen3moe, gpt-oss)
+  bool o_bias = false;          // attn_output.bias (gpt-oss)
+  bool attn_sinks = false;      // attn_sinks.weight [heads] (gpt-oss)
+  bool expert_biases = false;   // ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (gpt-oss)
+  bool yarn = false;            // accepts yarn= (rope.scaling.type yarn, factor, orig_ctx=)
+  std::string_view ffn_norm = "ffn_norm";  // the feed-forward block's input norm tensor
 };
 
 // nullptr for a family make-random does not write.
 const RandomFamily* FindRandomFamily(std::string_view name);
-// "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3".
+// "llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, phi3".
 std::string RandomFamilyNames();
 
 }  // namespace tarmac::gguf

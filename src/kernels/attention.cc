@@ -273,7 +273,8 @@ void AttentionTileAmx(const float* q, int64_t q_stride, int32_t nq, int64_t pos0
   }
   AmxReleaseTiles();
   for (int64_t r = 0; r < R; ++r) {
-    Scale(o + r * hd, 1.0f / sc.l[r], out + (r / group) * out_stride + (h0 + r % group) * hd, hd);
+    Scale(o + r * hd, variant.InverseDenominator(h0 + r % group, sc.m[r], sc.l[r]),
+          out + (r / group) * out_stride + (h0 + r % group) * hd, hd);
   }
 }
 
@@ -522,7 +523,7 @@ void AttentionTile(const float* q, int64_t q_stride, int32_t nq, int64_t pos0, i
   for (int32_t i = 0; i < nq; ++i) {
     for (int32_t g = 0; g < group; ++g) {
       const int64_t st = static_cast<int64_t>(i) * group + g;
-      Scale(s.acc.data() + st * hd, 1.0f / s.l[st],
+      Scale(s.acc.data() + st * hd, variant.InverseDenominator(h0 + g, s.m[st], s.l[st]),
             out + i * out_stride + static_cast<int64_t>(h0 + g) * hd, hd);
     }
   }
@@ -589,7 +590,7 @@ void PagedAttentionRef(const float* q, int32_t n_heads, const PagedKvView& kv,
       if (variant.softcap > 0) s[j] = variant.softcap * std::tanh(s[j] / variant.softcap);
       mx = std::max(mx, s[j]);
     }
-    double z = 0;
+    double z = variant.sinks != nullptr ? std::exp(variant.sinks[h] - mx) : 0.0;
     for (int64_t j = first; j < n_ctx; ++j) z += (s[j] = visible(j) ? std::exp(s[j] - mx) : 0.0);
     for (int32_t i = 0; i < hd; ++i) {
       double acc = 0;

@@ -10,6 +10,7 @@
 // Pure functions over views; write only `out`. Thread-safe (per-thread scratch).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace tarmac::kernels {
@@ -59,6 +60,15 @@ struct AttentionVariant {
   // > 0: each score s = scale · q·k becomes softcap · tanh(s / softcap) before the softmax
   // (Gemma 2's attention logit soft-capping). 0: scores as they are.
   float softcap = 0.0f;
+  // [n_heads] or null: attention sinks (gpt-oss), per head a logit that joins every softmax's
+  // denominator (unscaled, uncapped) and contributes no value: out = sum_j e^(s_j) v_j /
+  // (sum_j e^(s_j) + e^(sink)).
+  const float* sinks = nullptr;
+
+  // 1 / the softmax denominator of head h whose running max is m and sum of e^(s - m) is l.
+  float InverseDenominator(int32_t h, float m, float l) const {
+    return 1.0f / (sinks == nullptr ? l : l + std::exp(sinks[h] - m));
+  }
 
   // The first position a token at position `pos` sees.
   int64_t FirstKey(int64_t pos) const {

@@ -103,8 +103,10 @@ void MoeFfnRef(const ExpertWeights& w, const float* x, int64_t n_tokens, const E
       }
       if (glu == GluKind::kSwiGlu) {
         ref::SwiGlu(g.data(), u.data(), h.data(), ff);
-      } else {
+      } else if (glu == GluKind::kGeGlu) {
         ref::GeGlu(g.data(), u.data(), h.data(), ff);
+      } else {
+        ref::SwiGluOai(g.data(), u.data(), h.data(), ff);
       }
       MatMulRef(w.down[e], h.data(), 1, o.data());
       for (int64_t i = 0; i < cols; ++i) {

@@ -15,6 +15,7 @@
 #include "hwy/contrib/math/math-inl.h"
 // clang-format on
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -341,8 +342,18 @@ void GeGlu(const float* gate, const float* up, float* out, int64_t n) {
   TARMAC_DCHECK(n >= 0);
   HWY_DYNAMIC_DISPATCH(GeGluImpl)(gate, up, out, n);
 }
+void SwiGluOai(const float* gate, const float* up, float* out, int64_t n) {
+  TARMAC_DCHECK(n >= 0);
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = g / (1.0f + std::exp(-kAlpha * g)) * (u + 1.0f);
+  }
+}
 void ApplyGlu(GluKind kind, const float* gate, const float* up, float* out, int64_t n) {
   if (kind == GluKind::kGeGlu) return GeGlu(gate, up, out, n);
+  if (kind == GluKind::kSwiGluOai) return SwiGluOai(gate, up, out, n);
   SwiGlu(gate, up, out, n);
 }
 void SoftCap(const float* x, float cap, float* out, int64_t n) {

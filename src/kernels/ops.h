@@ -50,10 +50,14 @@ void Gelu(const float* x, float* out, int64_t n);
 // out = gelu(gate) · up with Gelu's tanh approximation (the GeGLU feed-forward gate of Gemma).
 // gate, up, out: [n] f32; out may alias gate or up.
 void GeGlu(const float* gate, const float* up, float* out, int64_t n);
-// A feed-forward block's gated activation: SwiGlu or GeGlu.
-enum class GluKind { kSwiGlu, kGeGlu };
-// out = SwiGlu / GeGlu(gate, up) as kind says; elementwise, so any split of [0, n) gives the
-// same values. Same aliasing as those.
+// gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7),
+// out = g · sigmoid(1.702 g) · (u + 1) (llama.cpp's swiglu_oai, exp in f32 as it computes).
+// Same aliasing as SwiGlu.
+void SwiGluOai(const float* gate, const float* up, float* out, int64_t n);
+// A feed-forward block's gated activation: SwiGlu, GeGlu or SwiGluOai.
+enum class GluKind { kSwiGlu, kGeGlu, kSwiGluOai };
+// out = SwiGlu / GeGlu / SwiGluOai(gate, up) as kind says; elementwise, so any split of
+// [0, n) gives the same values. Same aliasing as those.
 void ApplyGlu(GluKind kind, const float* gate, const float* up, float* out, int64_t n);
 
 // out = cap · tanh(x / cap): soft-capping of logits (Gemma 2's final logits). x, out: [n] f32;
@@ -121,6 +125,19 @@ void RopeNorm(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_
 void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
               float freq_base, float freq_scale, const float* freq_factors, float mscale = 1.0f);
 
+// YaRN (rope.scaling.type yarn), as ggml's rope_yarn: pair i's angle blends the interpolated
+// angle (freq_scale · θ_i) and the extrapolated one (θ_i) by ramp(i) · ext_factor, ramp(i) =
+// 1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1), and cos/sin are scaled by
+// 1 + 0.1 · ln(1 / freq_scale) on top of mscale. ext_factor 0: plain linear scaling.
+struct RopeYarn {
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;  // YarnCorrDims
+};
+// ggml_rope_yarn_corr_dims: the pair indices where the rotations of beta_fast and beta_slow
+// turns over the original context fall, floored / ceiled and clamped to [0, n_rot - 1].
+RopeYarn MakeRopeYarn(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast,
+                      float beta_slow, float ext_factor = 1.0f);
+
 // cos/sin of every (position, pair) for one model, built once (the model's rope parameters are
 // fixed), then applied with SIMD per token. Memory: max_positions · n_rot · 4 bytes, e.g.
 // 64 MiB for 128k positions × n_rot 128, so size max_positions to the context actually served.
@@ -131,10 +148,10 @@ class RopeCache {
   // freq_factors: [n_rot/2] or nullptr; read only here, not kept. Preconditions: max_positions >=
   // 1, mscale > 0, plus those of RopeNorm.
   RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base, float freq_scale,
-            const float* freq_factors, float mscale = 1.0f);
+            const float* freq_factors, float mscale = 1.0f, const RopeYarn& yarn = {});
 
   // Same result as RopeNorm/RopeNeox(x, ..., pos, <the cache's parameters>) up to f32
-  // rounding of the rotation. x: [n_heads][head_dim] f32 in place.
+  // rounding of the rotation (those have no YaRN). x: [n_heads][head_dim] f32 in place.
   // Preconditions: 0 <= pos < max_positions(), n_rot() <= head_dim.
   void Apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos) const;
 

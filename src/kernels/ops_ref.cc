@@ -78,6 +78,13 @@ void GeGlu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void SwiGluOai(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(gate[i], 7.0f), u = std::clamp(up[i], -7.0f, 7.0f);
+    out[i] = static_cast<float>(g * SigmoidD(1.702 * g) * (u + 1.0));
+  }
+}
+
 void SoftCap(const float* x, float cap, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(cap * std::tanh(double{x[i]} / cap));
 }

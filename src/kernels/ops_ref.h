@@ -16,6 +16,7 @@ void Silu(const float* x, float* out, int64_t n);
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
 void Gelu(const float* x, float* out, int64_t n);
 void GeGlu(const float* gate, const float* up, float* out, int64_t n);
+void SwiGluOai(const float* gate, const float* up, float* out, int64_t n);
 void SoftCap(const float* x, float cap, float* out, int64_t n);
 void Add(const float* a, const float* b, float* out, int64_t n);
 void Mul(const float* a, const float* b, float* out, int64_t n);

@@ -9,6 +9,7 @@
 #include "hwy/highway.h"
 // clang-format on
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -171,19 +172,46 @@ void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_
              [half](int64_t i) { return std::pair<int64_t, int64_t>(i, i + half); });
 }
 
+RopeYarn MakeRopeYarn(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast,
+                      float beta_slow, float ext_factor) {
+  TARMAC_CHECK(n_rot >= 2 && n_ctx_orig >= 1 && freq_base > 0 && beta_fast > 0 && beta_slow > 0);
+  auto corr_dim = [&](double rotations) {
+    return static_cast<double>(n_rot) *
+           std::log(static_cast<double>(n_ctx_orig) / (rotations * 2 * 3.14159265358979323846)) /
+           (2 * std::log(static_cast<double>(freq_base)));
+  };
+  RopeYarn y;
+  y.ext_factor = ext_factor;
+  y.corr_low = static_cast<float>(std::max(0.0, std::floor(corr_dim(beta_fast))));
+  y.corr_high = static_cast<float>(std::min(static_cast<double>(n_rot - 1), std::ceil(corr_dim(beta_slow))));
+  return y;
+}
+
 RopeCache::RopeCache(RopeType type, int64_t n_rot, int64_t max_positions, float freq_base,
-                     float freq_scale, const float* freq_factors, float mscale)
+                     float freq_scale, const float* freq_factors, float mscale, const RopeYarn& yarn)
     : type_(type), n_rot_(n_rot), max_positions_(max_positions) {
   CheckRopeArgs(0, n_rot, n_rot, freq_base);
   TARMAC_CHECK(max_positions >= 1 && mscale > 0.0f);
   const int64_t pairs = n_rot / 2;
   table_.resize(static_cast<size_t>(max_positions * n_rot));
+  const bool use_yarn = yarn.ext_factor != 0.0f;
+  const double yarn_mscale =
+      use_yarn ? 1.0 + 0.1 * std::log(1.0 / static_cast<double>(freq_scale)) : 1.0;
   for (int64_t pos = 0; pos < max_positions; ++pos) {
     float* t = table_.data() + pos * n_rot;
     for (int64_t i = 0; i < pairs; ++i) {
-      const double theta = RopeAngle(i, n_rot, pos, freq_base, freq_scale, freq_factors);
-      const float cf = static_cast<float>(mscale * std::cos(theta));
-      const float sf = static_cast<float>(mscale * std::sin(theta));
+      double theta = RopeAngle(i, n_rot, pos, freq_base, freq_scale, freq_factors);
+      if (use_yarn) {
+        const double extrap = RopeAngle(i, n_rot, pos, freq_base, 1.0f, freq_factors);
+        const double span = std::max(0.001, static_cast<double>(yarn.corr_high - yarn.corr_low));
+        const double ramp =
+            (1.0 - std::clamp((static_cast<double>(i) - yarn.corr_low) / span, 0.0, 1.0)) *
+            yarn.ext_factor;
+        theta = theta * (1.0 - ramp) + extrap * ramp;
+      }
+      const double ms = mscale * yarn_mscale;
+      const float cf = static_cast<float>(ms * std::cos(theta));
+      const float sf = static_cast<float>(ms * std::sin(theta));
       if (type == RopeType::kNorm) {
         t[2 * i] = cf;
         t[2 * i + 1] = sf;

@@ -48,6 +48,29 @@ constexpr ArchDescription Qwen3Moe() {
   return a;
 }
 
+// gpt-oss: biased attention with sinks, windowed and global layers alternating, YaRN rope
+// (from the file's rope.scaling keys), and a biased MoE of clamped SwiGLU experts routed by
+// a softmax over the chosen experts' logits.
+constexpr ArchDescription GptOss() {
+  ArchDescription a;
+  a.name = "gpt-oss";
+  a.rope = RopeType::kNeox;
+  a.qkv_bias = Presence::kRequired;
+  a.o_bias = true;
+  a.attn_sinks = true;
+  a.full_rotary = true;
+  a.window_rule = WindowRule::kPattern;
+  a.pattern_default = 2;  // even layers windowed (llama.cpp's set_swa_pattern(2))
+  a.activation = FfnActivation::kSwiGluOai;
+  a.ffn_norm_name = "post_attention_norm";
+  a.experts = Presence::kRequired;
+  a.expert_ff_key = true;
+  a.gating = ExpertGating::kSoftmaxWeight;
+  a.expert_norm = false;
+  a.expert_biases = true;
+  return a;
+}
+
 constexpr ArchDescription Gemma2() {
   ArchDescription a;
   a.name = "gemma2";
@@ -101,8 +124,8 @@ constexpr ArchDescription Phi3() {
   return a;
 }
 
-constexpr std::array<ArchDescription, 7> kArchs = {Llama(),  Qwen2(),  Qwen3(), Qwen3Moe(),
-                                                   Gemma2(), Gemma3(), Phi3()};
+constexpr std::array<ArchDescription, 8> kArchs = {Llama(),  Qwen2(),  Qwen3(), Qwen3Moe(),
+                                                   GptOss(), Gemma2(), Gemma3(), Phi3()};
 
 }  // namespace
 

@@ -26,8 +26,9 @@ namespace tarmac::model {
 enum class Presence { kNever, kOptional, kRequired };
 
 enum class FfnActivation {
-  kSwiGlu,  // silu(gate) · up
-  kGeGlu,   // gelu_tanh(gate) · up
+  kSwiGlu,     // silu(gate) · up
+  kGeGlu,      // gelu_tanh(gate) · up
+  kSwiGluOai,  // gpt-oss: min(gate, 7) · sigmoid(1.702 · min(gate, 7)) · (clamp(up, ±7) + 1)
 };
 
 // How the layers' sliding windows are chosen.
@@ -50,6 +51,9 @@ struct ArchDescription {
                                 // and K before rope
   bool post_attn_norm = false;  // post_attention_norm: RMSNorm of the attention output before
                                 // the residual add
+  bool o_bias = false;          // attn_output.bias [n_embd] (required when set)
+  bool attn_sinks = false;      // attn_sinks.weight [n_head]: a logit per head in every softmax's
+                                // denominator (gpt-oss)
   // Queries are scaled by 1/sqrt(head_dim), except for a shape with this many blocks (0: none),
   // scaled by 1/sqrt(n_embd / n_head): Gemma's 27B models (query_pre_attn_scalar =
   // n_embd / n_head; GGUF has no key for it, llama.cpp tells the shapes apart this way).
@@ -74,6 +78,9 @@ struct ArchDescription {
 
   // ---- feed-forward block: ffn_norm -> gate/up -> activation -> ffn_down -> [post norm]
   FfnActivation activation = FfnActivation::kSwiGlu;
+  // The tensor (blk.N.<name>.weight) of the RMSNorm before the feed-forward block (gpt-oss's
+  // converter calls it post_attention_norm).
+  std::string_view ffn_norm_name = "ffn_norm";
   bool fused_gate_up = false;   // ffn_up holds [gate; up] (2·n_ff rows) and there is no ffn_gate
   bool post_ffn_norm = false;   // post_ffw_norm: RMSNorm of the FFN output before the residual add
 
@@ -89,6 +96,9 @@ struct ArchDescription {
   // expert_gating_func / expert_weights_norm that says otherwise is refused).
   ExpertGating gating = ExpertGating::kSoftmax;
   bool expert_norm = true;     // the chosen weights divided by their sum
+  bool expert_biases = false;  // ffn_gate_inp.bias [n_expert] on the router's logits, and
+                               // ffn_{gate,up}_exps.bias [ff, n_expert], ffn_down_exps.bias
+                               // [n_embd, n_expert] (gpt-oss)
 
   // ---- embeddings, rope scaling
   bool scale_embedding = false;             // x = token embedding · sqrt(n_embd)

@@ -70,11 +70,17 @@ Status LlamaModel::Init(int32_t context) {
   if (w_.rope_long != nullptr) {
     factors = (context > 0 ? context : c.n_ctx_train) > c.n_ctx_orig ? w_.rope_long : w_.rope_short;
   }
+  auto yarn = [&c](float base) {
+    return c.yarn ? kernels::MakeRopeYarn(c.n_rot, c.yarn_orig_ctx, base, c.yarn_beta_fast,
+                                          c.yarn_beta_slow)
+                  : kernels::RopeYarn{};
+  };
   rope_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base, c.rope_freq_scale,
-                             factors, c.rope_attn_factor);
+                             factors, c.rope_attn_factor, yarn(c.rope_freq_base));
   if (c.separate_swa_rope()) {
     rope_swa_ = kernels::RopeCache(type, c.n_rot, RopePositions(c), c.rope_freq_base_swa,
-                                   c.rope_freq_scale_swa, factors, c.rope_attn_factor);
+                                   c.rope_freq_scale_swa, factors, c.rope_attn_factor,
+                                   yarn(c.rope_freq_base_swa));
   }
   PrepareWeights();
   return Status::Ok();
@@ -147,6 +153,15 @@ void ForTokens(int32_t n, ThreadPool* pool, Fn&& fn) {
                     });
 }
 
+kernels::GluKind Glu(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::kSwiGlu: return kernels::GluKind::kSwiGlu;
+    case FfnActivation::kGeGlu: return kernels::GluKind::kGeGlu;
+    case FfnActivation::kSwiGluOai: return kernels::GluKind::kSwiGluOai;
+  }
+  return kernels::GluKind::kSwiGlu;
+}
+
 // RMSNorm of each of n_heads rows of head_dim floats, in place (Q/K norms).
 void NormHeads(float* x, const float* weight, int32_t n_heads, int32_t head_dim, float eps) {
   for (int32_t h = 0; h < n_heads; ++h) {
@@ -217,7 +232,7 @@ void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* 
   const LayerWeights& L = w_.layers[il];
   const int32_t n = batch.n_tokens();
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim();
-  const kernels::AttentionVariant variant{c.layer_window[il], c.attn_softcap};
+  const kernels::AttentionVariant variant{c.layer_window[il], c.attn_softcap, L.sinks};
   const kernels::RopeCache& rope =
       variant.window > 0 && c.separate_swa_rope() ? rope_swa_ : rope_;
   ForTokens(n, pool, [&](int32_t t) {
@@ -263,6 +278,7 @@ void LlamaModel::AttentionBlock(int32_t il, const ForwardBatch& batch, KvCache* 
   Project(L.wo, attn_.data(), n, xn_.data(), pool);
   // The residual add, and the FFN's input norm with it (one pass over the rows).
   ForTokens(n, pool, [&](int32_t t) {
+    if (L.bo != nullptr) kernels::Add(&xn_[t * E], L.bo, &xn_[t * E], E);
     if (L.post_attn_norm != nullptr)
       kernels::RmsNorm(&xn_[t * E], L.post_attn_norm, E, c.rms_eps, &xn_[t * E]);
     kernels::Add(&x_[t * E], &xn_[t * E], &x_[t * E], E);
@@ -279,9 +295,7 @@ void LlamaModel::FeedForwardBlock(int32_t il, int32_t n, ThreadPool* pool) {
     return;
   }
   // Input: the normed rows in xn_ (AttentionBlock's last step). gate_ becomes act(gate) · up.
-  const kernels::GluKind glu = c.desc->activation == FfnActivation::kGeGlu
-                                   ? kernels::GluKind::kGeGlu
-                                   : kernels::GluKind::kSwiGlu;
+  const kernels::GluKind glu = Glu(c.desc->activation);
   kernels::MatMulGlu(L.w_gate, L.w_up, xn_.data(), n, glu, gate_.data(), up_.data(), pool);
   Project(L.w_down, gate_.data(), n, xn_.data(), pool);
   ForTokens(n, pool, [&](int32_t t) {
@@ -298,14 +312,19 @@ void LlamaModel::ExpertBlock(int32_t il, int32_t n, ThreadPool* pool) {
   const int32_t n_expert = c.router.n_expert, k = c.router.n_used;
   // Input: the normed rows in xn_. Route each token, then run the experts over their tokens.
   Project(L.router, xn_.data(), n, router_logits_.data(), pool);
+  if (L.router_bias != nullptr) {
+    for (int32_t t = 0; t < n; ++t) {
+      float* l = &router_logits_[static_cast<int64_t>(t) * n_expert];
+      kernels::Add(l, L.router_bias, l, n_expert);
+    }
+  }
   RouteExperts(c.router, router_logits_.data(), /*selection_bias=*/nullptr, n, expert_ids_.data(),
                expert_weights_.data());
   const kernels::ExpertChoices choices{expert_ids_.data(), expert_weights_.data(), k};
-  const kernels::ExpertWeights experts{L.gate_exps, L.up_exps, L.down_exps};
-  const kernels::GluKind glu = c.desc->activation == FfnActivation::kGeGlu
-                                   ? kernels::GluKind::kGeGlu
-                                   : kernels::GluKind::kSwiGlu;
-  kernels::MoeFfn(experts, xn_.data(), n, choices, glu, moe_out_.data(), &moe_scratch_, pool);
+  const kernels::ExpertWeights experts{L.gate_exps,      L.up_exps,      L.down_exps,
+                                       L.gate_exps_bias, L.up_exps_bias, L.down_exps_bias};
+  kernels::MoeFfn(experts, xn_.data(), n, choices, Glu(c.desc->activation), moe_out_.data(),
+                  &moe_scratch_, pool);
   std::atomic<int64_t>* counts = &expert_tokens_[static_cast<size_t>(il) * n_expert];
   for (int64_t i = 0; i < static_cast<int64_t>(n) * k; ++i) {
     counts[expert_ids_[i]].fetch_add(1, std::memory_order_relaxed);

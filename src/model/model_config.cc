@@ -69,12 +69,24 @@ Status LoadRope(const gguf::File& f, const std::string& a, ModelConfig* c) {
   TARMAC_ASSIGN_OR_RETURN(c->rope_freq_base, GetPositiveFloatOr(f, a + "rope.freq_base", 10000.0));
   if (f.Find(a + "rope.scaling.type") != nullptr) {
     TARMAC_ASSIGN_OR_RETURN(std::string type, f.GetString(a + "rope.scaling.type"));
-    if (type == "linear") {
+    if (type == "linear" || type == "yarn") {
       TARMAC_ASSIGN_OR_RETURN(double factor, f.GetFloat(a + "rope.scaling.factor"));
       if (!(factor > 0)) return InvalidArgument("{}rope.scaling.factor must be > 0", a);
       c->rope_freq_scale = static_cast<float>(1.0 / factor);
     } else if (type != "none") {
-      return Unimplemented("{}rope.scaling.type '{}' is not supported (none, linear)", a, type);
+      return Unimplemented("{}rope.scaling.type '{}' is not supported (none, linear, yarn)", a,
+                           type);
+    }
+    if (type == "yarn") {
+      c->yarn = true;
+      TARMAC_ASSIGN_OR_RETURN(
+          c->yarn_orig_ctx, GetI32Or(f, a + "rope.scaling.original_context_length", c->n_ctx_train));
+      TARMAC_ASSIGN_OR_RETURN(c->yarn_beta_fast,
+                              GetPositiveFloatOr(f, a + "rope.scaling.yarn_beta_fast", 32.0));
+      TARMAC_ASSIGN_OR_RETURN(c->yarn_beta_slow,
+                              GetPositiveFloatOr(f, a + "rope.scaling.yarn_beta_slow", 1.0));
+      TARMAC_ASSIGN_OR_RETURN(c->rope_attn_factor,
+                              GetPositiveFloatOr(f, a + "rope.scaling.attn_factor", 1.0));
     }
   }
   if (c->desc->long_rope) {

@@ -47,6 +47,13 @@ struct ModelConfig {
   // the rotated dims (<arch>.rope.scaling.attn_factor, else 1).
   int32_t n_ctx_orig = 0;
   float rope_attn_factor = 1.0f;
+  // YaRN (rope.scaling.type yarn; rope_freq_scale = 1 / factor): the context it extends
+  // (rope.scaling.original_context_length, else n_ctx_train) and the ramp's corners
+  // (rope.scaling.yarn_beta_fast / _slow, else llama.cpp's 32 and 1). rope_attn_factor
+  // (rope.scaling.attn_factor, else 1) scales the rotated dims as for LongRoPE.
+  bool yarn = false;
+  int32_t yarn_orig_ctx = 0;
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
 
   // Mixture of experts: router.n_expert > 0 (then every layer's feed-forward is n_expert
   // experts of width n_ff_exp, router.n_used of them per token); 0 for a dense model.

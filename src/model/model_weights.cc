@@ -56,19 +56,24 @@ class TensorFinder {
   }
 
   // A [n] vector as f32 (converted when stored otherwise); nullptr when absent and optional.
-  Status Vector(const std::string& name, int64_t n, bool required, const float** out) {
+  // rows > 1: a [rows][n] matrix of them (GGUF [n, rows]), e.g. per-expert biases.
+  Status Vector(const std::string& name, int64_t n, bool required, const float** out,
+                int64_t rows = 1) {
     const gguf::TensorInfo* t = file_.FindTensor(name);
     *out = nullptr;
     if (t == nullptr) return required ? Missing(name) : Status::Ok();
-    if (t->dims.size() != 1 || t->dims[0] != n)
+    if (rows == 1 && (t->dims.size() != 1 || t->dims[0] != n))
       return InvalidArgument("tensor {} must be [{}]", name, n);
+    if (rows > 1 && (t->dims.size() != 2 || t->dims[0] != n || t->dims[1] != rows))
+      return InvalidArgument("tensor {} must be [{}, {}]", name, n, rows);
+    n *= rows;
     w_->bytes += static_cast<int64_t>(t->nbytes);
     if (t->type == DType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
       *out = reinterpret_cast<const float*>(t->data);
       return Status::Ok();
     }
     if (t->type != DType::kF32 && t->type != DType::kF16 && t->type != DType::kBF16)
-      return Unimplemented("1-D tensor {} has dtype {} (f32, f16, bf16 expected)", name,
+      return Unimplemented("tensor {} has dtype {} (f32, f16, bf16 expected)", name,
                            DTypeName(t->type));
     auto& buf = w_->owned_f32.emplace_back(n);
     kernels::DequantizeRow(t->type, t->data, buf.data(), n);
@@ -136,6 +141,12 @@ Status LoadExperts(TensorFinder& t, const ModelConfig& c, const std::string& p, 
   TARMAC_RETURN_IF_ERROR(t.Experts(p + "ffn_gate_exps.weight", N, FF, E, &L->gate_exps));
   TARMAC_RETURN_IF_ERROR(t.Experts(p + "ffn_up_exps.weight", N, FF, E, &L->up_exps));
   TARMAC_RETURN_IF_ERROR(t.Experts(p + "ffn_down_exps.weight", N, E, FF, &L->down_exps));
+  if (c.desc->expert_biases) {
+    TARMAC_RETURN_IF_ERROR(t.Vector(p + "ffn_gate_inp.bias", N, true, &L->router_bias));
+    TARMAC_RETURN_IF_ERROR(t.Vector(p + "ffn_gate_exps.bias", FF, true, &L->gate_exps_bias, N));
+    TARMAC_RETURN_IF_ERROR(t.Vector(p + "ffn_up_exps.bias", FF, true, &L->up_exps_bias, N));
+    TARMAC_RETURN_IF_ERROR(t.Vector(p + "ffn_down_exps.bias", E, true, &L->down_exps_bias, N));
+  }
   return Status::Ok();
 }
 
@@ -150,11 +161,16 @@ Status LoadLayer(TensorFinder& t, const ModelConfig& c, int32_t il, LayerWeights
     TARMAC_RETURN_IF_ERROR(t.Vector(p + "attn_k_norm.weight", c.head_dim, true, &L->k_norm));
   }
   TARMAC_RETURN_IF_ERROR(t.Matrix(p + "attn_output.weight", E, c.q_dim(), &L->wo));
+  if (d.o_bias) TARMAC_RETURN_IF_ERROR(t.Vector(p + "attn_output.bias", E, true, &L->bo));
+  if (d.attn_sinks) {
+    TARMAC_RETURN_IF_ERROR(t.Vector(p + "attn_sinks.weight", c.n_head, true, &L->sinks));
+  }
   if (d.post_attn_norm) {
     TARMAC_RETURN_IF_ERROR(
         t.Vector(p + "post_attention_norm.weight", E, true, &L->post_attn_norm));
   }
-  TARMAC_RETURN_IF_ERROR(t.Vector(p + "ffn_norm.weight", E, true, &L->ffn_norm));
+  TARMAC_RETURN_IF_ERROR(
+      t.Vector(p + std::string(d.ffn_norm_name) + ".weight", E, true, &L->ffn_norm));
   if (c.is_moe()) {
     TARMAC_RETURN_IF_ERROR(LoadExperts(t, c, p, L));
   } else if (d.fused_gate_up) {

@@ -28,6 +28,8 @@ struct LayerWeights {
   const float* q_norm = nullptr;          // [head_dim] (desc.qk_norm) or nullptr
   const float* k_norm = nullptr;          // [head_dim]
   const float* post_attn_norm = nullptr;  // [n_embd] (desc.post_attn_norm) or nullptr
+  const float* bo = nullptr;              // [n_embd] (desc.o_bias) or nullptr
+  const float* sinks = nullptr;           // [n_head] (desc.attn_sinks) or nullptr
   const float* ffn_norm = nullptr;        // [n_embd]
   MatrixView w_gate, w_up, w_down;        // [n_ff x n_embd] x2, [n_embd x n_ff] (dense layers)
   // Mixture of experts (config.is_moe()), in place of w_gate/w_up/w_down: the router and one
@@ -35,6 +37,10 @@ struct LayerWeights {
   MatrixView router;                      // [n_expert x n_embd] ffn_gate_inp
   std::vector<MatrixView> gate_exps, up_exps;  // [n_expert] of [n_ff_exp x n_embd]
   std::vector<MatrixView> down_exps;      // [n_expert] of [n_embd x n_ff_exp]
+  const float* router_bias = nullptr;     // [n_expert] (desc.expert_biases) or nullptr
+  const float* gate_exps_bias = nullptr;  // [n_expert][n_ff_exp]
+  const float* up_exps_bias = nullptr;    // [n_expert][n_ff_exp]
+  const float* down_exps_bias = nullptr;  // [n_expert][n_embd]
   bool is_moe() const { return !gate_exps.empty(); }
   const float* post_ffn_norm = nullptr;   // [n_embd] (desc.post_ffn_norm) or nullptr
 };

@@ -21,7 +21,7 @@ namespace tarmac::testing {
 // Every golden in tests/data/arch, by file stem.
 inline const std::vector<std::string> kArchGoldens = {
     "llama", "qwen2",       "qwen3", "gemma2",   "gemma2-caps", "gemma3",
-    "gemma3-swa", "phi3", "phi3-partial", "qwen3moe", "mixtral", "qwen3moe-ties"};
+    "gemma3-swa", "phi3", "phi3-partial", "qwen3moe", "mixtral", "qwen3moe-ties", "gpt-oss"};
 
 // A gtest parameter name for a golden ("gemma2-caps" -> "gemma2_caps").
 inline std::string ArchGoldenParamName(const ::testing::TestParamInfo<std::string>& info) {

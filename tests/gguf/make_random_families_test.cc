@@ -64,6 +64,54 @@ TEST_F(MakeRandomFamiliesTest, BlockTensorsPerFamily) {
                                       "attn_output.weight", "ffn_norm.weight", "ffn_up.weight",
                                       "ffn_down.weight"};
   EXPECT_EQ(BlockTensors(Make("phi3", "")), phi3);
+  // Mixtral-style llama and qwen3moe: a router and stacked experts in place of the FFN.
+  auto moe = llama;
+  for (const char* t : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) moe.erase(t);
+  moe.insert({"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
+              "ffn_down_exps.weight"});
+  EXPECT_EQ(BlockTensors(Make("llama", ",experts=4,experts_used=2")), moe);
+  auto qwen3moe = moe;
+  qwen3moe.insert({"attn_q_norm.weight", "attn_k_norm.weight"});
+  EXPECT_EQ(BlockTensors(Make("qwen3moe", ",experts=4,experts_used=2")), qwen3moe);
+  // gpt-oss: biases everywhere, sinks, and its FFN norm under the name post_attention_norm.
+  auto gpt_oss = moe;
+  gpt_oss.erase("ffn_norm.weight");
+  gpt_oss.insert({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias",
+                  "attn_sinks.weight", "post_attention_norm.weight", "ffn_gate_inp.bias",
+                  "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"});
+  EXPECT_EQ(BlockTensors(Make("gpt-oss", ",experts=4,experts_used=2")), gpt_oss);
+}
+
+TEST_F(MakeRandomFamiliesTest, ExpertTensorsAndKeys) {
+  const File q = Make("qwen3moe", ",experts=8,experts_used=2,expert_ffn=32");
+  EXPECT_EQ(q.FindTensor("blk.0.ffn_gate_inp.weight")->dims, (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(q.FindTensor("blk.0.ffn_gate_inp.weight")->type, DType::kF32);
+  EXPECT_EQ(q.FindTensor("blk.1.ffn_up_exps.weight")->dims, (std::vector<int64_t>{64, 32, 8}));
+  EXPECT_EQ(q.FindTensor("blk.1.ffn_down_exps.weight")->dims, (std::vector<int64_t>{32, 64, 8}));
+  EXPECT_EQ(*q.GetUint("qwen3moe.expert_count"), 8u);
+  EXPECT_EQ(*q.GetUint("qwen3moe.expert_used_count"), 2u);
+  EXPECT_EQ(*q.GetUint("qwen3moe.expert_feed_forward_length"), 32u);
+  // Mixtral's experts are feed_forward_length wide, and its converter writes no expert width.
+  const File m = Make("llama", ",experts=4,experts_used=2");
+  EXPECT_EQ(m.FindTensor("blk.0.ffn_gate_exps.weight")->dims, (std::vector<int64_t>{64, 96, 4}));
+  EXPECT_EQ(m.Find("llama.expert_feed_forward_length"), nullptr);
+  const File g = Make("gpt-oss", ",experts=4,experts_used=2,yarn=32,orig_ctx=256,ctx=4096");
+  EXPECT_EQ(g.FindTensor("blk.0.ffn_down_exps.bias")->dims, (std::vector<int64_t>{64, 4}));
+  EXPECT_EQ(g.FindTensor("blk.0.attn_sinks.weight")->dims, (std::vector<int64_t>{4}));
+  EXPECT_EQ(*g.GetString("gpt-oss.rope.scaling.type"), "yarn");
+  EXPECT_DOUBLE_EQ(*g.GetFloat("gpt-oss.rope.scaling.factor"), 32.0);
+  EXPECT_EQ(*g.GetUint("gpt-oss.rope.scaling.original_context_length"), 256u);
+  // The presets: Qwen3-30B-A3B has ~30.5B parameters, ~3.3B active; gpt-oss-20b 20.9B, 3.6B
+  // active as OpenAI counts them (without the 0.58B token embedding, which we count).
+  auto q30 = ParseShape("qwen3-30b-a3b");
+  ASSERT_TRUE(q30.ok());
+  EXPECT_NEAR(q30->ParameterCount() / 1e9, 30.5, 0.2);
+  EXPECT_NEAR(q30->ActiveParameterCount() / 1e9, 3.3, 0.1);
+  auto oss = ParseShape("gpt-oss-20b");
+  ASSERT_TRUE(oss.ok()) << oss.status().ToString();
+  EXPECT_NEAR(oss->ParameterCount() / 1e9, 20.9, 0.2);
+  EXPECT_NEAR(oss->ActiveParameterCount() / 1e9, 3.6 + 0.58, 0.1);
+  EXPECT_EQ(ParseShape("qwen3-30b-a3b,layers=24")->layers, 24);
 }
 
 TEST_F(MakeRandomFamiliesTest, ShapesOfFamilyTensors) {
@@ -115,8 +163,13 @@ TEST_F(MakeRandomFamiliesTest, ShapeChecksPerFamily) {
   bad(base + ",swa_pattern=2", "llama", "gemma2/gemma3 keys");
   bad(base + ",attn_softcap=5", "gemma3", "no attention soft-capping");
   bad(base + ",orig_ctx=100", "llama", "needs a phi3 model");
-  bad(base, "mamba", "arch 'mamba' is not one make-random writes (llama, qwen2, qwen3, gemma2, "
-                     "gemma3, phi3)");
+  bad(base, "mamba", "arch 'mamba' is not one make-random writes (llama, qwen2, qwen3, qwen3moe, "
+                     "gpt-oss, gemma2, gemma3, phi3)");
+  bad(base, "qwen3moe", "a qwen3moe model has experts");
+  bad(base + ",experts=8,experts_used=9", "qwen3moe", "experts_used=9 must be in [1, experts=8]");
+  bad(base + ",experts=8,experts_used=2", "qwen2", "a qwen2 model has no experts");
+  bad(base + ",experts=8,experts_used=2,router_ties=3", "llama", "router_ties=3 must divide");
+  bad(base + ",yarn=32", "llama", "yarn=32 needs a gpt-oss model");
   EXPECT_TRUE(ParseShape("gemma3-1b").ok());
   EXPECT_EQ(ParseShape("gemma3-1b")->arch, "gemma3");
   EXPECT_EQ(ParseShape("llama-3.2-1b", "qwen3")->arch, "qwen3");  // --arch over the preset's
