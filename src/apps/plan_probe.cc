@@ -138,10 +138,13 @@ Result<StepProbeResult> MeasureStepCosts(model::LlamaModel* model, const tok::To
       std::vector<engine::EngineRequest> reqs;
       for (int32_t i = 0; i < b; ++i) reqs.push_back(Request(shared, decode_tokens + 1, 7));
       TARMAC_ASSIGN_OR_RETURN(auto ms, RunAll(*client, std::move(reqs)));
-      std::vector<double> tpot;
-      for (const auto& m : ms)
-        if (m.output_tokens > 1) tpot.push_back((m.e2e_s - m.ttft_s) / (m.output_tokens - 1));
-      decode[b].push_back(Median(tpot));
+      // The B-token step: the median gap between tokens once every request decodes (the first
+      // gap of each may still share a step with another request's last prompt token).
+      std::vector<double> gaps;
+      for (const auto& m : ms) {
+        for (size_t i = 1; i < m.itl_s.size(); ++i) gaps.push_back(m.itl_s[i]);
+      }
+      if (!gaps.empty()) decode[b].push_back(Median(gaps));
     }
     for (int32_t n : prefills) {
       // Its own namespace and prompt: nothing cached; one step when n <= max_batched_tokens.

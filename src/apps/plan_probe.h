@@ -3,7 +3,8 @@
 // same level of the memory hierarchy a decode step reads them from). Step costs: through a
 // real engine (EngineClient, speculation off, the run's threads and KV dtype), decode steps of
 // B requests at the workload's mean context (the prompt is cached once, then B requests share
-// it and decode in lockstep: the median TPOT is the B-token step) and prefill steps of one
+// it and decode in lockstep: the median gap between their tokens, the first gap left out, is
+// the B-token step) and prefill steps of one
 // request (its TTFT). The sizes are measured in interleaved rounds and each size's median
 // kept, so a moment of interference from other processes moves one sample, not the curve.
 // Starts another round only while one more fits its time budget (the first always runs).
@@ -45,7 +46,7 @@ struct StepProbe {
   int32_t context = 192;                   // KV tokens each decode step attends to
   std::vector<int32_t> batches = {1, 2, 4, 8, 16};
   std::vector<int32_t> prefills = {128, 512};
-  int32_t decode_tokens = 6;               // tokens per request in a decode probe
+  int32_t decode_tokens = 24;              // tokens per request in a decode probe
   int32_t rounds = 3;                      // interleaved rounds over all sizes
   double budget_s = 25;
 };

@@ -1,5 +1,6 @@
-// A mixture-of-experts model (the tests/data/arch/qwen3moe golden: 8 experts, 2 per token)
-// through the engine's paths: batched and chunked prefill, prefix-cache hits, preemption
+// The mixture-of-experts goldens (tests/data/arch: qwen3moe, 8 experts, 2 per token; gpt-oss,
+// the same with attention sinks, windows of 20 on even layers and YaRN) through the engine's
+// paths: batched and chunked prefill, prefix-cache hits, preemption
 // (recompute) and speculative decoding with a draft model. Each gives, request by request,
 // the greedy tokens of the plain single-sequence path (each forward one sequence, prompt in
 // one pass then one token at a time); the engine's integrity checks hold after every step, and
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -47,9 +49,13 @@ Model LoadGoldenModel(const std::string& name) {
   return g;
 }
 
+// The model under test (the test's parameter), made once per name.
+std::string g_target = "qwen3moe";
 Model& Target() {
-  static Model m = LoadGoldenModel("qwen3moe");
-  return m;
+  static std::map<std::string, Model> models;
+  auto it = models.find(g_target);
+  if (it == models.end()) it = models.emplace(g_target, LoadGoldenModel(g_target)).first;
+  return it->second;
 }
 Model& Draft() {  // a dense model of the same vocabulary
   static Model m = LoadGoldenModel("qwen3");
@@ -158,12 +164,17 @@ void ExpectPlain(const Outcome& o, const std::vector<std::vector<int32_t>>& prom
   }
 }
 
-TEST(MoeEngineTest, BatchedAndChunkedPrefill) {
+class MoeEngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { g_target = GetParam(); }
+};
+
+TEST_P(MoeEngineTest, BatchedAndChunkedPrefill) {
   const auto prompts = Prompts();
   ExpectPlain(RunAll(BaseConfig(), prompts), prompts, "batched, chunked");
 }
 
-TEST(MoeEngineTest, PrefixCacheHits) {
+TEST_P(MoeEngineTest, PrefixCacheHits) {
   EngineConfig cfg = BaseConfig();
   cfg.kv.prefix_cache = true;
   auto core = std::move(EngineCore::Create(Target().model.get(), Target().tok.get(), cfg).value());
@@ -176,7 +187,7 @@ TEST(MoeEngineTest, PrefixCacheHits) {
   ExpectPlain(again, prompts, "prefix cache, hits");
 }
 
-TEST(MoeEngineTest, PreemptionRecomputes) {
+TEST_P(MoeEngineTest, PreemptionRecomputes) {
   EngineConfig cfg = BaseConfig();
   // 6 requests of up to 34 + 40 tokens (5 blocks each) in 12 blocks: some are preempted.
   cfg.kv.blocks = 12;
@@ -186,7 +197,7 @@ TEST(MoeEngineTest, PreemptionRecomputes) {
   ExpectPlain(o, prompts, "preempted");
 }
 
-TEST(MoeEngineTest, SpeculativeDecodingWithADraftModel) {
+TEST_P(MoeEngineTest, SpeculativeDecodingWithADraftModel) {
   EngineConfig cfg = BaseConfig();
   cfg.spec.mode = SpecMode::kDraft;
   cfg.spec.draft_model = Draft().model.get();
@@ -194,6 +205,11 @@ TEST(MoeEngineTest, SpeculativeDecodingWithADraftModel) {
   const auto prompts = Prompts();
   ExpectPlain(RunAll(cfg, prompts), prompts, "speculative");
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeEngineTest, ::testing::Values("qwen3moe", "gpt-oss"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param == "gpt-oss" ? std::string("gpt_oss") : i.param;
+                         });
 
 }  // namespace
 }  // namespace tarmac::engine

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -93,10 +94,15 @@ void CheckVariantsAtThisLevel(bool amx) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
     const int64_t hd_all = static_cast<int64_t>(sh.n_heads) * sh.head_dim;
     const int64_t capacity = static_cast<int64_t>(n_blocks - 1) * sh.block_size;
+    // Attention sinks (gpt-oss): logits around the scores' own range, per head.
+    std::vector<float> sinks(sh.n_heads);
+    for (float& x : sinks) x = nd(rng) * 2.0f;
     for (AttentionVariant var : {AttentionVariant{1, 0.0f}, AttentionVariant{5, 0.0f},
                                  AttentionVariant{37, 0.0f}, AttentionVariant{100, 0.0f},
                                  AttentionVariant{0, 4.0f}, AttentionVariant{0, 50.0f},
-                                 AttentionVariant{23, 2.0f}, AttentionVariant{4096, 30.0f}}) {
+                                 AttentionVariant{23, 2.0f}, AttentionVariant{4096, 30.0f},
+                                 AttentionVariant{0, 0.0f, sinks.data()},
+                                 AttentionVariant{23, 0.0f, sinks.data()}}) {
       for (int64_t pos0 : {0, 3, 16, 70, 129, 200}) {
         for (int32_t nq : {1, 2, 16, 40}) {
           if (pos0 + nq > capacity) continue;
@@ -116,7 +122,8 @@ void CheckVariantsAtThisLevel(bool amx) {
             for (int64_t e = 0; e < hd_all; ++e)
               ASSERT_NEAR(got[i * hd_all + e], want[e], tol)
                   << "heads " << sh.n_heads << "/" << sh.n_kv << " hd " << sh.head_dim
-                  << " window " << var.window << " softcap " << var.softcap << " pos0 " << pos0
+                  << " window " << var.window << " softcap " << var.softcap
+                  << (var.sinks != nullptr ? " sinks" : "") << " pos0 " << pos0
                   << " nq " << nq << " token " << i << " elem " << e;
           }
           ++checked;
@@ -162,6 +169,17 @@ TEST(AttentionTest, ReferenceVariantsKnownValues) {
   PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, got.data(),
                     AttentionVariant{0, 1e6f});
   for (size_t e = 0; e < q.size(); ++e) EXPECT_NEAR(got[e], plain[e], 1e-6);
+  // A sink adds e^sink to each head's denominator: the output is the plain one times
+  // Z / (Z + e^sink), the same factor for every element of a head, in (0, 1); a sink of -inf
+  // changes nothing.
+  const float sinks[2] = {0.5f, -std::numeric_limits<float>::infinity()};
+  PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, got.data(),
+                    AttentionVariant{0, 0.0f, sinks});
+  const double ratio = got[0] / plain[0];
+  EXPECT_GT(ratio, 0.0);
+  EXPECT_LT(ratio, 1.0);
+  for (int d = 0; d < hd; ++d) EXPECT_NEAR(got[d] / plain[d], ratio, 1e-5);
+  for (int d = hd; d < 2 * hd; ++d) EXPECT_NEAR(got[d], plain[d], 1e-6);
   PagedAttentionRef(q.data(), n_heads, view, table.data(), n_ctx, 0.3f, got.data(),
                     AttentionVariant{1, 0.0f});
   const int64_t pos = n_ctx - 1;

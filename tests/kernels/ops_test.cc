@@ -237,6 +237,22 @@ TEST_P(OpsTest, ActivationsMatchReference) {
       }
     }
   }
+  // gpt-oss's clamped SwiGLU: against its double reference, and the clamps by hand.
+  for (int64_t n : kSizes) {
+    const auto x = Random(n, 20.0f, 15 + n), up = Random(n, 20.0f, 16 + n);
+    std::vector<float> want(n), got(n);
+    ref::SwiGluOai(x.data(), up.data(), want.data(), n);
+    SwiGluOai(x.data(), up.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 4e-6 * (1 + std::fabs(want[i])));
+    ApplyGlu(GluKind::kSwiGluOai, x.data(), up.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 4e-6 * (1 + std::fabs(want[i])));
+  }
+  const float g[3] = {10.0f, 1.0f, -2.0f}, u[3] = {100.0f, -100.0f, 0.5f};
+  float o[3];
+  SwiGluOai(g, u, o, 3);
+  EXPECT_NEAR(o[0], 7.0 / (1 + std::exp(-1.702 * 7.0)) * 8.0, 1e-5);   // gate and up clamped
+  EXPECT_NEAR(o[1], 1.0 / (1 + std::exp(-1.702)) * -6.0, 1e-5);        // up clamped at -7
+  EXPECT_NEAR(o[2], -2.0 / (1 + std::exp(1.702 * 2.0)) * 1.5, 1e-6);
   // Subnormal inputs: silu(x) ≈ x/2.
   std::vector<float> tiny = {1e-40f, -1e-40f, 0.0f, -0.0f};
   std::vector<float> out(4);
@@ -481,6 +497,37 @@ TEST_P(OpsTest, RopeKnownValues) {
     EXPECT_NEAR(p[0], std::cos(2.25), 1e-7);
     EXPECT_NEAR(p[1], std::sin(2.25), 1e-7);
   }
+}
+
+// YaRN (ggml's rope_yarn): pairs below the low corner take the extrapolated angle (θ, the
+// unscaled one), pairs above the high corner the interpolated one (freq_scale · θ), the ramp
+// between them blends; every cos/sin carries 1 + 0.1 ln(1 / freq_scale).
+TEST_P(OpsTest, RopeYarnBlendsByPair) {
+  const int64_t n_rot = 64, n_ctx_orig = 4096;
+  const float base = 150000.0f, scale = 1.0f / 32;
+  const RopeYarn y = MakeRopeYarn(n_rot, n_ctx_orig, base, 32.0f, 1.0f);
+  // corr_dim(b) = 64 ln(4096 / (2π b)) / (2 ln 150000): 8.09 for 32, 17.40 for 1.
+  EXPECT_EQ(y.corr_low, 8.0f);
+  EXPECT_EQ(y.corr_high, 18.0f);
+  const int64_t pos = 1234;
+  const RopeCache cache(RopeType::kNeox, n_rot, pos + 1, base, scale, nullptr, 1.0f, y);
+  const double ms = 1 + 0.1 * std::log(32.0);
+  for (int64_t i : {0, 5, 8, 13, 18, 31}) {
+    std::vector<float> x(n_rot, 0.0f);
+    x[i] = 1.0f;  // neox pair i: (x[i], x[i + 32])
+    cache.Apply(x.data(), 1, n_rot, pos);
+    const double theta = pos * std::pow(double{base}, -2.0 * i / n_rot);
+    const double ramp = 1 - std::clamp((i - 8.0) / 10.0, 0.0, 1.0);
+    const double want = theta * scale * (1 - ramp) + theta * ramp;
+    EXPECT_NEAR(x[i], ms * std::cos(want), 2e-6) << "pair " << i;
+    EXPECT_NEAR(x[i + 32], ms * std::sin(want), 2e-6) << "pair " << i;
+  }
+  // ext_factor 0: plain linear scaling.
+  const RopeCache plain(RopeType::kNeox, n_rot, pos + 1, base, scale, nullptr, 1.0f);
+  std::vector<float> a(n_rot, 1.0f), b(n_rot, 1.0f);
+  plain.Apply(a.data(), 1, n_rot, pos);
+  RopeNeox(b.data(), 1, n_rot, n_rot, pos, base, scale, nullptr, 1.0f);
+  for (int64_t i = 0; i < n_rot; ++i) EXPECT_NEAR(a[i], b[i], 2e-6);
 }
 
 TEST_P(OpsTest, RopeNormIsNeoxUnderPermutation) {

@@ -278,6 +278,33 @@ TEST_F(ArchConfigTest, BadExpertFilesAreRefusedNamingTheKeyOrTensor) {
          StatusCode::kUnimplemented, "qwen3.expert_count = 8: tarmac reads no experts for qwen3");
 }
 
+TEST_F(ArchConfigTest, GptOssReadsItsWindowsYarnAndBiases) {
+  const std::string spec = ",head_dim=16,experts=4,experts_used=2,window=8,yarn=32,orig_ctx=64,ctx=2048";
+  const std::string path = Make("gpt-oss", spec);
+  const ModelConfig c = Config(path);
+  EXPECT_EQ(c.layer_window, (std::vector<int32_t>{8, 0, 8, 0}));  // even layers windowed
+  EXPECT_TRUE(c.yarn);
+  EXPECT_EQ(c.yarn_orig_ctx, 64);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 1.0f / 32);
+  EXPECT_EQ(c.router.gating, ExpertGating::kSoftmaxWeight);
+  EXPECT_FALSE(c.router.normalize);
+  auto expect = [&](const std::string& p, StatusCode code, const std::string& text) {
+    const Status st = LoadError(p);
+    EXPECT_EQ(st.code(), code) << st.ToString();
+    EXPECT_NE(st.message().find(text), std::string::npos) << st.message();
+  };
+  expect(Edit(path, "blk.1.attn_sinks.weight"), StatusCode::kInvalidArgument,
+         "tensor blk.1.attn_sinks.weight is missing (a gpt-oss model needs it)");
+  expect(Edit(path, "blk.0.ffn_up_exps.bias"), StatusCode::kInvalidArgument,
+         "tensor blk.0.ffn_up_exps.bias is missing");
+  expect(Edit(path, "blk.0.post_attention_norm.weight"), StatusCode::kInvalidArgument,
+         "tensor blk.0.post_attention_norm.weight is missing");
+  expect(Edit(path, "", {{"gpt-oss.rope.scaling.type", gguf::Value::Str("longrope")}}),
+         StatusCode::kUnimplemented, "'longrope' is not supported (none, linear, yarn)");
+  expect(Edit(path, "", {{"gpt-oss.expert_gating_func", gguf::Value::U32(1)}}),
+         StatusCode::kUnimplemented, "llama.cpp runs gpt-oss models with softmax_weight");
+}
+
 TEST_F(ArchConfigTest, ExpertTensorsOfTheWrongShapeOrLayoutAreRefused) {
   const std::string good = Make("qwen3moe", kMoe);
   auto f = gguf::File::Open(good);

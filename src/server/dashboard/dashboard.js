@@ -234,6 +234,11 @@
       const queries = one(m.get('tarmac:prefix_cache_queries_total'), model);
       const hits = one(m.get('tarmac:prefix_cache_hits_total'), model);
       const preempt = one(m.get('tarmac:num_preemptions_total'), model);
+      // Mixtures of experts only (dense models have no such series).
+      const loadMax = one(m.get('tarmac:moe_expert_load_max_over_mean'), model);
+      const hotShare = one(m.get('tarmac:moe_hot_expert_share'), model);
+      const load = loadMax === undefined ? '–'
+                 : loadMax === 0 ? 'idle' : `${fmtNum(loadMax, 2)}× · ${fmtPct(hotShare)}`;
       perModel[model] = {throughput: rate, running, waiting, kv};
       const tr = document.createElement('tr');
       tr.dataset.model = model;
@@ -245,7 +250,8 @@
                 cell(fmtPct(frag), {field: 'kv_fragmentation', value: frag}),
                 cell(queries ? fmtPct(hits / queries) : '–', {field: 'prefix_hit_rate', value: queries ? hits / queries : undefined}),
                 cell(fmtNum(hits), {field: 'prefill_saved', value: hits}),
-                cell(fmtNum(preempt), {field: 'preemptions', value: preempt}));
+                cell(fmtNum(preempt), {field: 'preemptions', value: preempt}),
+                cell(load, {field: 'expert_load', value: loadMax}));
       rows.push(tr);
     }
     tbody.replaceChildren(...rows);
