@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "base/thread_pool.h"
 #include "gguf/make_random.h"
 #include "gguf/model_presets.h"
+#include "model/llama_model.h"
+#include "model/sequence_runner.h"
 
 namespace tarmac::testing {
 
@@ -50,6 +53,25 @@ inline std::string RegenerateArchGolden(const nlohmann::json& spec, const std::s
   auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, opts, &pool);
   EXPECT_TRUE(res.ok()) << res.status().ToString();
   return path;
+}
+
+// Greedy continuation (n tokens) of `prompt` on the plain single-sequence path: the prompt in
+// one pass, then one token at a time, every KV block kept.
+inline std::vector<int32_t> PlainGreedy(model::LlamaModel& m, const std::vector<int32_t>& prompt,
+                                        int n, int32_t context = 256) {
+  ThreadPool pool(2);
+  model::SequenceRunner runner(&m, context, &pool);
+  std::vector<float> logits;
+  EXPECT_TRUE(runner.Append(prompt, false, &logits).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    const int32_t one[1] = {next};
+    EXPECT_TRUE(runner.Append(one, false, &logits).ok());
+  }
+  return out;
 }
 
 }  // namespace tarmac::testing

@@ -13,10 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/arch_golden.h"
 #include "engine/engine_core.h"
-#include "gguf/make_random.h"
-#include "gguf/model_presets.h"
-#include "model/sequence_runner.h"
 #include "tokenizer/vocab_gguf.h"
 
 namespace tarmac::engine {
@@ -33,17 +31,8 @@ struct Model {
 // The golden's model, written again by make-random.
 Model LoadGoldenModel(const std::string& name) {
   Model g;
-  std::ifstream in(kRepo + "/tests/data/arch/" + name + ".golden.json");
-  g.golden = nlohmann::json::parse(in);
-  const auto& spec = g.golden["make_random"];
-  auto shape = gguf::ParseShape(spec["shape"].get<std::string>(), spec["arch"].get<std::string>());
-  gguf::MakeRandomOptions opts;
-  opts.seed = spec["seed"].get<uint64_t>();
-  opts.norm_jitter = spec["norm_jitter"].get<double>();
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-moe_engine-" + name + ".gguf";
-  ThreadPool pool(2);
-  EXPECT_TRUE(gguf::MakeRandomModel(shape.value(), DType::kF32, path, opts, &pool).ok());
+  g.golden = testing::ReadArchGolden(name);
+  const std::string path = testing::RegenerateArchGolden(g.golden["make_random"], name, "moe_engine");
   g.model = std::move(model::LlamaModel::Load(path).value());
   g.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(g.model->file()).value()).value());
   return g;
@@ -72,22 +61,6 @@ std::vector<std::vector<int32_t>> Prompts() {
     std::vector<int32_t> p(out[0].begin(), out[0].begin() + 24);
     for (int32_t t = 0; t < 10; ++t) p.push_back(7 + 13 * t + i);
     out.push_back(p);
-  }
-  return out;
-}
-
-std::vector<int32_t> PlainGreedy(model::LlamaModel& m, const std::vector<int32_t>& prompt, int n) {
-  ThreadPool pool(2);
-  model::SequenceRunner runner(&m, 256, &pool);
-  std::vector<float> logits;
-  EXPECT_TRUE(runner.Append(prompt, false, &logits).ok());
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const int32_t next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    const int32_t one[1] = {next};
-    EXPECT_TRUE(runner.Append(one, false, &logits).ok());
   }
   return out;
 }
@@ -159,7 +132,7 @@ EngineConfig BaseConfig() {
 void ExpectPlain(const Outcome& o, const std::vector<std::vector<int32_t>>& prompts,
                  const char* what) {
   for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(o.tokens[i], PlainGreedy(*Target().model, prompts[i], kTokens))
+    EXPECT_EQ(o.tokens[i], testing::PlainGreedy(*Target().model, prompts[i], kTokens))
         << what << ": request " << i;
   }
 }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/arch_golden.h"
 #include "engine/engine_core.h"
 #include "gguf/make_random.h"
 #include "gguf/model_presets.h"
@@ -56,23 +57,6 @@ std::vector<int32_t> Drain(RequestStream& s) {
     if (ev.token >= 0) tokens.push_back(ev.token);
   }
   return tokens;
-}
-
-// Greedy continuation of `prompt` on the single-sequence path (all KV kept).
-std::vector<int32_t> PlainGreedy(model::LlamaModel& m, const std::vector<int32_t>& prompt, int n) {
-  ThreadPool pool(2);
-  model::SequenceRunner runner(&m, 256, &pool);
-  std::vector<float> logits;
-  EXPECT_TRUE(runner.Append(prompt, false, &logits).ok());
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const int32_t next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    const int32_t one[1] = {next};
-    EXPECT_TRUE(runner.Append(one, false, &logits).ok());
-  }
-  return out;
 }
 
 // Our gap between our top logit and `token` after prompt + forced (teacher forcing).
@@ -132,7 +116,7 @@ void RunAndCheck(bool prefix_cache) {
     const auto prompt = cases[i]["tokens"].get<std::vector<int32_t>>();
     const auto llama = cases[i]["greedy"].get<std::vector<int32_t>>();
     const auto margin = cases[i]["greedy_margin"].get<std::vector<double>>();
-    EXPECT_EQ(got[i], PlainGreedy(m, prompt, static_cast<int>(llama.size()))) << "case " << i;
+    EXPECT_EQ(got[i], testing::PlainGreedy(m, prompt, static_cast<int>(llama.size()))) << "case " << i;
     size_t s = 0;
     while (s < llama.size() && got[i][s] == llama[s]) ++s;
     if (s < llama.size()) {  // the first difference must be a near-tie
