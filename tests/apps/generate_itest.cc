@@ -137,7 +137,7 @@ TEST_F(GenerateCliTest, BenchModelPrintsJson) {
 }
 
 // --read-bandwidth: a probe after each repetition; the reported fraction is the median of the
-// repetitions' own ratios (weight bytes x that decode's tok/s over that probe), not a ratio
+// repetitions' own ratios (bytes a step reads x that decode's tok/s over that probe), not a ratio
 // of medians.
 TEST_F(GenerateCliTest, BenchModelReadBandwidthFraction) {
   auto r = Run({"bench", "model", "-m", kWp11m, "--prompt-tokens", "8", "--decode", "8",
@@ -148,7 +148,7 @@ TEST_F(GenerateCliTest, BenchModelReadBandwidthFraction) {
   const auto reads = j["read_bytes_per_s_reps"].get<std::vector<double>>();
   ASSERT_EQ(decode.size(), 3u) << r.out;
   ASSERT_EQ(reads.size(), 3u) << r.out;
-  const double bytes = j["weight_bytes"].get<double>();
+  const double bytes = j["active_weight_bytes"].get<double>();  // what a decode step reads
   std::vector<double> ratios;
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_GT(reads[i], 0.0);

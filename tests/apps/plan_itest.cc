@@ -1,6 +1,7 @@
 // `tarmac plan` for real: the KV formula on the model's shape (wp-11m: 2 x 6 layers x 2 KV
 // heads x 64 x 2 bytes = 3 KiB per token), the batching curve, --measure's predictions, the
 // workload file's checks (an unknown key or a bad value names its path) and bad flags (exit 2).
+#include <cmath>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -34,14 +35,50 @@ TEST_F(PlanTest, FormulasFromTheShape) {
     EXPECT_EQ(c["f16_requests_fit"], (1 << 30) / (3072 * 512));
   }
   EXPECT_TRUE(saw512);
+  // A step reads every weight but the untied embedding (one row of it): wp-11m's token_embd is
+  // 2048 x 384 f16.
+  EXPECT_DOUBLE_EQ(j["model"]["weight_bytes"].get<double>() - j["decode"]["step_weight_bytes"].get<double>(),
+                   2048.0 * 384 * 2);
   EXPECT_DOUBLE_EQ(j["decode"]["batching"][1]["weight_bytes_per_token"].get<double>(),
-                   j["model"]["weight_bytes"].get<double>() / 2);
+                   j["decode"]["step_weight_bytes"].get<double>() / 2);
+  EXPECT_FALSE(j["model"].contains("moe"));
   EXPECT_TRUE(j["decode"]["tpot_lower_bound_ms"].is_null());  // no bandwidth
   EXPECT_FALSE(j.contains("predicted"));
   r = Run({"-m", testing::kWp11m, "--bandwidth-gbs", "10", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto k = nlohmann::json::parse(r.out);
-  EXPECT_NEAR(k["decode"]["tpot_lower_bound_ms"].get<double>(), k["model"]["weight_bytes"].get<double>() / 10e9 * 1e3, 1e-9);
+  EXPECT_NEAR(k["decode"]["tpot_lower_bound_ms"].get<double>(), k["decode"]["step_weight_bytes"].get<double>() / 10e9 * 1e3, 1e-9);
+}
+
+// A mixture of experts: active parameters, and a batch's expected experts per layer
+// E (1 - (1 - k/E)^B): a step of B tokens reads the dense part plus that share of the experts.
+TEST_F(PlanTest, MixtureOfExpertsTerms) {
+  const std::string f = Path("moe.gguf");
+  auto mk = testing::RunTarmac({"gguf", "make-random", "--arch", "qwen3moe", "--shape",
+                               "dim=64,layers=2,heads=4,kv_heads=2,ffn=96,vocab=300,head_dim=16,"
+                               "experts=16,experts_used=2,expert_ffn=64,tied=1",
+                               "--type", "f32", f},
+                              dir_.string());
+  ASSERT_EQ(mk.exit_code, 0) << mk.err;
+  auto r = Run({"-m", f, "--memory", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& moe = j["model"]["moe"];
+  EXPECT_EQ(moe["experts"], 16);
+  EXPECT_EQ(moe["experts_used"], 2);
+  const double expert_bytes = 2.0 * 16 * 3 * 64 * 64 * 4;  // layers, experts, matrices, f32
+  EXPECT_DOUBLE_EQ(moe["expert_bytes"].get<double>(), expert_bytes);
+  const double params = j["model"]["params"].get<double>();
+  EXPECT_DOUBLE_EQ(moe["active_params"].get<double>(), params - expert_bytes / 4 * 14 / 16);
+  const double dense = j["model"]["weight_bytes"].get<double>() - expert_bytes;
+  for (const auto& b : j["decode"]["batching"]) {
+    const double B = b["batch"].get<double>();
+    const double uni = 16 * (1 - std::pow(1 - 2.0 / 16, B));
+    EXPECT_NEAR(b["experts_read_per_layer"].get<double>(), uni, 1e-9) << B;
+    EXPECT_NEAR(b["weight_bytes_per_token"].get<double>(), (dense + expert_bytes * uni / 16) / B,
+                1e-6) << B;
+  }
+  EXPECT_DOUBLE_EQ(j["decode"]["batching"][0]["experts_read_per_layer"].get<double>(), 2.0);
 }
 
 TEST_F(PlanTest, MeasurePredictsFromTheProbe) {
