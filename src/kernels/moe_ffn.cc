@@ -118,12 +118,4 @@ void MoeFfnRef(const ExpertWeights& w, const float* x, int64_t n_tokens, const E
   }
 }
 
-void CountExpertChoices(const ExpertChoices& c, int64_t n_tokens, int64_t n_expert,
-                        int64_t* counts) {
-  for (int64_t i = 0; i < n_tokens * c.k; ++i) {
-    TARMAC_DCHECK(c.ids[i] >= 0 && c.ids[i] < n_expert);
-    ++counts[c.ids[i]];
-  }
-}
-
 }  // namespace tarmac::kernels

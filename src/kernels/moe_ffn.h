@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/ops.h"
@@ -60,9 +61,5 @@ void MoeFfn(const ExpertWeights& w, const float* x, int64_t n_tokens, const Expe
 // Scalar reference: token by token with MatMulRef and the activation's scalar form.
 void MoeFfnRef(const ExpertWeights& w, const float* x, int64_t n_tokens, const ExpertChoices& c,
                GluKind glu, float* y);
-
-// How many slots chose each expert: counts[e] += tokens that chose e ([n_expert]).
-void CountExpertChoices(const ExpertChoices& c, int64_t n_tokens, int64_t n_expert,
-                        int64_t* counts);
 
 }  // namespace tarmac::kernels

@@ -109,8 +109,10 @@ void LlamaModel::EnsureScratch(int32_t n) {
   k_.resize(static_cast<size_t>(n) * c.kv_dim());
   v_.resize(static_cast<size_t>(n) * c.kv_dim());
   attn_.resize(static_cast<size_t>(n) * c.q_dim());
-  gate_.resize(static_cast<size_t>(n) * c.n_ff);
-  up_.resize(static_cast<size_t>(n) * c.n_ff);
+  if (!c.is_moe()) {  // every layer of a mixture of experts runs ExpertBlock's buffers instead
+    gate_.resize(static_cast<size_t>(n) * c.n_ff);
+    up_.resize(static_cast<size_t>(n) * c.n_ff);
+  }
   logits_in_.resize(static_cast<size_t>(n) * c.n_embd);
   if (c.is_moe()) {
     router_logits_.resize(static_cast<size_t>(n) * c.router.n_expert);

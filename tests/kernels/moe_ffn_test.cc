@@ -221,16 +221,5 @@ TEST(MoeFfnTest, BiasesAndGeGlu) {
   }
 }
 
-TEST(MoeFfnTest, CountsChoices) {
-  const int32_t ids[] = {0, 2, 2, 3, 0, 2};
-  const float w[] = {1, 1, 1, 1, 1, 1};
-  int64_t counts[4] = {};
-  CountExpertChoices({ids, w, 2}, 3, 4, counts);
-  EXPECT_EQ(counts[0], 2);
-  EXPECT_EQ(counts[1], 0);
-  EXPECT_EQ(counts[2], 3);
-  EXPECT_EQ(counts[3], 1);
-}
-
 }  // namespace
 }  // namespace tarmac::kernels
