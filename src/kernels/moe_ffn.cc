@@ -24,9 +24,9 @@ void GroupByExpert(const ExpertChoices& c, int64_t n_tokens, int64_t n_expert, M
   for (int64_t i = 0; i < n_tokens * c.k; ++i) ++s->offsets[c.ids[i] + 1];
   for (int64_t e = 0; e < n_expert; ++e) s->offsets[e + 1] += s->offsets[e];
   s->order.resize(static_cast<size_t>(n_tokens * c.k));
-  std::vector<int32_t> next(s->offsets.begin(), s->offsets.end() - 1);
+  s->next.assign(s->offsets.begin(), s->offsets.end() - 1);
   for (int64_t i = 0; i < n_tokens * c.k; ++i) {
-    s->order[next[c.ids[i]]++] = static_cast<int32_t>(i);
+    s->order[s->next[c.ids[i]]++] = static_cast<int32_t>(i);
   }
 }
 

@@ -50,6 +50,7 @@ struct ExpertChoices {
 struct MoeScratch {
   std::vector<int32_t> offsets;  // [n_expert + 1]: where each expert's slots begin in order
   std::vector<int32_t> order;    // [n_tokens * k]: slot indices (t * k + j) grouped by expert
+  std::vector<int32_t> next;     // [n_expert]: the next free place of each expert's group
   AlignedVector<float> x, gate, up, out;  // [tokens of one expert][cols | ff | ff | cols]
 };
 

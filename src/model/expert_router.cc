@@ -1,10 +1,10 @@
 #include "model/expert_router.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <vector>
 
 #include "base/check.h"
 
@@ -26,9 +26,10 @@ void Softmax(float* x, int32_t n) {
   for (int32_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-// The k largest of v[idx...] into idx's first k entries, largest first; ties: lower index first.
-void TopK(const float* v, std::vector<int32_t>* idx, int32_t k) {
-  std::partial_sort(idx->begin(), idx->begin() + k, idx->end(), [v](int32_t a, int32_t b) {
+// Of the n indices idx[0..n), the k whose v is largest into idx's first k entries, largest
+// first; ties: lower index first.
+void TopK(const float* v, int32_t* idx, int32_t n, int32_t k) {
+  std::partial_sort(idx, idx + k, idx + n, [v](int32_t a, int32_t b) {
     return v[a] > v[b] || (v[a] == v[b] && a < b);
   });
 }
@@ -36,7 +37,7 @@ void TopK(const float* v, std::vector<int32_t>* idx, int32_t k) {
 // Masks (to -inf) every group but the n_groups_used whose two largest scores sum highest.
 void KeepBestGroups(const RouterConfig& c, float* selection) {
   const int32_t per_group = c.n_expert / c.n_groups;
-  std::vector<float> group_score(c.n_groups);
+  std::array<float, kMaxExperts> group_score;
   for (int32_t g = 0; g < c.n_groups; ++g) {
     const float* s = selection + g * per_group;
     float first = -std::numeric_limits<float>::infinity(), second = first;
@@ -50,10 +51,10 @@ void KeepBestGroups(const RouterConfig& c, float* selection) {
     }
     group_score[g] = per_group >= 2 ? first + second : first;
   }
-  std::vector<int32_t> groups(c.n_groups);
-  std::iota(groups.begin(), groups.end(), 0);
-  TopK(group_score.data(), &groups, c.n_groups_used);
-  std::vector<bool> keep(c.n_groups, false);
+  std::array<int32_t, kMaxExperts> groups;
+  std::iota(groups.begin(), groups.begin() + c.n_groups, 0);
+  TopK(group_score.data(), groups.data(), c.n_groups, c.n_groups_used);
+  std::array<bool, kMaxExperts> keep{};
   for (int32_t i = 0; i < c.n_groups_used; ++i) keep[groups[i]] = true;
   for (int32_t g = 0; g < c.n_groups; ++g) {
     if (keep[g]) continue;
@@ -75,27 +76,27 @@ std::string_view ExpertGatingName(ExpertGating g) {
 
 void RouteExperts(const RouterConfig& c, const float* logits, const float* selection_bias,
                   int32_t n_tokens, int32_t* ids, float* weights) {
-  TARMAC_CHECK(c.n_used >= 1 && c.n_used <= c.n_expert);
+  TARMAC_CHECK(c.n_used >= 1 && c.n_used <= c.n_expert && c.n_expert <= kMaxExperts);
   TARMAC_CHECK(c.n_groups >= 1 && c.n_expert % c.n_groups == 0);
   TARMAC_CHECK(c.n_groups == 1 || (c.n_groups_used >= 1 && c.n_groups_used <= c.n_groups));
   const int32_t E = c.n_expert, K = c.n_used;
-  std::vector<float> probs(E), selection(E);
-  std::vector<int32_t> idx(E);
+  std::array<float, kMaxExperts> probs, selection;
+  std::array<int32_t, kMaxExperts> idx;
   for (int32_t t = 0; t < n_tokens; ++t) {
     const float* l = logits + static_cast<int64_t>(t) * E;
     std::copy(l, l + E, probs.begin());
     if (c.gating == ExpertGating::kSoftmax) {
       Softmax(probs.data(), E);
     } else if (c.gating == ExpertGating::kSigmoid) {
-      for (float& p : probs) p = 1.0f / (1.0f + std::exp(-p));
+      for (int32_t e = 0; e < E; ++e) probs[e] = 1.0f / (1.0f + std::exp(-probs[e]));
     }
-    selection = probs;
+    std::copy(probs.begin(), probs.begin() + E, selection.begin());
     if (selection_bias != nullptr) {
       for (int32_t e = 0; e < E; ++e) selection[e] += selection_bias[e];
     }
     if (c.n_groups > 1) KeepBestGroups(c, selection.data());
-    std::iota(idx.begin(), idx.end(), 0);
-    TopK(selection.data(), &idx, K);
+    std::iota(idx.begin(), idx.begin() + E, 0);
+    TopK(selection.data(), idx.data(), E, K);
     int32_t* id = ids + static_cast<int64_t>(t) * K;
     float* w = weights + static_cast<int64_t>(t) * K;
     for (int32_t j = 0; j < K; ++j) {

@@ -21,8 +21,11 @@ namespace tarmac::model {
 enum class ExpertGating : int32_t { kSoftmax = 1, kSigmoid = 2, kSoftmaxWeight = 3 };
 std::string_view ExpertGatingName(ExpertGating g);  // "softmax", "sigmoid", "softmax_weight"
 
+// The most experts a router routes over (llama.cpp's LLAMA_MAX_EXPERTS).
+inline constexpr int32_t kMaxExperts = 512;
+
 struct RouterConfig {
-  int32_t n_expert = 0;
+  int32_t n_expert = 0;  // 1..kMaxExperts
   int32_t n_used = 0;  // experts per token, 1 <= n_used <= n_expert
   ExpertGating gating = ExpertGating::kSoftmax;
   bool normalize = true;
@@ -33,6 +36,7 @@ struct RouterConfig {
 
 // logits: [n_tokens][n_expert]; selection_bias: [n_expert] or null; ids, weights:
 // [n_tokens][n_used], written. Preconditions: config valid as above; logits finite.
+// Allocates nothing (it runs in every MoE layer of every step).
 void RouteExperts(const RouterConfig& config, const float* logits, const float* selection_bias,
                   int32_t n_tokens, int32_t* ids, float* weights);
 

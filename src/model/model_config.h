@@ -75,9 +75,6 @@ struct ModelConfig {
   int32_t KvRetentionWindow() const;
 };
 
-// The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS).
-inline constexpr int32_t kMaxExperts = 512;
-
 // Errors name the missing or inconsistent key; an unsupported architecture names the
 // supported ones. n_vocab comes from the embedding shape.
 Result<ModelConfig> LoadModelConfig(const gguf::File& file);

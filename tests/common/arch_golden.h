@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@
 #include "gguf/model_presets.h"
 #include "model/llama_model.h"
 #include "model/sequence_runner.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab_gguf.h"
 
 namespace tarmac::testing {
 
@@ -53,6 +56,22 @@ inline std::string RegenerateArchGolden(const nlohmann::json& spec, const std::s
   auto res = gguf::MakeRandomModel(*shape, DType::kF32, path, opts, &pool);
   EXPECT_TRUE(res.ok()) << res.status().ToString();
   return path;
+}
+
+// A golden, its model written again and loaded, and that model's tokenizer.
+struct LoadedGolden {
+  nlohmann::json golden;
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<tok::Tokenizer> tok;
+};
+
+inline LoadedGolden LoadArchGoldenModel(const std::string& name, const std::string& tag) {
+  LoadedGolden g;
+  g.golden = ReadArchGolden(name);
+  const std::string path = RegenerateArchGolden(g.golden["make_random"], name, tag);
+  g.model = std::move(model::LlamaModel::Load(path).value());
+  g.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(g.model->file()).value()).value());
+  return g;
 }
 
 // Greedy continuation (n tokens) of `prompt` on the plain single-sequence path: the prompt in

@@ -20,34 +20,21 @@
 namespace tarmac::engine {
 namespace {
 
-const std::string kRepo = TARMAC_SOURCE_DIR;
 
-struct Model {
-  nlohmann::json golden;
-  std::unique_ptr<model::LlamaModel> model;
-  std::unique_ptr<tok::Tokenizer> tok;
-};
-
-// The golden's model, written again by make-random.
-Model LoadGoldenModel(const std::string& name) {
-  Model g;
-  g.golden = testing::ReadArchGolden(name);
-  const std::string path = testing::RegenerateArchGolden(g.golden["make_random"], name, "moe_engine");
-  g.model = std::move(model::LlamaModel::Load(path).value());
-  g.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(g.model->file()).value()).value());
-  return g;
-}
+using Model = testing::LoadedGolden;
 
 // The model under test (the test's parameter), made once per name.
 std::string g_target = "qwen3moe";
 Model& Target() {
   static std::map<std::string, Model> models;
   auto it = models.find(g_target);
-  if (it == models.end()) it = models.emplace(g_target, LoadGoldenModel(g_target)).first;
+  if (it == models.end()) {
+    it = models.emplace(g_target, testing::LoadArchGoldenModel(g_target, "moe_engine")).first;
+  }
   return it->second;
 }
 Model& Draft() {  // a dense model of the same vocabulary
-  static Model m = LoadGoldenModel("qwen3");
+  static Model m = testing::LoadArchGoldenModel("qwen3", "moe_engine");
   return m;
 }
 

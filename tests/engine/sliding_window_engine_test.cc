@@ -21,32 +21,9 @@
 namespace tarmac::engine {
 namespace {
 
-const std::string kRepo = TARMAC_SOURCE_DIR;
 
-struct Golden {
-  nlohmann::json json;
-  std::unique_ptr<model::LlamaModel> model;
-  std::unique_ptr<tok::Tokenizer> tok;
-};
-
-Golden& LoadGolden() {
-  static Golden g = [] {
-    Golden g;
-    std::ifstream in(kRepo + "/tests/data/arch/gemma3-swa.golden.json");
-    g.json = nlohmann::json::parse(in);
-    const auto& spec = g.json["make_random"];
-    auto shape = gguf::ParseShape(spec["shape"].get<std::string>(), spec["arch"].get<std::string>());
-    gguf::MakeRandomOptions opts;
-    opts.seed = spec["seed"].get<uint64_t>();
-    opts.norm_jitter = spec["norm_jitter"].get<double>();
-    const std::string path =
-        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-sliding_window_engine.gguf";
-    ThreadPool pool(2);
-    EXPECT_TRUE(gguf::MakeRandomModel(shape.value(), DType::kF32, path, opts, &pool).ok());
-    g.model = std::move(model::LlamaModel::Load(path).value());
-    g.tok = std::move(tok::Tokenizer::Create(tok::LoadVocab(g.model->file()).value()).value());
-    return g;
-  }();
+testing::LoadedGolden& LoadGolden() {
+  static testing::LoadedGolden g = testing::LoadArchGoldenModel("gemma3-swa", "sliding_window_engine");
   return g;
 }
 
@@ -69,7 +46,7 @@ double OurGap(model::LlamaModel& m, std::vector<int32_t> tokens, int32_t token) 
 }
 
 void RunAndCheck(bool prefix_cache) {
-  Golden& g = LoadGolden();
+  testing::LoadedGolden& g = LoadGolden();
   model::LlamaModel& m = *g.model;
   ASSERT_EQ(m.config().KvRetentionWindow(), 24);
   EngineConfig cfg;
@@ -81,7 +58,7 @@ void RunAndCheck(bool prefix_cache) {
   cfg.threads = 2;
   cfg.warmup = false;
   auto core = std::move(EngineCore::Create(&m, g.tok.get(), cfg).value());
-  const auto& cases = g.json["cases"];
+  const auto& cases = g.golden["cases"];
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (size_t i = 0; i < cases.size(); ++i) {
     EngineRequest r;
